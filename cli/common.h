@@ -1,0 +1,59 @@
+// Shared helpers of the qmoe command-line tool.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "qmoe/dispatch.h"
+#include "qmoe/moe.h"
+
+namespace qmoe::cli {
+
+// "int4 group128 sym", "fp8 channel", ... one line per args object ("none" for absent).
+std::string describe_args(const std::optional<QuantArgs>& args);
+std::string describe_scheme(const LayerScheme& scheme);
+
+// The kernel family that runs the method: what vLLM runs on `target`, and what qmoe runs.
+std::string vllm_kernel_family(const DispatchDecision& d, Target target);
+std::string qmoe_kernel_family(const DispatchDecision& d, Target target);
+
+std::string human_bytes(uint64_t bytes);
+
+// A one-line progress indicator on stderr when it is a terminal; silent otherwise.
+class Progress {
+ public:
+  explicit Progress(std::string label);
+  ~Progress();
+  void update(uint64_t done, uint64_t total);
+
+ private:
+  std::string label_;
+  bool tty_;
+  bool shown_ = false;
+  double start_s_;
+};
+
+double now_seconds();
+
+int run_inspect(const std::string& dir, Target target, bool json);
+
+struct RunArgs {
+  std::string dir;
+  int layer = -1;  // -1: first MoE layer
+  int tokens = 16;
+  uint64_t seed = 0;
+  std::string backend = "cpu";
+  Target target = Target::kSm90;
+  std::string inputs;
+  std::string output;
+  int threads = 0;
+  int repeat = 3;
+  int tp_rank = 0, tp_size = 1, ep_rank = 0, ep_size = 1;
+  bool nvfp4_exact_w4a4 = false;
+  bool fp32_intermediate = false;
+  bool check = true;
+  bool json = false;
+};
+int run_run(const RunArgs& args);
+
+}  // namespace qmoe::cli

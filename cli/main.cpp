@@ -1,0 +1,63 @@
+// qmoe: inspect compressed-tensors MoE checkpoints and run their MoE layers.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "cli/common.h"
+#include "qmoe/error.h"
+
+int main(int argc, char** argv) {
+  using namespace qmoe;
+  CLI::App app{"qmoe: run the MoE layers of compressed-tensors quantized checkpoints"};
+  app.require_subcommand(1);
+
+  std::string target_name = "sm90";
+  auto target_check = CLI::IsMember({"sm90", "sm100", "cpu"});
+
+  std::string inspect_dir;
+  bool inspect_json = false;
+  auto* inspect = app.add_subcommand("inspect", "Per MoE layer: scheme, method, kernels, weight bytes (reads headers only)");
+  inspect->add_option("CKPT_DIR", inspect_dir, "checkpoint folder")->required();
+  inspect->add_option("--target", target_name, "GPU whose dispatch decision is reported")->check(target_check);
+  inspect->add_flag("--json", inspect_json, "machine-readable output");
+
+  cli::RunArgs run_args;
+  auto* run = app.add_subcommand("run", "Load one MoE layer, run it, check it against the reference, time it");
+  run->add_option("CKPT_DIR", run_args.dir, "checkpoint folder")->required();
+  run->add_option("--layer", run_args.layer, "layer index (default: the first MoE layer)");
+  run->add_option("--tokens", run_args.tokens, "tokens of random input")->check(CLI::Range(1, 1 << 20));
+  run->add_option("--seed", run_args.seed, "seed of the random inputs");
+  run->add_option("--backend", run_args.backend, "cpu (cuda: not built yet)")->check(CLI::IsMember({"cpu", "cuda"}));
+  run->add_option("--target", target_name, "GPU whose dispatch decision is taken")->check(target_check);
+  run->add_option("--inputs", run_args.inputs, "safetensors with hidden_states [T, hidden] and router_logits [T, experts]");
+  run->add_option("--output", run_args.output, "write the output [T, hidden] (F32) to this safetensors file");
+  run->add_option("--threads", run_args.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  run->add_option("--repeat", run_args.repeat, "timed repetitions (the median is printed)")->check(CLI::Range(1, 1000));
+  run->add_option("--tp-rank", run_args.tp_rank, "tensor-parallel rank");
+  run->add_option("--tp-size", run_args.tp_size, "tensor-parallel size")->check(CLI::PositiveNumber);
+  run->add_option("--ep-rank", run_args.ep_rank, "expert-parallel rank (linear placement)");
+  run->add_option("--ep-size", run_args.ep_size, "expert-parallel size")->check(CLI::PositiveNumber);
+  run->add_flag("--nvfp4-exact-w4a4", run_args.nvfp4_exact_w4a4,
+                "quantize NVFP4 W4A4 activations (vLLM on Hopper runs W4A4 weight-only)");
+  run->add_flag("--fp32-intermediate", run_args.fp32_intermediate,
+                "keep intermediates in fp32 (default: round them to the input dtype, as vLLM)");
+  run->add_flag("--no-check", [&](int64_t) { run_args.check = false; }, "skip the reference check");
+  run->add_flag("--json", run_args.json, "machine-readable output");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    const Target target = *parse_target(target_name);
+    if (*inspect) return cli::run_inspect(inspect_dir, target, inspect_json);
+    run_args.target = target;
+    return cli::run_run(run_args);
+  } catch (const NotSupported& e) {
+    fmt::print(stderr, "qmoe: not supported: {}\n", e.what());
+    return 3;
+  } catch (const Error& e) {
+    fmt::print(stderr, "qmoe: error: {}\n", e.what());
+    return 2;
+  }
+}

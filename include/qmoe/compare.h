@@ -1,0 +1,38 @@
+// Comparing layer outputs, and the tolerance policy (docs/tolerances.md) in one place.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "qmoe/moe.h"
+#include "qmoe/tensor.h"
+
+namespace qmoe {
+
+struct OutputDiff {
+  double max_abs_error = 0.0;
+  double max_abs_ref = 0.0;
+  double rel_l2 = 0.0;        // ||out - ref||_2 / ||ref||_2
+  int64_t worst_index = -1;   // flat index of max_abs_error
+  bool finite = true;         // no NaN/Inf in `out`
+};
+
+// `out` and `ref`: same shape, dtype F32/F64/BF16/F16.
+OutputDiff compare_outputs(const Tensor& out, const Tensor& ref);
+
+enum class Comparison {
+  kBackendVsReference,  // a backend against reference_forward (same numerics, other summation)
+  kVsFloat64Expected,   // against a float64 torch forward on the same dequantized weights and the
+                        // same quantized activations (fixtures' expected / expected_actq)
+  kVsFloat64ExpectedRoundedWeights,  // the same, but torch used compressed-tensors' bf16-rounded
+                                     // weights where the layer keeps them unrounded (NVFP4)
+};
+
+// How a fixture's expected tensor relates to the layer: "expected*" keys use compressed-tensors'
+// (rounded) dequantized weights, "expected_actq" the kernels' unrounded ones.
+Comparison fixture_comparison(const MoeLayer& layer, const std::string& expected_key);
+
+// Bound on rel_l2 for the layer's scheme and options.
+double tolerance_rel_l2(const MoeLayer& layer, const ForwardOptions& options, Comparison kind);
+
+}  // namespace qmoe

@@ -1,0 +1,72 @@
+#include "qmoe/compare.h"
+
+#include <cmath>
+
+#include "qmoe/error.h"
+#include "quant/formats.h"
+
+namespace qmoe {
+namespace {
+
+double value_at(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kF32:
+      return t.data<float>()[i];
+    case DType::kF64:
+      return t.data<double>()[i];
+    case DType::kBF16:
+      return quant::bf16_to_float(t.data<uint16_t>()[i]);
+    case DType::kF16:
+      return quant::f16_to_float(t.data<uint16_t>()[i]);
+    default:
+      throw Error("compare_outputs: unsupported dtype " + std::string(dtype_name(t.dtype())));
+  }
+}
+
+}  // namespace
+
+OutputDiff compare_outputs(const Tensor& out, const Tensor& ref) {
+  if (out.shape() != ref.shape())
+    throw Error("compare_outputs: shapes differ: " + out.shape_str() + " vs " + ref.shape_str());
+  OutputDiff d;
+  double err2 = 0.0, ref2 = 0.0;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const double o = value_at(out, i), r = value_at(ref, i);
+    if (!std::isfinite(o)) d.finite = false;
+    const double e = std::fabs(o - r);
+    if (!(e <= d.max_abs_error)) {  // also catches NaN
+      d.max_abs_error = e;
+      d.worst_index = i;
+    }
+    d.max_abs_ref = std::max(d.max_abs_ref, std::fabs(r));
+    err2 += (o - r) * (o - r);
+    ref2 += r * r;
+  }
+  d.rel_l2 = ref2 > 0.0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  if (!d.finite) d.rel_l2 = INFINITY;
+  return d;
+}
+
+Comparison fixture_comparison(const MoeLayer& layer, const std::string& expected_key) {
+  const bool kernel_weights = expected_key.size() >= 5 && expected_key.substr(expected_key.size() - 5) == "_actq";
+  return (!kernel_weights && !layer.round_weights_to_scale_dtype) ? Comparison::kVsFloat64ExpectedRoundedWeights
+                                                                  : Comparison::kVsFloat64Expected;
+}
+
+double tolerance_rel_l2(const MoeLayer& layer, const ForwardOptions& options, Comparison kind) {
+  const bool act_quant = layer.act_quant != ActQuant::kNone;
+  if (kind == Comparison::kBackendVsReference) {
+    // Same numerics; fp32 vs fp64 sums can move a bf16 rounding of an intermediate by one ulp
+    // (2^-8), and such a move can move an fp8/int8 activation code by one step.
+    if (!options.round_intermediate) return act_quant ? 2e-3 : 1e-5;
+    return act_quant ? 1e-2 : 4e-3;
+  }
+  // Weights that differ by one bf16 rounding (2^-9 relative) each.
+  if (kind == Comparison::kVsFloat64ExpectedRoundedWeights) return options.round_intermediate ? 1.5e-2 : 6e-3;
+  // Against torch's float64 forward: with fp32 intermediates only summation order differs
+  // (activation codes agree except at rare rounding ties); bf16 intermediates add ~2^-9 noise.
+  if (!options.round_intermediate) return act_quant ? 2e-3 : 2e-5;
+  return act_quant ? 2e-2 : 1e-2;
+}
+
+}  // namespace qmoe

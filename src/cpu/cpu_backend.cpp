@@ -1,0 +1,157 @@
+// The CPU backend: the default where no GPU exists. Same math as the reference (compressed-tensors
+// dequantization, vLLM's activation quantization and rounding points) with fp32 accumulation,
+// row-wise dequantization (table lookups for int4) and all cores.
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "cpu/moe_math.h"
+#include "cpu/parallel.h"
+#include "qmoe/error.h"
+#include "routing/routing.h"
+
+namespace qmoe {
+namespace cpu {
+namespace {
+
+constexpr int64_t kRowsPerItem = 32;  // output rows per work item: enough work to amortise scheduling
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
+float dot(const float* a, const float* b, int64_t n) {
+  // Eight independent partial sums let the compiler vectorise without reassociation flags.
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// One grouped GEMM: for every local expert e and each of its slots s,
+// out[s, n] = dot(W_e[n, :], in[row_of(s), :]) + bias_e[n].
+struct GroupedGemm {
+  const std::vector<std::vector<int64_t>>* slots;  // per local expert: slot ids
+  const float* in;                                 // [*, k] rows addressed by in_row(slot)
+  int64_t in_stride;
+  bool in_by_token;  // rows of `in` are tokens (slot / top_k) rather than slots
+  int top_k;
+  float* out;        // [num_slots, n]
+  int64_t n;
+  int64_t k;
+};
+
+void run_grouped_gemm(const MoeLayer& layer, bool first, const GroupedGemm& g, int threads) {
+  std::vector<std::pair<int, int64_t>> items;  // (local expert, first row)
+  for (int e = 0; e < layer.num_local_experts; ++e)
+    if (!(*g.slots)[e].empty())
+      for (int64_t r = 0; r < g.n; r += kRowsPerItem) items.emplace_back(e, r);
+  std::vector<std::vector<float>> row_buf(static_cast<size_t>(std::max(threads, 1)), std::vector<float>(g.k));
+  parallel_for(threads, static_cast<int64_t>(items.size()), [&](int64_t item, int worker) {
+    const auto [e, r0] = items[item];
+    const ExpertWeights& ew = layer.experts[e];
+    const QuantWeight& w = first ? ew.w13 : ew.w2;
+    const Tensor& bias = first ? ew.w13_bias : ew.w2_bias;
+    float* row = row_buf[worker].data();
+    const int64_t r1 = std::min(g.n, r0 + kRowsPerItem);
+    for (int64_t r = r0; r < r1; ++r) {
+      dequantize_row(w, r, layer.round_weights_to_scale_dtype, row);
+      const float b = bias.empty() ? 0.0f : bias.data<float>()[r];
+      for (int64_t s : (*g.slots)[e]) {
+        const int64_t in_row = g.in_by_token ? s / g.top_k : s;
+        g.out[s * g.n + r] = dot(row, g.in + in_row * g.in_stride, g.k) + b;
+      }
+    }
+  });
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads)
+      : threads_(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
+
+  std::string name() const override { return "cpu"; }
+
+  Tensor forward(const MoeLayer& layer, const Tensor& hidden_states, const Tensor& router_logits,
+                 const ForwardOptions& options) override {
+    if (hidden_states.rank() != 2) throw Error("hidden_states must be 2-D [tokens, hidden], got " + hidden_states.shape_str());
+    const int64_t T = hidden_states.dim(0), H = layer.hidden, I = layer.inter;
+    const int k = layer.top_k;
+    const int64_t S = layer.gated() ? 2 : 1;
+    const DType act_dtype = hidden_states.dtype();
+    auto round = [&](float v) { return options.round_intermediate ? round_to_dtype(v, act_dtype) : v; };
+
+    std::vector<float> x = to_float_matrix(hidden_states, T, H, "hidden_states");
+    const std::vector<float> logits = to_float_matrix(router_logits, T, layer.num_experts, "router_logits");
+    const routing::TopK topk = routing::route(logits.data(), static_cast<int>(T), layer.num_experts, k, layer.routing,
+                                              layer.correction_bias.empty() ? nullptr : layer.correction_bias.data<float>());
+
+    std::vector<std::vector<int64_t>> slots(layer.num_local_experts);
+    for (int64_t s = 0; s < T * k; ++s) {
+      const int local = layer.expert_map[topk.ids[s]];
+      if (local >= 0) slots[local].push_back(s);
+    }
+
+    if (layer.routing.router_weight_on_input)  // top_k == 1: slot s is token s
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < H; ++h) x[t * H + h] = round(x[t * H + h] * topk.weights[t]);
+    fake_quantize(gemm1_act_quant(layer), x.data(), T, H);
+
+    std::vector<float> u(static_cast<size_t>(T * k * S * I));
+    run_grouped_gemm(layer, true, {&slots, x.data(), H, true, k, u.data(), S * I, H}, threads_);
+
+    std::vector<float> a(static_cast<size_t>(T * k * I));
+    std::vector<int64_t> local_slots;
+    for (const auto& list : slots) local_slots.insert(local_slots.end(), list.begin(), list.end());
+    std::sort(local_slots.begin(), local_slots.end());
+    for (int64_t s : local_slots) {
+      float* us = u.data() + s * S * I;
+      for (int64_t i = 0; i < S * I; ++i) us[i] = round(us[i]);
+      float* as = a.data() + s * I;
+      apply_activation(layer.activation, layer.swiglu_limit, us, I, as);
+      for (int64_t i = 0; i < I; ++i) as[i] = round(as[i]);
+    }
+    // GEMM2's input is quantized over the rows that exist on this rank (the local slots).
+    const ActQuantParams q2 = gemm2_act_quant(layer);
+    if (q2.kind == ActQuant::kFp8PerTensorDynamic) {
+      std::vector<float> packed(local_slots.size() * I);
+      for (size_t i = 0; i < local_slots.size(); ++i)
+        std::memcpy(&packed[i * I], a.data() + local_slots[i] * I, I * sizeof(float));
+      fake_quantize(q2, packed.data(), static_cast<int64_t>(local_slots.size()), I);
+      for (size_t i = 0; i < local_slots.size(); ++i)
+        std::memcpy(a.data() + local_slots[i] * I, &packed[i * I], I * sizeof(float));
+    } else {
+      for (int64_t s : local_slots) fake_quantize(q2, a.data() + s * I, 1, I);
+    }
+
+    std::vector<float> y(static_cast<size_t>(T * k * H));
+    run_grouped_gemm(layer, false, {&slots, a.data(), I, false, k, y.data(), H, I}, threads_);
+
+    Tensor out(DType::kF32, {T, H});
+    float* o = out.data<float>();
+    for (int64_t s : local_slots) {
+      const int64_t t = s / k;
+      const float w = layer.routing.router_weight_on_input ? 1.0f : topk.weights[s];
+      for (int64_t h = 0; h < H; ++h) o[t * H + h] += round(w * y[s * H + h]);
+    }
+    for (int64_t i = 0; i < T * H; ++i) o[i] = round(o[i]);
+    return out;
+  }
+
+ private:
+  int threads_;
+};
+
+}  // namespace
+}  // namespace cpu
+
+std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
+  if (name == "cpu") return std::make_unique<cpu::CpuBackend>(threads);
+  if (name == "cuda")
+    throw NotSupported("backend 'cuda' is not supported yet (this build has the CPU backend only)");
+  throw Error("unknown backend '" + name + "' (expected cpu or cuda)");
+}
+
+}  // namespace qmoe

@@ -1,0 +1,178 @@
+// Row dequantization of canonical expert weights: the one place that turns any on-disk weight
+// format into floats, with compressed-tensors' numerics (see docs/numerics.md).
+#include <cstring>
+#include <string>
+
+#include "qmoe/error.h"
+#include "qmoe/moe.h"
+#include "quant/formats.h"
+
+namespace qmoe {
+namespace {
+
+using quant::ScaleKind;
+
+ScaleKind scale_kind_of(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return ScaleKind::kBF16;
+    case DType::kF16:
+      return ScaleKind::kF16;
+    default:
+      return ScaleKind::kF32;
+  }
+}
+
+// Element i of a BF16/F16/F32/F64 tensor as float.
+float load_float(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kBF16:
+      return quant::bf16_to_float(t.data<uint16_t>()[i]);
+    case DType::kF16:
+      return quant::f16_to_float(t.data<uint16_t>()[i]);
+    case DType::kF32:
+      return t.data<float>()[i];
+    case DType::kF64:
+      return static_cast<float>(t.data<double>()[i]);
+    case DType::kF8E4M3:
+      return quant::fp8e4m3_to_float(t.data<uint8_t>()[i]);
+    default:
+      throw Error("scale tensor has non-float dtype " + std::string(dtype_name(t.dtype())));
+  }
+}
+
+// Scale of element (row, col) for int/fp8 formats; `group` is the scale column.
+float scale_at(const QuantWeight& w, int64_t row, int64_t group) {
+  switch (w.strategy) {
+    case Strategy::kTensor:
+      return load_float(w.scale, 0);
+    case Strategy::kChannel:
+      return load_float(w.scale, row);
+    case Strategy::kBlock:
+      return load_float(w.scale, (row / w.block_rows) * w.scale.dim(1) + group);
+    default:
+      return load_float(w.scale, row * w.scale.dim(1) + group);
+  }
+}
+
+int64_t group_of(const QuantWeight& w, int64_t col) {
+  switch (w.strategy) {
+    case Strategy::kTensor:
+    case Strategy::kChannel:
+      return 0;
+    case Strategy::kBlock:
+      return col / w.block_cols;
+    default:
+      return w.g_idx.empty() ? col / w.group_size : w.g_idx.data<int32_t>()[col];
+  }
+}
+
+int zero_point_at(const QuantWeight& w, int64_t row, int64_t group) {
+  if (w.zero_point.empty()) return 0;
+  if (w.strategy == Strategy::kTensor) return w.zero_point.data<int8_t>()[0];
+  return w.zero_point.data<int8_t>()[row * w.zero_point.dim(1) + group];
+}
+
+// Packed int rows with contiguous groups: one 16/256-entry table per group turns every element
+// into a lookup, which keeps the CPU backend's dequantization cheap.
+void dequantize_int_packed_grouped(const QuantWeight& w, int64_t row, ScaleKind kind,
+                                   float* out) {
+  const int64_t words_per_row = w.data.dim(1);
+  const int32_t* words = w.data.data<int32_t>() + row * words_per_row;
+  const int64_t group = w.strategy == Strategy::kGroup ? w.group_size : w.cols;
+  const int levels = 1 << w.bits;
+  const int offset = levels / 2;
+  float table[256];
+  for (int64_t c0 = 0; c0 < w.cols; c0 += group) {
+    const int64_t g = c0 / group;
+    const float s = scale_at(w, row, g);
+    const int z = zero_point_at(w, row, g);
+    for (int u = 0; u < levels; ++u) table[u] = quant::dequant_int(u - offset, z, s, kind);
+    const int64_t c1 = std::min(w.cols, c0 + group);
+    if (w.bits == 4 && c0 % 8 == 0 && (c1 - c0) % 8 == 0) {
+      for (int64_t c = c0; c < c1; c += 8) {
+        const uint32_t word = static_cast<uint32_t>(words[c / 8]);
+        for (int j = 0; j < 8; ++j) out[c + j] = table[(word >> (4 * j)) & 0xF];
+      }
+    } else {
+      for (int64_t c = c0; c < c1; ++c) out[c] = table[quant::unpack_int(words, c, w.bits) + offset];
+    }
+  }
+}
+
+}  // namespace
+
+std::string to_string(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kDense:
+      return "dense";
+    case WeightFormat::kIntPacked:
+      return "int-packed";
+    case WeightFormat::kIntUnpacked:
+      return "int-unpacked";
+    case WeightFormat::kFp8:
+      return "fp8";
+    case WeightFormat::kNvfp4:
+      return "nvfp4";
+    case WeightFormat::kMxfp4:
+      return "mxfp4";
+  }
+  return "?";
+}
+
+int64_t QuantWeight::storage_bytes() const {
+  return static_cast<int64_t>(data.size_bytes() + scale.size_bytes() + zero_point.size_bytes() +
+                              g_idx.size_bytes());
+}
+
+void dequantize_row(const QuantWeight& w, int64_t row, bool round_to_scale_dtype, float* out) {
+  const ScaleKind kind = round_to_scale_dtype ? scale_kind_of(w.scale.dtype()) : ScaleKind::kF32;
+  switch (w.format) {
+    case WeightFormat::kDense:
+      for (int64_t c = 0; c < w.cols; ++c) out[c] = load_float(w.data, row * w.cols + c);
+      return;
+    case WeightFormat::kIntPacked:
+      if (w.g_idx.empty()) return dequantize_int_packed_grouped(w, row, kind, out);
+      {
+        const int32_t* words = w.data.data<int32_t>() + row * w.data.dim(1);
+        for (int64_t c = 0; c < w.cols; ++c) {
+          const int64_t g = group_of(w, c);
+          out[c] = quant::dequant_int(quant::unpack_int(words, c, w.bits), zero_point_at(w, row, g),
+                                      scale_at(w, row, g), kind);
+        }
+      }
+      return;
+    case WeightFormat::kIntUnpacked: {
+      const int8_t* q = w.data.data<int8_t>() + row * w.cols;
+      for (int64_t c = 0; c < w.cols; ++c) {
+        const int64_t g = group_of(w, c);
+        out[c] = quant::dequant_int(q[c], zero_point_at(w, row, g), scale_at(w, row, g), kind);
+      }
+      return;
+    }
+    case WeightFormat::kFp8: {
+      const uint8_t* q = w.data.data<uint8_t>() + row * w.cols;
+      for (int64_t c = 0; c < w.cols; ++c)
+        out[c] = quant::dequant_fp8(q[c], scale_at(w, row, group_of(w, c)), kind);
+      return;
+    }
+    case WeightFormat::kNvfp4:
+    case WeightFormat::kMxfp4: {
+      const uint8_t* bytes = w.data.data<uint8_t>() + row * (w.cols / 2);
+      const uint8_t* scales = w.scale.data<uint8_t>() + row * w.scale.dim(1);
+      for (int64_t c = 0; c < w.cols; ++c) {
+        const uint8_t nibble = (c % 2 == 0) ? (bytes[c / 2] & 0xF) : (bytes[c / 2] >> 4);
+        const uint8_t s = scales[c / w.group_size];
+        if (w.format == WeightFormat::kMxfp4)
+          out[c] = quant::dequant_mxfp4(nibble, s);  // exact: e2m1 times a power of two
+        else if (round_to_scale_dtype)
+          out[c] = quant::dequant_nvfp4(nibble, s, w.global_scale);
+        else  // the GPU kernels keep e2m1 * block scale exact and apply 1/global in fp32
+          out[c] = quant::e2m1_to_float(nibble) * (quant::fp8e4m3_to_float(s) / w.global_scale);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace qmoe
