@@ -39,9 +39,9 @@ struct MoeDispatchInput {
   std::string ckpt_down_name;
   int hidden = 0;
   int inter = 0;               // per tensor-parallel partition
-  int tp_size = 1;             // FP8 block weights: vLLM checks I % block_k only when tp > 1
   bool router_weight_on_input = false;
   Activation activation = Activation::kSilu;
+  int tp_size = 1;  // FP8 block weights: vLLM checks I % block_k only when tp > 1
 };
 
 // The scheme that applies to the layer's expert-0 projections.

@@ -35,13 +35,22 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
+#if defined(__GLIBCXX__)
+// libstdc++'s default executor backtracks, which is exponential on patterns such as ".**x" or
+// "(a*)*b" (found by fuzzing); its polynomial mode runs an NFA simulation instead and refuses
+// back-references, which target patterns do not use.
+constexpr auto kRegexFlags = std::regex::ECMAScript | std::regex_constants::__polynomial;
+#else
+constexpr auto kRegexFlags = std::regex::ECMAScript;
+#endif
+
 // Compiled patterns are cached: the same few targets are tested for every layer.
 const std::regex& compiled(const std::string& pattern) {
   thread_local std::unordered_map<std::string, std::regex> cache;
   if (auto it = cache.find(pattern); it != cache.end()) return it->second;
   if (cache.size() > 256) cache.clear();
   try {
-    return cache.emplace(pattern, std::regex(pattern, std::regex::ECMAScript)).first->second;
+    return cache.emplace(pattern, std::regex(pattern, kRegexFlags)).first->second;
   } catch (const std::regex_error& e) {
     throw Error("invalid regular expression \"re:" + pattern + "\": " + e.what());
   }

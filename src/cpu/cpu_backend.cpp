@@ -17,17 +17,25 @@ namespace {
 constexpr int64_t kRowsPerItem = 32;  // output rows per work item: enough work to amortise scheduling
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("arch=x86-64-v3", "default")))
+#define QMOE_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define QMOE_VECTOR_CLONES
 #endif
-float dot(const float* a, const float* b, int64_t n) {
-  // Eight independent partial sums let the compiler vectorise without reassociation flags.
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+
+// out[s] = dot(w, x[s]) for kSlots input rows at once: each dequantized weight row is read once
+// and the kSlots x 8 partial sums are independent chains, which keeps the FMA units busy.
+template <int kSlots>
+QMOE_VECTOR_CLONES void dot_slots(const float* w, const float* const* x, int64_t n, float* out) {
+  float acc[kSlots][8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
+    for (int s = 0; s < kSlots; ++s)
+      for (int j = 0; j < 8; ++j) acc[s][j] += w[i + j] * x[s][i + j];
+  for (int s = 0; s < kSlots; ++s) {
+    float sum = ((acc[s][0] + acc[s][1]) + (acc[s][2] + acc[s][3])) + ((acc[s][4] + acc[s][5]) + (acc[s][6] + acc[s][7]));
+    for (int64_t k = i; k < n; ++k) sum += w[k] * x[s][k];
+    out[s] = sum;
+  }
 }
 
 // One grouped GEMM: for every local expert e and each of its slots s,
@@ -56,12 +64,25 @@ void run_grouped_gemm(const MoeLayer& layer, bool first, const GroupedGemm& g, i
     const Tensor& bias = first ? ew.w13_bias : ew.w2_bias;
     float* row = row_buf[worker].data();
     const int64_t r1 = std::min(g.n, r0 + kRowsPerItem);
+    const std::vector<int64_t>& slots = (*g.slots)[e];
     for (int64_t r = r0; r < r1; ++r) {
       dequantize_row(w, r, layer.round_weights_to_scale_dtype, row);
       const float b = bias.empty() ? 0.0f : bias.data<float>()[r];
-      for (int64_t s : (*g.slots)[e]) {
-        const int64_t in_row = g.in_by_token ? s / g.top_k : s;
-        g.out[s * g.n + r] = dot(row, g.in + in_row * g.in_stride, g.k) + b;
+      for (size_t s0 = 0; s0 < slots.size(); s0 += 4) {
+        const int count = static_cast<int>(std::min<size_t>(4, slots.size() - s0));
+        const float* x[4];
+        float dots[4];
+        for (int i = 0; i < count; ++i) {
+          const int64_t s = slots[s0 + i];
+          x[i] = g.in + (g.in_by_token ? s / g.top_k : s) * g.in_stride;
+        }
+        switch (count) {
+          case 4: dot_slots<4>(row, x, g.k, dots); break;
+          case 3: dot_slots<3>(row, x, g.k, dots); break;
+          case 2: dot_slots<2>(row, x, g.k, dots); break;
+          default: dot_slots<1>(row, x, g.k, dots); break;
+        }
+        for (int i = 0; i < count; ++i) g.out[slots[s0 + i] * g.n + r] = dots[i] + b;
       }
     }
   });

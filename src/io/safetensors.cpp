@@ -86,45 +86,95 @@ void pread_exact(int fd, void* dst, size_t size_bytes, uint64_t offset, const st
   }
 }
 
-// Parses JSON with nlohmann, rejecting duplicate keys in any object (nlohmann would silently keep
-// one of them). `on_duplicate(top_key, depth, key)` builds the message; top_key is the enclosing
-// key of the outermost object (empty at depth 1).
-json parse_json_unique(std::string_view text, const std::string& what,
-                       const std::function<std::string(const std::string&, size_t,
-                                                       const std::string&)>& on_duplicate) {
-  std::vector<std::unordered_set<std::string>> open_objects;
-  std::string top_key;
-  auto callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-        open_objects.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        const auto& key = parsed.get_ref<const std::string&>();
-        if (open_objects.size() == 1) top_key = key;
-        if (!open_objects.empty() && !open_objects.back().insert(key).second)
-          throw Error(on_duplicate(open_objects.size() == 1 ? std::string() : top_key,
-                                   open_objects.size(), key));
-        break;
-      }
-      default:
-        break;
-    }
+using DuplicateMessage =
+    std::function<std::string(const std::string& top_key, size_t depth, const std::string& key)>;
+
+// Builds the DOM from nlohmann's SAX events, rejecting duplicate keys in any object (nlohmann's own
+// parser silently keeps one; its callback parser could catch them but rescans the parent object at
+// every object end, which is quadratic in the tensor count). No recursion, so depth cannot overflow
+// the stack.
+class UniqueKeyDomBuilder final : public nlohmann::json_sax<json> {
+ public:
+  UniqueKeyDomBuilder(const std::string& what, const DuplicateMessage& on_duplicate)
+      : what_(what), on_duplicate_(on_duplicate) {}
+
+  json take() { return std::move(root_); }
+
+  bool null() override { return add(nullptr) != nullptr; }
+  bool boolean(bool v) override { return add(v) != nullptr; }
+  bool number_integer(number_integer_t v) override { return add(v) != nullptr; }
+  bool number_unsigned(number_unsigned_t v) override { return add(v) != nullptr; }
+  bool number_float(number_float_t v, const string_t& /*text*/) override {
+    return add(v) != nullptr;
+  }
+  bool string(string_t& v) override { return add(std::move(v)) != nullptr; }
+  bool binary(binary_t& v) override { return add(json::binary(std::move(v))) != nullptr; }
+
+  bool start_object(size_t /*elements*/) override {
+    open_.push_back(add(json::object()));
     return true;
-  };
+  }
+  bool key(string_t& k) override {
+    json& object = *open_.back();
+    if (open_.size() == 1) top_key_ = k;
+    if (object.contains(k))
+      throw Error(on_duplicate_(open_.size() == 1 ? std::string() : top_key_, open_.size(), k));
+    slot_ = &object[std::move(k)];
+    return true;
+  }
+  bool end_object() override {
+    open_.pop_back();
+    return true;
+  }
+  bool start_array(size_t /*elements*/) override {
+    open_.push_back(add(json::array()));
+    return true;
+  }
+  bool end_array() override {
+    open_.pop_back();
+    return true;
+  }
+  bool parse_error(size_t /*position*/, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& e) override {
+    throw Error(what_ + " is not valid UTF-8 JSON: " + e.what());
+  }
+
+ private:
+  // Places a value in the innermost open container (or as the root) and returns where it went.
+  // Pointers into an open array stay valid: nothing is appended to it while a child is open.
+  template <class V>
+  json* add(V&& v) {
+    if (open_.empty()) {
+      root_ = json(std::forward<V>(v));
+      return &root_;
+    }
+    json& parent = *open_.back();
+    if (parent.is_array()) {
+      parent.emplace_back(std::forward<V>(v));
+      return &parent.back();
+    }
+    *slot_ = json(std::forward<V>(v));
+    return slot_;
+  }
+
+  const std::string& what_;
+  const DuplicateMessage& on_duplicate_;
+  json root_;
+  std::vector<json*> open_;
+  json* slot_ = nullptr;  // the member named by the last key
+  std::string top_key_;   // the current key of the outermost object
+};
+
+json parse_json_unique(std::string_view text, const std::string& what,
+                       const DuplicateMessage& on_duplicate) {
   // nlohmann stops at a NUL byte as if the input ended there, so "{}\0junk" would pass; a raw NUL
   // is never valid JSON.
   if (const auto nul = text.find('\0'); nul != std::string_view::npos)
     throw Error(what + " is not valid UTF-8 JSON: NUL byte at offset " + std::to_string(nul));
-  try {
-    return json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true,
-                       /*ignore_comments=*/false);
-  } catch (const json::exception& e) {
-    throw Error(what + " is not valid UTF-8 JSON: " + e.what());
-  }
+  UniqueKeyDomBuilder builder(what, on_duplicate);
+  json::sax_parse(text.begin(), text.end(), &builder, json::input_format_t::json,
+                  /*strict=*/true, /*ignore_comments=*/false);
+  return builder.take();
 }
 
 const char* json_type(const json& v) { return v.type_name(); }

@@ -148,6 +148,14 @@ TEST(TargetMatching, ExactAndRegexAnchoredAtStartOnly) {
             0u);
 }
 
+TEST(TargetMatching, PathologicalPatternsStayFast) {
+  // Found by fuzzing: a backtracking matcher is exponential on these.
+  const std::string name = "model.layers.1.block_sparse_moe.experts.0.gate_proj_xxxxxxxxxxxxxxxx";
+  EXPECT_TRUE(target_matches_name("re:.*******************************************experts.*", name));
+  EXPECT_FALSE(target_matches_name("re:(.*)*(.*)*(.*)*(.*)*(.*)*(.*)*z", name));
+  EXPECT_FALSE(target_matches_name("re:(x+x+)+y", "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"));
+}
+
 TEST(TargetMatching, RegexPrefixPicksTheLayer) {
   // re:model.layers.1 also covers layers 10..19 (prefix match).
   const QuantConfig c = config(

@@ -1,0 +1,412 @@
+// Loading and running MoE layers beyond the plain fixture runs: tensor and expert parallelism,
+// and every kind of malformed checkpoint ending in a clear error.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "qmoe/checkpoint.h"
+#include "qmoe/compare.h"
+#include "qmoe/error.h"
+#include "qmoe/moe.h"
+#include "quant/formats.h"
+#include "test_util.h"
+
+namespace qmoe {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Loaded {
+  ModelConfig config;
+  std::map<std::string, Tensor> io;
+};
+
+Loaded open_fixture(const std::string& dir) {
+  return {load_model_config(dir + "/config.json"), read_safetensors(dir + "/io.safetensors")};
+}
+
+Tensor run_layer(const std::string& dir, const LoadOptions& options, const Loaded& f) {
+  const Checkpoint ckpt(dir);
+  const MoeLayer layer = load_moe_layer(ckpt, f.config, f.config.moe.moe_layers.front(), options);
+  ForwardOptions fp32;
+  fp32.round_intermediate = false;
+  return make_backend("cpu", 2)->forward(layer, f.io.at("hidden_states"), f.io.at("router_logits"), fp32);
+}
+
+void add_into(Tensor& acc, const Tensor& part) {
+  for (int64_t i = 0; i < acc.numel(); ++i) acc.data<float>()[i] += part.data<float>()[i];
+}
+
+// ---- tensor parallelism: the ranks' partial outputs sum to the full layer ----------------------
+
+struct TpCase {
+  std::string fixture;
+  std::vector<int> tp_sizes;
+};
+
+class TensorParallel : public ::testing::TestWithParam<TpCase> {};
+
+TEST_P(TensorParallel, RanksSumToTheFullLayer) {
+  const std::string dir = test::fixture_dir(GetParam().fixture);
+  const Loaded f = open_fixture(dir);
+  const Tensor full = run_layer(dir, {}, f);
+  for (int tp : GetParam().tp_sizes) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    Tensor sum(DType::kF32, full.shape());
+    for (int rank = 0; rank < tp; ++rank) {
+      LoadOptions options;
+      options.tp_rank = rank;
+      options.tp_size = tp;
+      const Tensor part = run_layer(dir, options, f);
+      EXPECT_GT(compare_outputs(part, full).rel_l2, 1e-2) << "a rank alone must not already be the full output";
+      add_into(sum, part);
+    }
+    EXPECT_LE(compare_outputs(sum, full).rel_l2, 1e-5);
+  }
+}
+
+// Weight-only schemes whose slices stay aligned to their scale groups (inter 128). Channel-wise
+// int4 stops at tp 2: inter 32 is not Marlin-compatible and vLLM's Triton method needs groups.
+INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallel,
+                         ::testing::Values(TpCase{"w4a16_g32", {2, 4}}, TpCase{"w4a16_channel", {2}},
+                                           TpCase{"nvfp4a16", {2, 4}}, TpCase{"mxfp4a16", {2, 4}},
+                                           TpCase{"gptoss_mxfp4a16", {2, 4}}, TpCase{"unquantized", {2, 4}},
+                                           TpCase{"mixtral_w4a16_channel", {2}}),
+                         [](const ::testing::TestParamInfo<TpCase>& info) { return info.param.fixture; });
+
+TEST(TensorParallelErrors, ChannelWiseBelowTheMarlinTileFallsToTritonAndIsRejected) {
+  const std::string dir = test::fixture_dir("w4a16_channel");
+  const Loaded f = open_fixture(dir);
+  LoadOptions options;
+  options.tp_size = 4;
+  try {
+    run_layer(dir, options, f);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("CompressedTensorsWNA16MoEMethod"));
+    EXPECT_THAT(e.what(), HasSubstr("channel"));
+  }
+}
+
+TEST(TensorParallelErrors, GroupsStraddlingRanksAreRejected) {
+  const std::string dir = test::fixture_dir("w4a16_g128");
+  const Loaded f = open_fixture(dir);
+  LoadOptions options;
+  options.tp_size = 2;
+  // inter 64 per rank is not Marlin-compatible (64 % 128), so vLLM picks the Triton method; its
+  // down projection slice [0, 64) would cut a 128-column scale group.
+  try {
+    run_layer(dir, options, f);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("down_proj"));
+    EXPECT_THAT(e.what(), HasSubstr("group size 128"));
+  }
+  options.tp_size = 3;
+  EXPECT_THROW(run_layer(dir, options, f), Error);  // 128 % 3
+  options.tp_size = 2;
+  options.tp_rank = 2;
+  EXPECT_THROW(run_layer(dir, options, f), Error);
+}
+
+TEST(TensorParallelErrors, ActOrderGroupOnTritonIsRejectedLikeVllm) {
+  const std::string dir = test::fixture_dir("w4a16_actorder_group");
+  const Loaded f = open_fixture(dir);
+  LoadOptions options;
+  options.tp_size = 2;
+  try {
+    run_layer(dir, options, f);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "WNA16MoE is not supported with actorder=group/dynamic.");
+  }
+}
+
+// ---- expert parallelism ------------------------------------------------------------------------
+
+class ExpertParallel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExpertParallel, RanksSumToTheFullLayer) {
+  const std::string dir = test::fixture_dir(GetParam());
+  const Loaded f = open_fixture(dir);
+  const Tensor full = run_layer(dir, {}, f);
+  const int experts = f.config.moe.num_experts;
+  for (int ep : {2, 3}) {
+    SCOPED_TRACE("ep " + std::to_string(ep));
+    Tensor sum(DType::kF32, full.shape());
+    for (int rank = 0; rank < ep; ++rank) {
+      LoadOptions options;
+      options.expert_map = linear_expert_map(experts, ep, rank);
+      add_into(sum, run_layer(dir, options, f));
+    }
+    EXPECT_LE(compare_outputs(sum, full).rel_l2, 1e-6);
+  }
+}
+
+// Schemes whose activation quantization is per token (or none), so it does not depend on which
+// slots a rank holds.
+INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertParallel,
+                         ::testing::Values("w4a16_g128", "deepseek_fp8_block", "deepseek_nvfp4", "fp8_dynamic",
+                                           "int8_w8a8", "gptoss_mxfp4a16"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST(ExpertParallelMap, LinearPlacementGivesTheRemainderToTheFirstRanks) {
+  // 8 experts on 3 ranks: 3, 3, 2 experts starting at 0, 3, 6 (vLLM's determine_expert_map).
+  EXPECT_EQ(linear_expert_map(8, 3, 0), (std::vector<int>{0, 1, 2, -1, -1, -1, -1, -1}));
+  EXPECT_EQ(linear_expert_map(8, 3, 1), (std::vector<int>{-1, -1, -1, 0, 1, 2, -1, -1}));
+  EXPECT_EQ(linear_expert_map(8, 3, 2), (std::vector<int>{-1, -1, -1, -1, -1, -1, 0, 1}));
+  EXPECT_THROW(linear_expert_map(8, 3, 3), Error);
+}
+
+TEST(ExpertParallelMap, TokensOnlyOnForeignExpertsGetZeros) {
+  const std::string dir = test::fixture_dir("w4a16_g128");
+  const Loaded f = open_fixture(dir);
+  LoadOptions options;
+  options.expert_map = {0, -1, -1, -1};  // only expert 0 is local
+  const Tensor out = run_layer(dir, options, f);
+  const Tensor& ids = f.io.at("topk_ids");
+  const int k = f.config.moe.top_k;
+  const int64_t H = f.config.moe.hidden;
+  int zero_rows = 0, nonzero_rows = 0;
+  for (int64_t t = 0; t < out.dim(0); ++t) {
+    bool uses0 = false;
+    for (int j = 0; j < k; ++j) uses0 |= ids.data<int32_t>()[t * k + j] == 0;
+    double norm = 0;
+    for (int64_t h = 0; h < H; ++h) norm += std::fabs(out.data<float>()[t * H + h]);
+    if (uses0) {
+      EXPECT_GT(norm, 0.0) << "token " << t;
+      ++nonzero_rows;
+    } else {
+      EXPECT_EQ(norm, 0.0) << "token " << t;
+      ++zero_rows;
+    }
+  }
+  EXPECT_GT(zero_rows, 0);
+  EXPECT_GT(nonzero_rows, 0);
+}
+
+TEST(ExpertParallelMap, InvalidMapsAreRejected) {
+  const std::string dir = test::fixture_dir("w4a16_g128");
+  const Loaded f = open_fixture(dir);
+  LoadOptions options;
+  options.expert_map = {0, 0, -1, -1};  // two experts on one slot
+  EXPECT_THROW(run_layer(dir, options, f), Error);
+  options.expert_map = {0, 1, 2};  // wrong length
+  EXPECT_THROW(run_layer(dir, options, f), Error);
+  options.expert_map = {0, 7, -1, -1};  // out of range
+  EXPECT_THROW(run_layer(dir, options, f), Error);
+}
+
+// ---- malformed checkpoints ----------------------------------------------------------------------
+
+// Copies a fixture, lets `mutate` edit its tensors (and optionally config.json), and returns the
+// message of the qmoe::Error raised by loading layer 0 ("" if none).
+std::string load_error(const std::string& fixture, const std::function<void(std::map<std::string, Tensor>&)>& mutate,
+                       const std::function<void(nlohmann::json&)>& mutate_config = nullptr,
+                       Target target = Target::kSm90) {
+  test::TempDir dir("bad_" + fixture);
+  test::copy_fixture(fixture, dir);
+  const std::string model = dir.file("model.safetensors");
+  std::map<std::string, Tensor> tensors = read_safetensors(model);
+  if (mutate) mutate(tensors);
+  std::vector<std::pair<std::string, const Tensor*>> list;
+  for (const auto& [name, t] : tensors) list.emplace_back(name, &t);
+  write_safetensors(model, list);
+  if (mutate_config) {
+    nlohmann::json cfg = nlohmann::json::parse(test::read_text(dir.file("config.json")));
+    mutate_config(cfg);
+    test::write_text(dir.file("config.json"), cfg.dump(2));
+  }
+  try {
+    const Checkpoint ckpt(dir.path());
+    const ModelConfig config = load_model_config(ckpt.config_path());
+    LoadOptions options;
+    options.target = target;
+    load_moe_layer(ckpt, config, 0, options);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const std::string kExpert1Gate = "model.layers.0.mlp.experts.1.gate_proj";
+const std::string kExpert2Down = "model.layers.0.mlp.experts.2.down_proj";
+
+TEST(BadCheckpoint, MissingExpertTensor) {
+  const std::string msg = load_error("w4a16_g128", [](std::map<std::string, Tensor>& t) { t.erase(kExpert2Down + ".weight_scale"); });
+  EXPECT_THAT(msg, HasSubstr(kExpert2Down + ".weight_scale"));
+  EXPECT_THAT(msg, HasSubstr("not found"));
+  const std::string msg2 = load_error("w4a16_g128", [](std::map<std::string, Tensor>& t) { t.erase(kExpert1Gate + ".weight_packed"); });
+  EXPECT_THAT(msg2, HasSubstr(kExpert1Gate + ".weight_packed"));
+}
+
+TEST(BadCheckpoint, WrongPackedSize) {
+  const std::string msg = load_error("w4a16_g128", [](std::map<std::string, Tensor>& t) {
+    t[kExpert1Gate + ".weight_packed"] = Tensor(DType::kI32, {128, 31});
+  });
+  EXPECT_THAT(msg, HasSubstr(kExpert1Gate + ".weight_packed"));
+  EXPECT_THAT(msg, HasSubstr("[128, 31]"));
+  EXPECT_THAT(msg, HasSubstr("[128, 32]"));
+}
+
+TEST(BadCheckpoint, WrongDtype) {
+  const std::string msg = load_error("w4a16_g128", [](std::map<std::string, Tensor>& t) {
+    t[kExpert1Gate + ".weight_scale"] = Tensor(DType::kI32, {128, 2});
+  });
+  EXPECT_THAT(msg, HasSubstr(kExpert1Gate + ".weight_scale"));
+  EXPECT_THAT(msg, HasSubstr("dtype I32"));
+}
+
+TEST(BadCheckpoint, WeightShapeDisagrees) {
+  const std::string msg = load_error("w4a16_g128", [](std::map<std::string, Tensor>& t) {
+    Tensor& shape = t.at(kExpert1Gate + ".weight_shape");
+    shape.data<int64_t>()[1] = 512;
+  });
+  EXPECT_THAT(msg, HasSubstr(kExpert1Gate + ".weight_shape"));
+}
+
+void set_bf16(Tensor& t, int64_t i, float v) { t.data<uint16_t>()[i] = quant::float_to_bf16(v); }
+
+TEST(BadCheckpoint, NanInfAndZeroScales) {
+  for (float bad : {NAN, INFINITY, 0.0f}) {
+    const std::string msg =
+        load_error("w4a16_g128", [&](std::map<std::string, Tensor>& t) { set_bf16(t.at(kExpert2Down + ".weight_scale"), 37, bad); });
+    EXPECT_THAT(msg, HasSubstr(kExpert2Down + ".weight_scale"));
+    EXPECT_THAT(msg, HasSubstr("flat index 37"));
+  }
+  const std::string fp8 = load_error("fp8_dynamic", [](std::map<std::string, Tensor>& t) {
+    set_bf16(t.at("model.layers.0.mlp.experts.3.up_proj.weight_scale"), 5, NAN);
+  });
+  EXPECT_THAT(fp8, HasSubstr("experts.3.up_proj.weight_scale"));
+  const std::string nv = load_error("nvfp4", [](std::map<std::string, Tensor>& t) {
+    t.at(kExpert1Gate + ".weight_global_scale").data<float>()[0] = 0.0f;
+  });
+  EXPECT_THAT(nv, HasSubstr(kExpert1Gate + ".weight_global_scale"));
+  const std::string nv_block = load_error("nvfp4a16", [](std::map<std::string, Tensor>& t) {
+    t.at(kExpert1Gate + ".weight_scale").data<uint8_t>()[3] = 0x7F;  // fp8 NaN
+  });
+  EXPECT_THAT(nv_block, HasSubstr(kExpert1Gate + ".weight_scale"));
+  const std::string mx = load_error("mxfp4a16", [](std::map<std::string, Tensor>& t) {
+    t.at(kExpert1Gate + ".weight_scale").data<uint8_t>()[0] = 255;  // E8M0 infinity
+  });
+  EXPECT_THAT(mx, HasSubstr("exponent 255"));
+  const std::string static_in = load_error("fp8_static", [](std::map<std::string, Tensor>& t) {
+    set_bf16(t.at(kExpert2Down + ".input_scale"), 0, NAN);
+  });
+  EXPECT_THAT(static_in, HasSubstr(kExpert2Down + ".input_scale"));
+}
+
+TEST(BadCheckpoint, OutOfRangeValues) {
+  const std::string gidx = load_error("w4a16_actorder_group", [](std::map<std::string, Tensor>& t) {
+    t.at(kExpert1Gate + ".weight_g_idx").data<int32_t>()[10] = 9;
+  });
+  EXPECT_THAT(gidx, HasSubstr(kExpert1Gate + ".weight_g_idx"));
+  EXPECT_THAT(gidx, HasSubstr("column 10"));
+  const std::string int4 = load_error("w4a8_int_intq", [](std::map<std::string, Tensor>& t) {
+    t.at(kExpert1Gate + ".weight").data<int8_t>()[100] = 100;
+  }, nullptr, Target::kCpu);
+  EXPECT_THAT(int4, HasSubstr(kExpert1Gate + ".weight"));
+  EXPECT_THAT(int4, HasSubstr("4-bit range"));
+}
+
+TEST(BadCheckpoint, StaticInputScalesOfGateAndUpMustAgree) {
+  const std::string msg = load_error("fp8_static", [](std::map<std::string, Tensor>& t) {
+    set_bf16(t.at("model.layers.0.mlp.experts.0.up_proj.input_scale"), 0, 0.5f);
+  });
+  EXPECT_THAT(msg, HasSubstr("input_scales of w1 and w3 of a layer must be equal. But got"));
+}
+
+TEST(BadCheckpoint, SchemesDifferingAcrossProjections) {
+  const std::string msg = load_error("w4a16_g128", nullptr, [](nlohmann::json& cfg) {
+    auto& groups = cfg["quantization_config"]["config_groups"];
+    nlohmann::json down = groups["group_0"];
+    down["targets"] = {"re:.*down_proj"};
+    down["weights"]["group_size"] = 32;
+    groups["a_down"] = down;  // sorted before group_0: config order is key order on disk
+  });
+  EXPECT_EQ(msg, "All MoE projections need to have same quantization scheme but found multiple");
+}
+
+TEST(BadCheckpoint, TopKAboveExpertsAndUnknownArchitecture) {
+  const std::string topk = load_error("w4a16_g128", nullptr, [](nlohmann::json& cfg) { cfg["num_experts_per_tok"] = 9; });
+  EXPECT_THAT(topk, HasSubstr("num_experts_per_tok"));
+  const std::string arch = load_error("w4a16_g128", nullptr, [](nlohmann::json& cfg) {
+    cfg["architectures"] = {"FancyMoeForCausalLM"};
+  });
+  EXPECT_THAT(arch, HasSubstr("FancyMoeForCausalLM"));
+}
+
+TEST(BadCheckpoint, NotAnMoeLayer) {
+  const std::string dir = test::fixture_dir("w4a16_g128");
+  const Checkpoint ckpt(dir);
+  const ModelConfig config = load_model_config(ckpt.config_path());
+  try {
+    load_moe_layer(ckpt, config, 5, {});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("layer 5"));
+    EXPECT_THAT(e.what(), HasSubstr("not an MoE layer"));
+  }
+}
+
+TEST(BadCheckpoint, TruncatedFileNamesTheFile) {
+  test::TempDir dir("truncated");
+  test::copy_fixture("w4a16_g128", dir);
+  const std::string model = dir.file("model.safetensors");
+  std::filesystem::resize_file(model, std::filesystem::file_size(model) - 100);
+  try {
+    const Checkpoint ckpt(dir.path());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("model.safetensors"));
+  }
+}
+
+// ---- bad forward inputs -------------------------------------------------------------------------
+
+TEST(BadForwardInput, ShapesDtypesAndNonFiniteValues) {
+  const std::string dir = test::fixture_dir("w4a16_g128");
+  const Loaded f = open_fixture(dir);
+  const Checkpoint ckpt(dir);
+  const MoeLayer layer = load_moe_layer(ckpt, f.config, 0, {});
+  auto backend = make_backend("cpu");
+  const Tensor& x = f.io.at("hidden_states");
+  const Tensor& logits = f.io.at("router_logits");
+  for (Backend* b : {backend.get()}) {
+    EXPECT_THROW(b->forward(layer, Tensor(DType::kBF16, {16, 255}), logits, {}), Error);
+    EXPECT_THROW(b->forward(layer, x, Tensor(DType::kF32, {16, 5}), {}), Error);
+    EXPECT_THROW(b->forward(layer, x, Tensor(DType::kF32, {15, 4}), {}), Error);
+    EXPECT_THROW(b->forward(layer, Tensor(DType::kI32, {16, 256}), logits, {}), Error);
+    Tensor nan_logits = logits;
+    nan_logits.data<float>()[7] = NAN;
+    EXPECT_THROW(b->forward(layer, x, nan_logits, {}), Error);
+    Tensor inf_x = x;
+    inf_x.data<uint16_t>()[3] = 0x7F80;  // bf16 +inf
+    EXPECT_THROW(b->forward(layer, inf_x, logits, {}), Error);
+  }
+  EXPECT_THROW(make_backend("cuda"), NotSupported);
+  EXPECT_THROW(make_backend("tpu"), Error);
+}
+
+TEST(Forward, EmptyBatchAndOneToken) {
+  const std::string dir = test::fixture_dir("w4a16_g128");
+  const Loaded f = open_fixture(dir);
+  const Checkpoint ckpt(dir);
+  const MoeLayer layer = load_moe_layer(ckpt, f.config, 0, {});
+  auto backend = make_backend("cpu");
+  const Tensor empty = backend->forward(layer, Tensor(DType::kBF16, {0, 256}), Tensor(DType::kF32, {0, 4}), {});
+  EXPECT_EQ(empty.shape(), (std::vector<int64_t>{0, 256}));
+  // One token equals the first row of the batched result (rows are independent).
+  Tensor x1(DType::kBF16, {1, 256}), l1(DType::kF32, {1, 4});
+  std::memcpy(x1.raw(), f.io.at("hidden_states").raw(), x1.size_bytes());
+  std::memcpy(l1.raw(), f.io.at("router_logits").raw(), l1.size_bytes());
+  const Tensor one = backend->forward(layer, x1, l1, {});
+  const Tensor all = backend->forward(layer, f.io.at("hidden_states"), f.io.at("router_logits"), {});
+  for (int64_t h = 0; h < 256; ++h) EXPECT_EQ(one.data<float>()[h], all.data<float>()[h]);
+}
+
+}  // namespace
+}  // namespace qmoe
