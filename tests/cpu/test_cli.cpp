@@ -1,0 +1,152 @@
+// The qmoe command-line tool end to end: inspect and run on every fixture, exit codes and
+// messages on bad input.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "qmoe/checkpoint.h"
+#include "test_util.h"
+
+namespace qmoe {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result run_cli(const std::string& args) {
+  const std::string cmd = std::string(QMOE_CLI_PATH) + " " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::vector<std::string> fixture_names() {
+  std::vector<std::string> names;
+  for (const auto& f : nlohmann::json::parse(test::read_text(test::data_dir() + "/fixtures/manifest.json")))
+    names.push_back(f.at("name"));
+  return names;
+}
+
+class CliFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CliFixture, InspectAndRunWork) {
+  const std::string dir = test::fixture_dir(GetParam());
+  const Result inspect = run_cli("inspect " + dir + " --json");
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.out;
+  const auto j = nlohmann::json::parse(inspect.out);
+  ASSERT_FALSE(j.at("layers").empty());
+  for (const auto& layer : j.at("layers")) {
+    EXPECT_GT(layer.at("expert_weight_bytes").get<uint64_t>(), 0u);
+    EXPECT_EQ(layer.at("experts_found"), j.at("num_experts"));
+  }
+  // The W4A8 int-activation fixtures are rejected on sm90 (as in vLLM); the CPU target runs them.
+  const bool w4a8_int = GetParam().rfind("w4a8_int", 0) == 0;
+  const std::string target = w4a8_int ? " --target cpu" : "";
+  for (const auto& layer : j.at("layers")) {
+    if (w4a8_int) {
+      EXPECT_THAT(layer.at("error").get<std::string>(), HasSubstr("divisible by 256"));
+    } else {
+      EXPECT_FALSE(layer.contains("error")) << layer.dump();
+    }
+    const Result run = run_cli("run " + dir + " --json --repeat 1 --layer " + std::to_string(layer.at("layer").get<int>()) +
+                               " --inputs " + dir + "/io.safetensors" + target);
+    ASSERT_EQ(run.exit_code, 0) << run.out;
+    const auto r = nlohmann::json::parse(run.out);
+    EXPECT_TRUE(r.at("pass").get<bool>());
+    ASSERT_EQ(r.at("checks").size(), 2u) << run.out;  // the reference and the fixture's torch output
+    for (const auto& c : r.at("checks")) EXPECT_TRUE(c.at("pass").get<bool>()) << c.dump();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CliFixture, ::testing::ValuesIn(fixture_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST(Cli, InspectHumanReadableNamesTheMethodAndClass) {
+  const Result r = run_cli("inspect " + test::fixture_dir("deepseek_fp8_block"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("CompressedTensorsW8A8Fp8MoEMethod"));
+  EXPECT_THAT(r.out, HasSubstr("float8 block128x128"));
+  EXPECT_THAT(r.out, HasSubstr("sigmoid"));
+}
+
+TEST(Cli, RunRandomInputsWritesTheOutput) {
+  test::TempDir dir("cli_out");
+  const std::string out = dir.file("out.safetensors");
+  const Result r = run_cli("run " + test::fixture_dir("w4a16_g128") + " --tokens 5 --seed 3 --repeat 1 --output " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("CompressedTensorsWNA16MarlinMoEMethod"));
+  EXPECT_THAT(r.out, HasSubstr("PASS"));
+  EXPECT_THAT(r.out, HasSubstr("ms per forward"));
+  const auto tensors = read_safetensors(out);
+  ASSERT_TRUE(tensors.count("output"));
+  EXPECT_EQ(tensors.at("output").shape(), (std::vector<int64_t>{5, 256}));
+  // Same seed, same output; another seed, another output.
+  const std::string out2 = dir.file("out2.safetensors"), out3 = dir.file("out3.safetensors");
+  ASSERT_EQ(run_cli("run " + test::fixture_dir("w4a16_g128") + " --tokens 5 --seed 3 --repeat 1 --no-check --output " + out2).exit_code, 0);
+  ASSERT_EQ(run_cli("run " + test::fixture_dir("w4a16_g128") + " --tokens 5 --seed 4 --repeat 1 --no-check --output " + out3).exit_code, 0);
+  EXPECT_EQ(test::read_text(out), test::read_text(out2));
+  EXPECT_NE(test::read_text(out), test::read_text(out3));
+}
+
+TEST(Cli, ParallelOptions) {
+  const std::string dir = test::fixture_dir("deepseek_fp8_block");
+  const Result ep = run_cli("run " + dir + " --tokens 4 --repeat 1 --ep-size 3 --ep-rank 2 --json");
+  ASSERT_EQ(ep.exit_code, 0) << ep.out;
+  EXPECT_EQ(nlohmann::json::parse(ep.out).at("local_experts"), 2);
+  const Result tp = run_cli("run " + test::fixture_dir("w4a16_g32") + " --tokens 4 --repeat 1 --tp-size 2 --tp-rank 1 --json");
+  ASSERT_EQ(tp.exit_code, 0) << tp.out;
+  EXPECT_EQ(nlohmann::json::parse(tp.out).at("inter"), 64);
+}
+
+TEST(Cli, BadInputExitsWithAClearMessage) {
+  const Result missing = run_cli("inspect /nonexistent/checkpoint");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.out, HasSubstr("/nonexistent/checkpoint"));
+
+  test::TempDir dir("cli_bad");
+  test::copy_fixture("w4a16_g128", dir);
+  std::filesystem::resize_file(dir.file("model.safetensors"), 50);
+  const Result truncated = run_cli("run " + dir.path());
+  EXPECT_EQ(truncated.exit_code, 2);
+  EXPECT_THAT(truncated.out, HasSubstr("model.safetensors"));
+
+  const Result cuda = run_cli("run " + test::fixture_dir("w4a16_g128") + " --backend cuda");
+  EXPECT_EQ(cuda.exit_code, 3);
+  EXPECT_THAT(cuda.out, HasSubstr("not supported"));
+
+  const Result layer = run_cli("run " + test::fixture_dir("w4a16_g128") + " --layer 3");
+  EXPECT_EQ(layer.exit_code, 2);
+  EXPECT_THAT(layer.out, HasSubstr("not an MoE layer"));
+
+  const Result inputs = run_cli("run " + test::fixture_dir("w4a16_g128") + " --inputs " + test::fixture_dir("w4a16_g128") + "/config.json");
+  EXPECT_EQ(inputs.exit_code, 2);
+  EXPECT_THAT(inputs.out, HasSubstr("config.json"));
+
+  const Result usage = run_cli("run");
+  EXPECT_NE(usage.exit_code, 0);
+}
+
+TEST(Cli, W4A8IntOnSm90ReportsVllmRejection) {
+  const Result r = run_cli("inspect " + test::fixture_dir("w4a8_int_packed"));
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("REJECTED"));
+  const Result cpu = run_cli("inspect " + test::fixture_dir("w4a8_int_packed") + " --target cpu");
+  EXPECT_THAT(cpu.out, HasSubstr("CompressedTensorsW4A8Int8MoEMethod"));
+}
+
+}  // namespace
+}  // namespace qmoe
