@@ -236,6 +236,24 @@ TEST_F(SafetensorsTest, AcceptsTrailingWhitespaceNullMetadataAndNoTensors) {
   EXPECT_NO_THROW(SafetensorsFile(write_file("d.safetensors", image(extra, "z"))));
 }
 
+TEST_F(SafetensorsTest, ManyTensorsStayFast) {
+  // MoE checkpoints carry tens of thousands of tensors per folder; parsing must stay linear.
+  std::vector<Tensor> owned;
+  owned.reserve(20000);
+  std::vector<std::pair<std::string, const Tensor*>> tensors;
+  for (int i = 0; i < 20000; ++i) {
+    owned.push_back(filled(DType::kU8, {i % 3}, static_cast<uint8_t>(i)));
+    tensors.emplace_back("model.layers." + std::to_string(i / 128) + ".mlp.experts." +
+                             std::to_string(i % 128) + ".w",
+                         &owned.back());
+  }
+  write_safetensors(path("many/model.safetensors"), tensors);
+  const Checkpoint ck(path("many"));
+  EXPECT_EQ(ck.names().size(), 20000u);
+  EXPECT_EQ(ck.total_size_bytes(), 19999u);  // 6666 * (0 + 1 + 2) + 0 + 1
+  EXPECT_TRUE(same_bytes(ck.read("model.layers.156.mlp.experts.31.w"), owned[19999]));
+}
+
 // ---- rejections: file level --------------------------------------------------------------------
 
 TEST_F(SafetensorsTest, RejectsFileShorterThanTheLengthPrefix) {
