@@ -27,6 +27,7 @@ struct LayerReport {
   std::string error;
   std::string vllm_rejection;
   std::vector<std::string> notes;
+  std::vector<MethodParam> params;
 };
 
 // Bytes of every tensor stored under the layer's experts prefix, and how many expert ids appear.
@@ -70,6 +71,7 @@ int run_inspect(const std::string& dir, Target target, bool json) {
       r.qmoe_kernel_cpu = qmoe_kernel_family(d, Target::kCpu);
       r.vllm_rejection = d.vllm_rejection;
       r.notes = d.notes;
+      r.params = vllm_method_params(d, moe.num_experts, moe.hidden, moe.inter, moe.inter, is_gated(moe.activation));
     } catch (const Error& e) {
       r.error = e.what();
     }
@@ -115,6 +117,8 @@ int run_inspect(const std::string& dir, Target target, bool json) {
         l["qmoe_kernel_cpu"] = r.qmoe_kernel_cpu;
         if (!r.vllm_rejection.empty()) l["vllm_rejection"] = r.vllm_rejection;
         l["notes"] = r.notes;
+        auto& params = l["vllm_params"] = nlohmann::ordered_json::array();
+        for (const auto& p : r.params) params.push_back({{"name", p.name}, {"dtype", p.dtype}, {"shape", p.shape}});
       } else {
         l["error"] = r.error;
       }

@@ -128,6 +128,17 @@ struct MoeLayer {
   int64_t weight_bytes() const;
 };
 
+// One parameter a vLLM method registers in create_weights (vllm-moe-system.md §3), for comparing
+// layouts with vLLM. dtype "model" means the model's params_dtype (bf16/fp16).
+struct MethodParam {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+};
+// `experts`: local experts; `inter`: per partition; `inter_full`: before tensor parallelism.
+std::vector<MethodParam> vllm_method_params(const DispatchDecision& decision, int64_t experts, int64_t hidden,
+                                            int64_t inter, int64_t inter_full, bool gated);
+
 // Builds the dispatch input of layer `layer` from the model config.
 MoeDispatchInput dispatch_input(const ModelConfig& config, int layer, int tp_size);
 

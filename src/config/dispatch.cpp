@@ -44,10 +44,50 @@ constexpr auto kRegexFlags = std::regex::ECMAScript | std::regex_constants::__po
 constexpr auto kRegexFlags = std::regex::ECMAScript;
 #endif
 
+// The library compiles patterns recursively (per group level and per atom), so bounded input keeps
+// a hostile config from overflowing the stack; real target patterns are short module paths.
+constexpr size_t kMaxPatternChars = 4096;
+constexpr int kMaxGroupDepth = 256;
+
+std::string shown_pattern(const std::string& pattern) {
+  constexpr size_t kShown = 80;
+  return pattern.size() <= kShown ? pattern : pattern.substr(0, kShown) + "...";
+}
+
+int group_depth(const std::string& pattern) {
+  int depth = 0;
+  int max_depth = 0;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\') {
+      ++i;  // the escaped character is literal
+    } else if (in_class) {
+      in_class = c != ']';
+    } else if (c == '[') {
+      in_class = true;
+    } else if (c == '(') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if (c == ')') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
 // Compiled patterns are cached: the same few targets are tested for every layer.
 const std::regex& compiled(const std::string& pattern) {
   thread_local std::unordered_map<std::string, std::regex> cache;
   if (auto it = cache.find(pattern); it != cache.end()) return it->second;
+  if (pattern.size() > kMaxPatternChars) {
+    throw Error("regular expression \"re:" + shown_pattern(pattern) + "\" is too long (" +
+                std::to_string(pattern.size()) + " characters, at most " +
+                std::to_string(kMaxPatternChars) + ")");
+  }
+  if (group_depth(pattern) > kMaxGroupDepth) {
+    throw Error("regular expression \"re:" + shown_pattern(pattern) + "\" nests groups deeper than " +
+                std::to_string(kMaxGroupDepth));
+  }
   if (cache.size() > 256) cache.clear();
   try {
     return cache.emplace(pattern, std::regex(pattern, kRegexFlags)).first->second;

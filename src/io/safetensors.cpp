@@ -14,14 +14,16 @@
 #include <functional>
 #include <limits>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <unordered_set>
 #include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "qmoe/checkpoint.h"
 #include "qmoe/error.h"

@@ -150,3 +150,36 @@ TEST(Cli, W4A8IntOnSm90ReportsVllmRejection) {
 
 }  // namespace
 }  // namespace qmoe
+
+namespace qmoe {
+namespace {
+
+// vLLM's parameter layouts, hand-derived from vllm-moe-system.md §3 for the fixture shapes
+// (E 4, hidden 256, inter 128).
+TEST(Cli, InspectListsVllmParameterLayouts) {
+  auto params_of = [](const std::string& fixture) {
+    const Result r = run_cli("inspect " + test::fixture_dir(fixture) + " --json");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    std::map<std::string, std::vector<int64_t>> m;
+    for (const auto& p : nlohmann::json::parse(r.out).at("layers").at(0).at("vllm_params"))
+      m[p.at("name").get<std::string>()] = p.at("shape").get<std::vector<int64_t>>();
+    return m;
+  };
+  auto marlin = params_of("w4a16_g128");
+  EXPECT_EQ(marlin.at("w13_weight_packed"), (std::vector<int64_t>{4, 32, 256}));
+  EXPECT_EQ(marlin.at("w2_weight_packed"), (std::vector<int64_t>{4, 16, 256}));
+  EXPECT_EQ(marlin.at("w13_weight_scale"), (std::vector<int64_t>{4, 2, 256}));
+  EXPECT_EQ(marlin.at("w2_weight_scale"), (std::vector<int64_t>{4, 1, 256}));
+  auto block = params_of("deepseek_fp8_block");  // E 8, block 128x128
+  EXPECT_EQ(block.at("w13_weight_scale"), (std::vector<int64_t>{8, 2, 2}));
+  EXPECT_EQ(block.at("w2_weight_scale"), (std::vector<int64_t>{8, 2, 1}));
+  auto nvfp4 = params_of("nvfp4");
+  EXPECT_EQ(nvfp4.at("w13_weight_scale"), (std::vector<int64_t>{4, 256, 16}));
+  EXPECT_EQ(nvfp4.at("w13_input_global_scale"), (std::vector<int64_t>{4, 2}));
+  auto fp8_static = params_of("fp8_static");
+  EXPECT_EQ(fp8_static.at("w13_weight_scale"), (std::vector<int64_t>{4, 2}));
+  EXPECT_EQ(fp8_static.at("w2_input_scale"), (std::vector<int64_t>{4}));
+}
+
+}  // namespace
+}  // namespace qmoe

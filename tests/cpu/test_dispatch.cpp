@@ -156,6 +156,22 @@ TEST(TargetMatching, PathologicalPatternsStayFast) {
   EXPECT_FALSE(target_matches_name("re:(x+x+)+y", "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"));
 }
 
+TEST(TargetMatching, OversizedPatternsAreRejected) {
+  const std::string deep = std::string(300, '(') + "a" + std::string(300, ')');
+  EXPECT_EQ(error_of([&] { target_matches_name("re:" + deep, "a"); }),
+            "regular expression \"re:" + std::string(80, '(') +
+                "...\" nests groups deeper than 256");
+  // Escaped and bracketed parentheses are literals, not groups.
+  EXPECT_TRUE(target_matches_name("re:" + std::string(300, '\\') + "(", std::string(150, '\\') + "("));
+  const std::string literal_parens = "[" + std::string(300, '(') + "]";
+  EXPECT_TRUE(target_matches_name("re:" + literal_parens, "("));
+  const std::string long_pattern(5000, 'a');
+  EXPECT_EQ(error_of([&] { target_matches_name("re:" + long_pattern, "a"); }),
+            "regular expression \"re:" + std::string(80, 'a') +
+                "...\" is too long (5000 characters, at most 4096)");
+  EXPECT_TRUE(target_matches_name("re:" + std::string(4096, 'a'), std::string(4096, 'a')));
+}
+
 TEST(TargetMatching, RegexPrefixPicksTheLayer) {
   // re:model.layers.1 also covers layers 10..19 (prefix match).
   const QuantConfig c = config(

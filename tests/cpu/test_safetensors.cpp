@@ -1,7 +1,5 @@
 // safetensors reader/writer and checkpoint folders: round trips, every header rejection of the
 // reference reader (each message must name the file and the tensor), sharded folders, lazy mapping.
-#include <fcntl.h>
-#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -13,6 +11,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "qmoe/checkpoint.h"
 #include "qmoe/error.h"
