@@ -161,7 +161,8 @@ TEST(Cli, InspectListsVllmParameterLayouts) {
     const Result r = run_cli("inspect " + test::fixture_dir(fixture) + " --json");
     EXPECT_EQ(r.exit_code, 0) << r.out;
     std::map<std::string, std::vector<int64_t>> m;
-    for (const auto& p : nlohmann::json::parse(r.out).at("layers").at(0).at("vllm_params"))
+    const auto j = nlohmann::json::parse(r.out);
+    for (const auto& p : j.at("layers").at(0).at("vllm_params"))
       m[p.at("name").get<std::string>()] = p.at("shape").get<std::vector<int64_t>>();
     return m;
   };
