@@ -3,25 +3,12 @@
 #include <cmath>
 
 #include "qmoe/error.h"
-#include "quant/formats.h"
+#include "quant/element.h"
 
 namespace qmoe {
 namespace {
 
-double value_at(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kF32:
-      return t.data<float>()[i];
-    case DType::kF64:
-      return t.data<double>()[i];
-    case DType::kBF16:
-      return quant::bf16_to_float(t.data<uint16_t>()[i]);
-    case DType::kF16:
-      return quant::f16_to_float(t.data<uint16_t>()[i]);
-    default:
-      throw Error("compare_outputs: unsupported dtype " + std::string(dtype_name(t.dtype())));
-  }
-}
+double value_at(const Tensor& t, int64_t i) { return quant::float_element(t, i); }
 
 }  // namespace
 

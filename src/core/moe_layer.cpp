@@ -9,6 +9,7 @@
 
 #include "qmoe/error.h"
 #include "qmoe/moe.h"
+#include "quant/element.h"
 #include "quant/formats.h"
 
 namespace qmoe {
@@ -36,24 +37,7 @@ void expect_shape(const Checkpoint& ckpt, const std::string& name, const std::ve
                 shape_str(info.shape) + ", expected " + shape_str(want));
 }
 
-float to_float(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kBF16:
-      return quant::bf16_to_float(t.data<uint16_t>()[i]);
-    case DType::kF16:
-      return quant::f16_to_float(t.data<uint16_t>()[i]);
-    case DType::kF32:
-      return t.data<float>()[i];
-    case DType::kF64:
-      return static_cast<float>(t.data<double>()[i]);
-    case DType::kF8E4M3:
-      return quant::fp8e4m3_to_float(t.data<uint8_t>()[i]);
-    case DType::kU8:
-      return quant::e8m0_to_float(t.data<uint8_t>()[i]);
-    default:
-      throw Error("internal: to_float on dtype " + std::string(dtype_name(t.dtype())));
-  }
-}
+float to_float(const Tensor& t, int64_t i) { return static_cast<float>(quant::float_element(t, i)); }
 
 // Scales are multipliers (or the NVFP4 global divisor): NaN, Inf or zero would silently produce
 // garbage, so they are rejected with the first bad index.
@@ -306,19 +290,25 @@ QuantWeight read_projection(const Checkpoint& ckpt, const std::string& prefix, i
 
 // ---- tensor-parallel slicing --------------------------------------------------------------------
 
-// Keeps output rows [r0, r1) (gate/up slices of the intermediate dimension).
-QuantWeight slice_output_rows(QuantWeight w, int64_t r0, int64_t r1, const std::string& what) {
-  if (r0 == 0 && r1 == w.rows) return w;
+// A weight of the same format and quantization layout, with no tensors yet.
+QuantWeight same_layout(const QuantWeight& w, int64_t rows, int64_t cols) {
   QuantWeight out;
   out.format = w.format;
   out.bits = w.bits;
-  out.rows = r1 - r0;
-  out.cols = w.cols;
+  out.rows = rows;
+  out.cols = cols;
   out.strategy = w.strategy;
   out.group_size = w.group_size;
   out.block_rows = w.block_rows;
   out.block_cols = w.block_cols;
   out.global_scale = w.global_scale;
+  return out;
+}
+
+// Keeps output rows [r0, r1) (gate/up slices of the intermediate dimension).
+QuantWeight slice_output_rows(QuantWeight w, int64_t r0, int64_t r1, const std::string& what) {
+  if (r0 == 0 && r1 == w.rows) return w;
+  QuantWeight out = same_layout(w, r1 - r0, w.cols);
   out.data = slice_rows(w.data, r0, r1);
   out.g_idx = w.g_idx.empty() ? Tensor() : w.g_idx.clone();
   switch (w.strategy) {
@@ -342,16 +332,7 @@ QuantWeight slice_output_rows(QuantWeight w, int64_t r0, int64_t r1, const std::
 // Keeps input columns [c0, c1) (the down projection's slice of the intermediate dimension).
 QuantWeight slice_input_cols(QuantWeight w, int64_t c0, int64_t c1, const std::string& what) {
   if (c0 == 0 && c1 == w.cols) return w;
-  QuantWeight out;
-  out.format = w.format;
-  out.bits = w.bits;
-  out.rows = w.rows;
-  out.cols = c1 - c0;
-  out.strategy = w.strategy;
-  out.group_size = w.group_size;
-  out.block_rows = w.block_rows;
-  out.block_cols = w.block_cols;
-  out.global_scale = w.global_scale;
+  QuantWeight out = same_layout(w, w.rows, c1 - c0);
   auto require = [&](int64_t unit, const char* name) {
     if (c0 % unit != 0 || (c1 - c0) % unit != 0)
       throw Error(what + ": the tensor-parallel slice [" + str(c0) + ", " + str(c1) + ") of the input dimension is not a multiple of the " +

@@ -2,7 +2,6 @@
 // dequantization, vLLM's activation quantization and rounding points) with fp32 accumulation,
 // row-wise dequantization (table lookups for int4) and all cores.
 #include <algorithm>
-#include <cstring>
 #include <thread>
 
 #include "cpu/moe_math.h"
@@ -97,36 +96,20 @@ class CpuBackend final : public Backend {
 
   Tensor forward(const MoeLayer& layer, const Tensor& hidden_states, const Tensor& router_logits,
                  const ForwardOptions& options) override {
-    if (hidden_states.rank() != 2) throw Error("hidden_states must be 2-D [tokens, hidden], got " + hidden_states.shape_str());
-    const int64_t T = hidden_states.dim(0), H = layer.hidden, I = layer.inter;
+    ForwardInputs in = prepare_forward(layer, hidden_states, router_logits, options);
+    const int64_t T = in.tokens, H = layer.hidden, I = layer.inter;
     const int k = layer.top_k;
     const int64_t S = layer.gated() ? 2 : 1;
-    const DType act_dtype = hidden_states.dtype();
-    auto round = [&](float v) { return options.round_intermediate ? round_to_dtype(v, act_dtype) : v; };
-
-    std::vector<float> x = to_float_matrix(hidden_states, T, H, "hidden_states");
-    const std::vector<float> logits = to_float_matrix(router_logits, T, layer.num_experts, "router_logits");
-    const routing::TopK topk = routing::route(logits.data(), static_cast<int>(T), layer.num_experts, k, layer.routing,
-                                              layer.correction_bias.empty() ? nullptr : layer.correction_bias.data<float>());
-
+    auto round = [&](float v) { return round_intermediate(v, in.act_dtype, options); };
+    const std::vector<float>& x = in.x;
+    const std::vector<int64_t>& local_slots = in.local_slots;
     std::vector<std::vector<int64_t>> slots(layer.num_local_experts);
-    for (int64_t s = 0; s < T * k; ++s) {
-      const int local = layer.expert_map[topk.ids[s]];
-      if (local >= 0) slots[local].push_back(s);
-    }
-
-    if (layer.routing.router_weight_on_input)  // top_k == 1: slot s is token s
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t h = 0; h < H; ++h) x[t * H + h] = round(x[t * H + h] * topk.weights[t]);
-    fake_quantize(gemm1_act_quant(layer), x.data(), T, H);
+    for (int64_t s : local_slots) slots[layer.expert_map[in.topk.ids[s]]].push_back(s);
 
     std::vector<float> u(static_cast<size_t>(T * k * S * I));
     run_grouped_gemm(layer, true, {&slots, x.data(), H, true, k, u.data(), S * I, H}, threads_);
 
     std::vector<float> a(static_cast<size_t>(T * k * I));
-    std::vector<int64_t> local_slots;
-    for (const auto& list : slots) local_slots.insert(local_slots.end(), list.begin(), list.end());
-    std::sort(local_slots.begin(), local_slots.end());
     for (int64_t s : local_slots) {
       float* us = u.data() + s * S * I;
       for (int64_t i = 0; i < S * I; ++i) us[i] = round(us[i]);
@@ -134,18 +117,7 @@ class CpuBackend final : public Backend {
       apply_activation(layer.activation, layer.swiglu_limit, us, I, as);
       for (int64_t i = 0; i < I; ++i) as[i] = round(as[i]);
     }
-    // GEMM2's input is quantized over the rows that exist on this rank (the local slots).
-    const ActQuantParams q2 = gemm2_act_quant(layer);
-    if (q2.kind == ActQuant::kFp8PerTensorDynamic) {
-      std::vector<float> packed(local_slots.size() * I);
-      for (size_t i = 0; i < local_slots.size(); ++i)
-        std::memcpy(&packed[i * I], a.data() + local_slots[i] * I, I * sizeof(float));
-      fake_quantize(q2, packed.data(), static_cast<int64_t>(local_slots.size()), I);
-      for (size_t i = 0; i < local_slots.size(); ++i)
-        std::memcpy(a.data() + local_slots[i] * I, &packed[i * I], I * sizeof(float));
-    } else {
-      for (int64_t s : local_slots) fake_quantize(q2, a.data() + s * I, 1, I);
-    }
+    quantize_gemm2_input(layer, local_slots, a.data());
 
     std::vector<float> y(static_cast<size_t>(T * k * H));
     run_grouped_gemm(layer, false, {&slots, a.data(), I, false, k, y.data(), H, I}, threads_);
@@ -154,7 +126,7 @@ class CpuBackend final : public Backend {
     float* o = out.data<float>();
     for (int64_t s : local_slots) {
       const int64_t t = s / k;
-      const float w = layer.routing.router_weight_on_input ? 1.0f : topk.weights[s];
+      const float w = layer.routing.router_weight_on_input ? 1.0f : in.topk.weights[s];
       for (int64_t h = 0; h < H; ++h) o[t * H + h] += round(w * y[s * H + h]);
     }
     for (int64_t i = 0; i < T * H; ++i) o[i] = round(o[i]);

@@ -171,4 +171,39 @@ void fake_quantize(const ActQuantParams& p, float* x, int64_t rows, int64_t cols
   }
 }
 
+ForwardInputs prepare_forward(const MoeLayer& layer, const Tensor& hidden_states, const Tensor& router_logits,
+                              const ForwardOptions& options) {
+  if (hidden_states.rank() != 2)
+    throw Error("hidden_states must be 2-D [tokens, hidden], got " + hidden_states.shape_str());
+  ForwardInputs in;
+  in.tokens = hidden_states.dim(0);
+  in.act_dtype = hidden_states.dtype();
+  const int64_t T = in.tokens, H = layer.hidden;
+  in.x = to_float_matrix(hidden_states, T, H, "hidden_states");
+  const std::vector<float> logits = to_float_matrix(router_logits, T, layer.num_experts, "router_logits");
+  in.topk = routing::route(logits.data(), static_cast<int>(T), layer.num_experts, layer.top_k, layer.routing,
+                           layer.correction_bias.empty() ? nullptr : layer.correction_bias.data<float>());
+  for (int64_t s = 0; s < T * layer.top_k; ++s)
+    if (layer.expert_map[in.topk.ids[s]] >= 0) in.local_slots.push_back(s);
+  if (layer.routing.router_weight_on_input)  // top_k == 1: slot t is token t
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h)
+        in.x[t * H + h] = round_intermediate(in.x[t * H + h] * in.topk.weights[t], in.act_dtype, options);
+  fake_quantize(gemm1_act_quant(layer), in.x.data(), T, H);
+  return in;
+}
+
+void quantize_gemm2_input(const MoeLayer& layer, const std::vector<int64_t>& local_slots, float* act) {
+  const ActQuantParams q = gemm2_act_quant(layer);
+  const int64_t I = layer.inter;
+  if (q.kind != ActQuant::kFp8PerTensorDynamic) {
+    for (int64_t s : local_slots) fake_quantize(q, act + s * I, 1, I);
+    return;
+  }
+  std::vector<float> rows(local_slots.size() * I);
+  for (size_t i = 0; i < local_slots.size(); ++i) std::copy_n(act + local_slots[i] * I, I, &rows[i * I]);
+  fake_quantize(q, rows.data(), static_cast<int64_t>(local_slots.size()), I);
+  for (size_t i = 0; i < local_slots.size(); ++i) std::copy_n(&rows[i * I], I, act + local_slots[i] * I);
+}
+
 }  // namespace qmoe::cpu

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "qmoe/moe.h"
+#include "routing/routing.h"
 
 namespace qmoe::cpu {
 
@@ -32,5 +33,26 @@ ActQuantParams gemm2_act_quant(const MoeLayer& layer);
 // Replaces each row of `x` [rows, cols] by its quantize-dequantize image (q * scale).
 // kFp8PerTensorDynamic uses one scale over all rows given.
 void fake_quantize(const ActQuantParams& p, float* x, int64_t rows, int64_t cols);
+
+// What every CPU forward starts from: routing, and the GEMM1 input (router weight applied when
+// the layer asks for it, rounded, activation-quantized).
+struct ForwardInputs {
+  int64_t tokens = 0;
+  DType act_dtype = DType::kBF16;
+  std::vector<float> x;               // [tokens, hidden]
+  routing::TopK topk;
+  std::vector<int64_t> local_slots;   // slots t * top_k + j whose expert is local, ascending
+};
+ForwardInputs prepare_forward(const MoeLayer& layer, const Tensor& hidden_states, const Tensor& router_logits,
+                              const ForwardOptions& options);
+
+// Quantizes GEMM2's input rows `act` [slot, inter] of the local slots; a per-tensor dynamic scale
+// spans all of them (the rows that exist on this rank).
+void quantize_gemm2_input(const MoeLayer& layer, const std::vector<int64_t>& local_slots, float* act);
+
+// Rounds to the activation dtype when the options ask for vLLM's rounding points.
+inline float round_intermediate(float v, DType act_dtype, const ForwardOptions& options) {
+  return options.round_intermediate ? round_to_dtype(v, act_dtype) : v;
+}
 
 }  // namespace qmoe::cpu

@@ -21,23 +21,12 @@ std::vector<float> dequantize_matrix(const QuantWeight& w, bool round_to_scale_d
 
 Tensor reference_forward(const MoeLayer& layer, const Tensor& hidden_states, const Tensor& router_logits,
                          const ForwardOptions& options) {
-  using cpu::round_to_dtype;
-  if (hidden_states.rank() != 2) throw Error("hidden_states must be 2-D [tokens, hidden], got " + hidden_states.shape_str());
-  const int64_t T = hidden_states.dim(0), H = layer.hidden, I = layer.inter;
+  const cpu::ForwardInputs in = cpu::prepare_forward(layer, hidden_states, router_logits, options);
+  const int64_t T = in.tokens, H = layer.hidden, I = layer.inter;
   const int k = layer.top_k;
   const int64_t S = layer.gated() ? 2 : 1;
-  const DType act_dtype = hidden_states.dtype();
-  auto round = [&](float v) { return options.round_intermediate ? round_to_dtype(v, act_dtype) : v; };
-
-  std::vector<float> x = cpu::to_float_matrix(hidden_states, T, H, "hidden_states");
-  const std::vector<float> logits = cpu::to_float_matrix(router_logits, T, layer.num_experts, "router_logits");
-  const routing::TopK topk = routing::route(logits.data(), static_cast<int>(T), layer.num_experts, k, layer.routing,
-                                            layer.correction_bias.empty() ? nullptr : layer.correction_bias.data<float>());
-
-  if (layer.routing.router_weight_on_input)
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = 0; h < H; ++h) x[t * H + h] = round(x[t * H + h] * topk.weights[t]);
-  cpu::fake_quantize(cpu::gemm1_act_quant(layer), x.data(), T, H);
+  auto round = [&](float v) { return cpu::round_intermediate(v, in.act_dtype, options); };
+  const std::vector<float>& x = in.x;
 
   std::map<int, std::pair<std::vector<float>, std::vector<float>>> dense;  // local expert -> (w13, w2)
   auto weights_of = [&](int local) -> const std::pair<std::vector<float>, std::vector<float>>& {
@@ -52,13 +41,10 @@ Tensor reference_forward(const MoeLayer& layer, const Tensor& hidden_states, con
   };
 
   // Pass 1: GEMM1 and activation for every local slot.
-  std::vector<int64_t> local_slots;
   std::vector<float> act(static_cast<size_t>(T * k * I));
   std::vector<float> u(static_cast<size_t>(S * I));
-  for (int64_t s = 0; s < T * k; ++s) {
-    const int local = layer.expert_map[topk.ids[s]];
-    if (local < 0) continue;
-    local_slots.push_back(s);
+  for (int64_t s : in.local_slots) {
+    const int local = layer.expert_map[in.topk.ids[s]];
     const std::vector<float>& w13 = weights_of(local).first;
     const Tensor& b13 = layer.experts[local].w13_bias;
     const float* xt = x.data() + (s / k) * H;
@@ -73,26 +59,16 @@ Tensor reference_forward(const MoeLayer& layer, const Tensor& hidden_states, con
     for (int64_t i = 0; i < I; ++i) a[i] = round(a[i]);
   }
 
-  // GEMM2's input quantization (a per-tensor dynamic scale spans all local slots).
-  const cpu::ActQuantParams q2 = cpu::gemm2_act_quant(layer);
-  if (q2.kind == ActQuant::kFp8PerTensorDynamic) {
-    std::vector<float> all;
-    for (int64_t s : local_slots) all.insert(all.end(), act.begin() + s * I, act.begin() + (s + 1) * I);
-    cpu::fake_quantize(q2, all.data(), static_cast<int64_t>(local_slots.size()), I);
-    for (size_t i = 0; i < local_slots.size(); ++i)
-      std::copy(all.begin() + i * I, all.begin() + (i + 1) * I, act.begin() + local_slots[i] * I);
-  } else {
-    for (int64_t s : local_slots) cpu::fake_quantize(q2, act.data() + s * I, 1, I);
-  }
+  cpu::quantize_gemm2_input(layer, in.local_slots, act.data());
 
   // Pass 2: GEMM2 and the weighted sum.
   std::vector<double> out(static_cast<size_t>(T * H), 0.0);
-  for (int64_t s : local_slots) {
-    const int local = layer.expert_map[topk.ids[s]];
+  for (int64_t s : in.local_slots) {
+    const int local = layer.expert_map[in.topk.ids[s]];
     const std::vector<float>& w2 = weights_of(local).second;
     const Tensor& b2 = layer.experts[local].w2_bias;
     const float* a = act.data() + s * I;
-    const double w = layer.routing.router_weight_on_input ? 1.0 : topk.weights[s];
+    const double w = layer.routing.router_weight_on_input ? 1.0 : in.topk.weights[s];
     for (int64_t h = 0; h < H; ++h) {
       double acc = 0.0;
       for (int64_t i = 0; i < I; ++i) acc += static_cast<double>(w2[h * I + i]) * a[i];

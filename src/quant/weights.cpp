@@ -10,6 +10,7 @@
 
 #include "qmoe/error.h"
 #include "qmoe/moe.h"
+#include "quant/element.h"
 #include "quant/formats.h"
 
 namespace qmoe {
@@ -28,23 +29,7 @@ ScaleKind scale_kind_of(DType dtype) {
   }
 }
 
-// Element i of a BF16/F16/F32/F64 tensor as float.
-float load_float(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kBF16:
-      return quant::bf16_to_float(t.data<uint16_t>()[i]);
-    case DType::kF16:
-      return quant::f16_to_float(t.data<uint16_t>()[i]);
-    case DType::kF32:
-      return t.data<float>()[i];
-    case DType::kF64:
-      return static_cast<float>(t.data<double>()[i]);
-    case DType::kF8E4M3:
-      return quant::fp8e4m3_to_float(t.data<uint8_t>()[i]);
-    default:
-      throw Error("scale tensor has non-float dtype " + std::string(dtype_name(t.dtype())));
-  }
-}
+float load_float(const Tensor& t, int64_t i) { return static_cast<float>(quant::float_element(t, i)); }
 
 // Scale of element (row, col) for int/fp8 formats; `group` is the scale column.
 float scale_at(const QuantWeight& w, int64_t row, int64_t group) {
