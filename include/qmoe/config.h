@@ -132,6 +132,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 ModelConfig load_model_config(const std::string& config_json_path);
 
 // Parses one `quantization_config` object given as JSON text (the fuzz target uses this).
+// Messages read "<what>: config_groups.g.weights.num_bits: ..." (key paths relative to the
+// object); source_key is left empty.
 QuantConfig parse_quant_config(const std::string& json_text, const std::string& what);
 
 }  // namespace qmoe

@@ -554,6 +554,7 @@ MoeDispatchInput dispatch_input(const ModelConfig& config, int layer, int tp_siz
   in.inter = tp_size > 0 ? moe.inter / tp_size : moe.inter;
   in.router_weight_on_input = moe.router_weight_on_input;
   in.activation = moe.activation;
+  in.tp_size = tp_size;
   return in;
 }
 
