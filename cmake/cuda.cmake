@@ -1,5 +1,5 @@
-# Decides whether the CUDA backend is built. The backend itself arrives with the CUDA issue; this
-# file only resolves the QMOE_CUDA switch so the choice is visible and an explicit ON fails early.
+# Decides whether the CUDA backend is built (QMOE_CUDA=AUTO|ON|OFF) and sets its flags: one
+# architecture (sm_90a), C++20 passed to nvcc by hand (CMake 3.25 does not know cuda_std_20).
 set(QMOE_HAVE_CUDA OFF)
 if(NOT QMOE_CUDA STREQUAL "OFF")
   include(CheckLanguage)
@@ -8,6 +8,17 @@ if(NOT QMOE_CUDA STREQUAL "OFF")
     set(QMOE_HAVE_CUDA ON)
   elseif(QMOE_CUDA STREQUAL "ON")
     message(FATAL_ERROR "QMOE_CUDA=ON but no CUDA compiler (nvcc) was found")
+  endif()
+endif()
+
+if(QMOE_HAVE_CUDA)
+  set(QMOE_CUDA_GENCODE "-gencode=arch=compute_90a,code=sm_90a" CACHE STRING "nvcc -gencode flags")
+  set(CMAKE_CUDA_ARCHITECTURES OFF)
+  set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS} -std=c++20 ${QMOE_CUDA_GENCODE} -lineinfo --expt-relaxed-constexpr")
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  if(QMOE_CCACHE)
+    set(CMAKE_CUDA_COMPILER_LAUNCHER ${QMOE_CCACHE})
   endif()
 endif()
 message(STATUS "qmoe: CUDA backend ${QMOE_HAVE_CUDA} (QMOE_CUDA=${QMOE_CUDA})")

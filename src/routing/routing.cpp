@@ -7,6 +7,7 @@
 #include <string>
 
 #include "qmoe/error.h"
+#include "routing/router_math.h"
 
 namespace qmoe::routing {
 namespace {
@@ -22,19 +23,22 @@ void top_indices(const float* values, int n, int k, int* out) {
   std::copy(order.begin(), order.begin() + k, out);
 }
 
+// The CUDA routing kernel repeats these steps operation for operation (src/cuda/moe_ops.cu).
 void compute_scores(const float* logits, int num_experts, Scoring scoring, float* scores) {
+  using quant::detail::add_rn;
+  using quant::detail::div_rn;
   if (scoring == Scoring::kSigmoid) {
-    for (int e = 0; e < num_experts; ++e) scores[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+    for (int e = 0; e < num_experts; ++e) scores[e] = router_sigmoid(logits[e]);
     return;
   }
   float max_logit = logits[0];
   for (int e = 1; e < num_experts; ++e) max_logit = std::max(max_logit, logits[e]);
   float sum = 0.0f;
   for (int e = 0; e < num_experts; ++e) {
-    scores[e] = std::exp(logits[e] - max_logit);
-    sum += scores[e];
+    scores[e] = router_exp(add_rn(logits[e], -max_logit));
+    sum = add_rn(sum, scores[e]);
   }
-  for (int e = 0; e < num_experts; ++e) scores[e] /= sum;
+  for (int e = 0; e < num_experts; ++e) scores[e] = div_rn(scores[e], sum);
 }
 
 }  // namespace
@@ -83,14 +87,14 @@ TopK route(const float* logits, int num_tokens, int num_experts, int top_k,
       top_indices(row, num_experts, top_k, picked.data());
       for (int j = 0; j < top_k; ++j) {
         ids[j] = picked[j];
-        weights[j] = 1.0f / (1.0f + std::exp(-row[picked[j]]));
+        weights[j] = router_sigmoid(row[picked[j]]);
       }
       continue;
     }
 
     compute_scores(row, num_experts, config.scoring, scores.data());
     for (int e = 0; e < num_experts; ++e)
-      choice[e] = correction_bias ? scores[e] + correction_bias[e] : scores[e];
+      choice[e] = correction_bias ? quant::detail::add_rn(scores[e], correction_bias[e]) : scores[e];
 
     if (grouped) {
       // Group score: max of the group, or with a correction bias the sum of its top-2 choices.
@@ -101,7 +105,7 @@ TopK route(const float* logits, int num_tokens, int num_experts, int top_k,
         if (correction_bias && experts_per_group >= 2) {
           int best2[2];
           top_indices(c, experts_per_group, 2, best2);
-          group_scores[g] = c[best2[0]] + c[best2[1]];
+          group_scores[g] = quant::detail::add_rn(c[best2[0]], c[best2[1]]);
         } else {
           group_scores[g] = *std::max_element(c, c + experts_per_group);
         }
@@ -119,12 +123,12 @@ TopK route(const float* logits, int num_tokens, int num_experts, int top_k,
     for (int j = 0; j < top_k; ++j) {
       ids[j] = picked[j];
       weights[j] = scores[picked[j]];  // unbiased score
-      sum += weights[j];
+      sum = quant::detail::add_rn(sum, weights[j]);
     }
     if (config.renormalize && sum > 0.0f)
-      for (int j = 0; j < top_k; ++j) weights[j] /= sum;
+      for (int j = 0; j < top_k; ++j) weights[j] = quant::detail::div_rn(weights[j], sum);
     if (config.routed_scaling_factor != 1.0f)
-      for (int j = 0; j < top_k; ++j) weights[j] *= config.routed_scaling_factor;
+      for (int j = 0; j < top_k; ++j) weights[j] = quant::detail::mul_rn(weights[j], config.routed_scaling_factor);
   }
   return result;
 }

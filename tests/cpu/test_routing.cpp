@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "qmoe/error.h"
+#include "routing/router_math.h"
 #include "routing/routing.h"
 
 namespace qmoe {
@@ -109,6 +110,27 @@ TEST(Routing, RejectsBadInput) {
   grouped.num_expert_group = 3;
   grouped.topk_group = 1;
   EXPECT_THROW(routing::route(ok, 1, 4, 1, grouped, nullptr), Error);
+}
+
+}  // namespace
+}  // namespace qmoe
+
+namespace qmoe {
+namespace {
+
+TEST(RouterMath, ExpIsAccurateOverTheRouterRange) {
+  // router_exp replaces std::exp so CPU and GPU agree bit for bit; it must stay within a few ulp.
+  double worst = 0.0;
+  for (float x = -87.0f; x <= 88.0f; x += 0.0137f) {  // normal-range results
+    const double want = std::exp(static_cast<double>(x));
+    const double got = routing::router_exp(x);
+    worst = std::max(worst, std::fabs(got - want) / want);
+  }
+  EXPECT_LT(worst, 2e-7);
+  EXPECT_EQ(routing::router_exp(0.0f), 1.0f);
+  EXPECT_EQ(routing::router_exp(-200.0f), 0.0f);
+  EXPECT_TRUE(std::isinf(routing::router_exp(100.0f)));
+  EXPECT_NEAR(routing::router_sigmoid(0.0f), 0.5f, 0.0f);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Helpers shared by the CPU tests: fixture paths and small file utilities.
 #pragma once
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -9,7 +10,11 @@
 
 namespace qmoe::test {
 
-inline std::string data_dir() { return QMOE_TEST_DATA_DIR; }
+// QMOE_TEST_DATA_DIR in the environment overrides the build-time path (binaries run elsewhere).
+inline std::string data_dir() {
+  const char* env = std::getenv("QMOE_TEST_DATA_DIR");
+  return env ? env : QMOE_TEST_DATA_DIR;
+}
 inline std::string fixture_dir(const std::string& name) { return data_dir() + "/fixtures/" + name; }
 
 inline std::string read_text(const std::string& path) {

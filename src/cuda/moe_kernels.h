@@ -1,0 +1,134 @@
+// The CUDA backend's kernel interface: plain parameter structs and launchers. Included by the host
+// code (g++) and the kernel files (nvcc); no CUDA types beyond cudaStream_t appear here.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace qmoe::cuda {
+
+// How every expert of one projection (w13 or w2) is stored: the canonical checkpoint layout.
+struct WeightLayout {
+  int format = 0;    // qmoe::WeightFormat
+  int bits = 0;
+  int strategy = 0;  // qmoe::Strategy
+  int scale_kind = 0;  // 0 BF16, 1 F16, 2 F32, 3 F8_E4M3, 4 U8 (E8M0)
+  int data_kind = 0;   // dense weights: 0 BF16, 1 F16, 2 F32
+  bool round_to_scale_dtype = true;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t group_size = 0;
+  int64_t block_rows = 0;
+  int64_t block_cols = 0;
+  int64_t words_per_row = 0;  // packed int rows (int32 words)
+  int64_t scale_cols = 1;     // second dimension of the scale tensor
+  int64_t zp_cols = 0;        // second dimension of the zero-point tensor; 0 when symmetric
+};
+
+// One expert's tensors on the device (canonical layout, see qmoe::QuantWeight).
+struct ExpertTensors {
+  const void* data = nullptr;
+  const void* scale = nullptr;
+  const int8_t* zero_point = nullptr;  // [rows, zp_cols] or null
+  const int32_t* g_idx = nullptr;      // [cols] or null
+  const float* bias = nullptr;         // [rows] or null
+  float global_scale = 1.0f;
+};
+
+// out[slot, n] = sum_k dequant(W_e)[n, k] * in[row(slot), k] + bias_e[n] for every local expert e
+// and each of its slots; row(slot) = slot / top_k when in_by_token, else slot.
+struct GroupedGemmParams {
+  WeightLayout layout;
+  const ExpertTensors* experts = nullptr;  // [num_local_experts] (device)
+  const int32_t* expert_offsets = nullptr; // [num_local_experts + 1] into sorted_slots (device)
+  const int32_t* sorted_slots = nullptr;   // slots grouped by local expert (device)
+  int num_local_experts = 0;
+  const float* in = nullptr;  // [rows, k]
+  bool in_by_token = true;
+  int top_k = 1;
+  float* out = nullptr;       // [slots, n]
+};
+cudaError_t launch_grouped_gemm(const GroupedGemmParams& p, cudaStream_t stream);
+
+struct RoutingParams {
+  const float* logits = nullptr;           // [tokens, num_experts]
+  const float* correction_bias = nullptr;  // [num_experts] or null
+  int num_tokens = 0;
+  int num_experts = 0;
+  int top_k = 0;
+  int scoring = 0;  // qmoe::Scoring
+  bool renormalize = true;
+  int num_expert_group = 0;
+  int topk_group = 0;
+  float routed_scaling_factor = 1.0f;
+  bool custom_llama4 = false;
+  int32_t* ids = nullptr;     // [tokens, top_k]
+  float* weights = nullptr;   // [tokens, top_k]
+};
+cudaError_t launch_routing(const RoutingParams& p, cudaStream_t stream);
+
+// Groups the slots (t * top_k + j) by local expert: counts, offsets, sorted slot list.
+struct GroupingParams {
+  const int32_t* ids = nullptr;         // [num_slots] global expert ids
+  const int32_t* expert_map = nullptr;  // [num_experts] global -> local or -1
+  int num_slots = 0;
+  int num_experts = 0;
+  int num_local_experts = 0;
+  int32_t* counts = nullptr;          // [num_local_experts] workspace (zeroed by the launcher)
+  int32_t* expert_offsets = nullptr;  // [num_local_experts + 1]
+  int32_t* sorted_slots = nullptr;    // [num_slots]
+  int32_t* slot_expert = nullptr;     // [num_slots] local expert of each slot, -1 if not local
+};
+cudaError_t launch_grouping(const GroupingParams& p, cudaStream_t stream);
+
+// Activation (fake-)quantization of GEMM inputs, as qmoe::cpu::fake_quantize.
+struct ActQuantParams {
+  int kind = 0;  // qmoe::ActQuant
+  int group_size = 0;
+  float static_scale = 0.0f;
+  float global_scale = 0.0f;
+};
+// Quantizes rows of `x` [*, cols]: all `num_rows` rows when row_ids is null, else the rows listed in
+// row_ids[0 .. *num_rows_dev) (device count). `amax` is a device float used by per-tensor modes.
+cudaError_t launch_fake_quantize(const ActQuantParams& q, float* x, int64_t cols, const int32_t* row_ids,
+                                 int max_rows, const int32_t* num_rows_dev, float* amax, cudaStream_t stream);
+
+// hidden (BF16/F16/F32) -> float x [tokens, hidden]; with router_weights (top-1 Llama-4) the rows
+// are scaled and re-rounded to the input dtype when `round`.
+cudaError_t launch_convert_input(const void* hidden, int dtype_kind, int64_t tokens, int64_t hidden_size,
+                                 const float* router_weights, bool round, float* x, cudaStream_t stream);
+
+// u [slot, S*inter] -> act [slot, inter] for the local slots (sorted_slots[0 .. offsets[E])),
+// rounding u and act to the input dtype when `round`.
+struct ActivationParams {
+  int activation = 0;  // qmoe::Activation
+  float limit = 7.0f;
+  int64_t inter = 0;
+  bool gated = true;
+  bool round = true;
+  int dtype_kind = 0;  // 0 BF16, 1 F16, 2 F32 (rounding target)
+  const int32_t* sorted_slots = nullptr;
+  const int32_t* total_slots = nullptr;  // device: offsets[num_local_experts]
+  int max_slots = 0;
+  float* u = nullptr;
+  float* act = nullptr;
+};
+cudaError_t launch_activation(const ActivationParams& p, cudaStream_t stream);
+
+// out[t, h] = round(sum_j round(w[t, j] * y[t * top_k + j, h])) over local slots, in j order.
+struct CombineParams {
+  const float* y = nullptr;
+  const float* weights = nullptr;
+  const int32_t* slot_expert = nullptr;
+  int64_t tokens = 0;
+  int64_t hidden = 0;
+  int top_k = 1;
+  bool weight_on_input = false;
+  bool round = true;
+  int dtype_kind = 0;
+  float* out = nullptr;
+};
+cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream);
+
+}  // namespace qmoe::cuda
