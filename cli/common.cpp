@@ -78,7 +78,11 @@ std::string vllm_kernel_family(const DispatchDecision& d, Target target) {
 }
 
 std::string qmoe_kernel_family(const DispatchDecision& d, Target target) {
-  if (target != Target::kCpu) return "cuda backend: not built yet";
+#if defined(QMOE_WITH_CUDA)
+  if (target != Target::kCpu) return "cuda: generic dequantizing grouped GEMM (correctness path)";
+#else
+  if (target != Target::kCpu) return "cuda backend: not in this build";
+#endif
   return "cpu: dequantize rows + fp32 grouped GEMM";
 }
 

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   run->add_option("--layer", run_args.layer, "layer index (default: the first MoE layer)");
   run->add_option("--tokens", run_args.tokens, "tokens of random input")->check(CLI::Range(1, 1 << 20));
   run->add_option("--seed", run_args.seed, "seed of the random inputs");
-  run->add_option("--backend", run_args.backend, "cpu (cuda: not built yet)")->check(CLI::IsMember({"cpu", "cuda"}));
+  run->add_option("--backend", run_args.backend, "cpu or cuda (needs a CUDA build and a GPU)")->check(CLI::IsMember({"cpu", "cuda"}));
   run->add_option("--target", target_name, "GPU whose dispatch decision is taken")->check(target_check);
   run->add_option("--inputs", run_args.inputs, "safetensors with hidden_states [T, hidden] and router_logits [T, experts]");
   run->add_option("--output", run_args.output, "write the output [T, hidden] (F32) to this safetensors file");

@@ -138,13 +138,9 @@ class CpuBackend final : public Backend {
 };
 
 }  // namespace
-}  // namespace cpu
 
-std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
-  if (name == "cpu") return std::make_unique<cpu::CpuBackend>(threads);
-  if (name == "cuda")
-    throw NotSupported("backend 'cuda' is not supported yet (this build has the CPU backend only)");
-  throw Error("unknown backend '" + name + "' (expected cpu or cuda)");
-}
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+
+}  // namespace cpu
 
 }  // namespace qmoe

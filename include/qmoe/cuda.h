@@ -1,0 +1,40 @@
+// The CUDA backend's device-level API, for engines: a layer's weights live on the GPU and forward
+// runs on the caller's stream with no host synchronisation and no allocation (workspace is sized
+// for `max_tokens` at construction), so it can be captured in a CUDA graph. Only present when
+// qmoe is built with QMOE_CUDA (QMOE_WITH_CUDA defined).
+#pragma once
+
+#include <memory>
+
+#include "qmoe/moe.h"
+
+namespace qmoe {
+
+// Number of CUDA devices visible (0 without a driver or device, or in a CPU-only build).
+int cuda_device_count();
+
+class CudaMoeLayer {
+ public:
+  // Uploads the layer's weights expert by expert (device memory grows by one expert at a time
+  // beyond the final weights) and allocates the workspace for up to `max_tokens` tokens.
+  CudaMoeLayer(const MoeLayer& layer, int max_tokens);
+  ~CudaMoeLayer();
+  CudaMoeLayer(const CudaMoeLayer&) = delete;
+  CudaMoeLayer& operator=(const CudaMoeLayer&) = delete;
+
+  // Device pointers: hidden [tokens, hidden] of `hidden_dtype` (BF16/F16/F32), router_logits
+  // [tokens, num_experts] F32, out [tokens, hidden] F32. `stream` is a cudaStream_t (nullptr: the
+  // default stream). Inputs are not validated on the device: non-finite logits route arbitrarily.
+  void forward(const void* hidden, DType hidden_dtype, const float* router_logits, float* out, int tokens,
+               void* stream, const ForwardOptions& options) const;
+
+  int max_tokens() const;
+  const MoeLayer& layer() const;
+  int64_t device_weight_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace qmoe

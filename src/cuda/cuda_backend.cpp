@@ -1,0 +1,305 @@
+// CUDA backend host side: weight upload, workspace, the launch sequence of one forward, and the
+// Backend adapter (host tensors in and out) used by the CLI and the tests.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <string>
+
+#include "cpu/moe_math.h"
+#include "cuda/moe_kernels.h"
+#include "qmoe/cuda.h"
+#include "qmoe/error.h"
+
+namespace qmoe {
+namespace {
+
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(err));
+}
+
+// A device allocation freed with the owner.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes) check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  template <class T = void>
+  T* get() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+DeviceBuffer upload(const void* src, size_t bytes) {
+  DeviceBuffer b(bytes);
+  if (bytes) check(cudaMemcpy(b.get(), src, bytes, cudaMemcpyHostToDevice), "upload");
+  return b;
+}
+
+int scale_kind_of(DType d) {
+  switch (d) {
+    case DType::kBF16: return 0;
+    case DType::kF16: return 1;
+    case DType::kF32: return 2;
+    case DType::kF8E4M3: return 3;
+    default: return 4;
+  }
+}
+
+int act_kind_of(DType d) {
+  switch (d) {
+    case DType::kBF16: return 0;
+    case DType::kF16: return 1;
+    case DType::kF32: return 2;
+    default: throw Error("hidden_states dtype " + std::string(dtype_name(d)) + " is not BF16, F16 or F32");
+  }
+}
+
+cuda::WeightLayout layout_of(const QuantWeight& w, bool round) {
+  cuda::WeightLayout L;
+  L.format = static_cast<int>(w.format);
+  L.bits = w.bits;
+  L.strategy = static_cast<int>(w.strategy);
+  L.scale_kind = w.scale.empty() ? 2 : scale_kind_of(w.scale.dtype());
+  L.data_kind = w.format == WeightFormat::kDense ? scale_kind_of(w.data.dtype()) : 0;
+  L.round_to_scale_dtype = round;
+  L.rows = w.rows;
+  L.cols = w.cols;
+  L.group_size = w.group_size;
+  L.block_rows = w.block_rows;
+  L.block_cols = w.block_cols;
+  L.words_per_row = w.format == WeightFormat::kIntPacked ? w.data.dim(1) : 0;
+  L.scale_cols = w.scale.rank() == 2 ? w.scale.dim(1) : 1;
+  L.zp_cols = w.zero_point.rank() == 2 ? w.zero_point.dim(1) : 0;
+  return L;
+}
+
+}  // namespace
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+struct CudaMoeLayer::Impl {
+  const MoeLayer* layer = nullptr;
+  int max_tokens = 0;
+  std::vector<DeviceBuffer> weights;  // every expert tensor
+  DeviceBuffer w13_experts, w2_experts;  // ExpertTensors[num_local]
+  cuda::WeightLayout w13_layout, w2_layout;
+  DeviceBuffer expert_map, correction_bias;
+  // Workspace (max_tokens).
+  DeviceBuffer x, u, act, y, ids, weights_buf, counts, offsets, sorted_slots, slot_expert, amax;
+  int64_t weight_bytes = 0;
+};
+
+CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::make_unique<Impl>()) {
+  if (cuda_device_count() == 0) throw NotSupported("no CUDA device is available");
+  if (max_tokens <= 0) throw Error("CudaMoeLayer: max_tokens must be positive");
+  Impl& m = *impl_;
+  m.layer = &layer;
+  m.max_tokens = max_tokens;
+  const int E = layer.num_local_experts;
+  std::vector<cuda::ExpertTensors> w13(E), w2(E);
+  auto put = [&](const Tensor& t) -> const void* {
+    if (t.empty()) return nullptr;
+    m.weights.push_back(upload(t.raw(), t.size_bytes()));
+    m.weight_bytes += static_cast<int64_t>(t.size_bytes());
+    return m.weights.back().get();
+  };
+  for (int e = 0; e < E; ++e) {  // expert by expert: host copies are the canonical tensors
+    const ExpertWeights& ew = layer.experts[e];
+    for (auto [src, dst, bias] : {std::tuple{&ew.w13, &w13[e], &ew.w13_bias}, std::tuple{&ew.w2, &w2[e], &ew.w2_bias}}) {
+      dst->data = put(src->data);
+      dst->scale = put(src->scale);
+      dst->zero_point = static_cast<const int8_t*>(put(src->zero_point));
+      dst->g_idx = static_cast<const int32_t*>(put(src->g_idx));
+      dst->bias = static_cast<const float*>(put(*bias));
+      dst->global_scale = src->global_scale;
+    }
+  }
+  if (E > 0) {
+    m.w13_layout = layout_of(layer.experts[0].w13, layer.round_weights_to_scale_dtype);
+    m.w2_layout = layout_of(layer.experts[0].w2, layer.round_weights_to_scale_dtype);
+  }
+  m.w13_experts = upload(w13.data(), sizeof(cuda::ExpertTensors) * E);
+  m.w2_experts = upload(w2.data(), sizeof(cuda::ExpertTensors) * E);
+  std::vector<int32_t> map(layer.expert_map.begin(), layer.expert_map.end());
+  m.expert_map = upload(map.data(), map.size() * sizeof(int32_t));
+  if (!layer.correction_bias.empty())
+    m.correction_bias = upload(layer.correction_bias.raw(), layer.correction_bias.size_bytes());
+
+  const int64_t T = max_tokens, k = layer.top_k, H = layer.hidden, I = layer.inter, S = layer.gated() ? 2 : 1;
+  m.x = DeviceBuffer(sizeof(float) * T * H);
+  m.u = DeviceBuffer(sizeof(float) * T * k * S * I);
+  m.act = DeviceBuffer(sizeof(float) * T * k * I);
+  m.y = DeviceBuffer(sizeof(float) * T * k * H);
+  m.ids = DeviceBuffer(sizeof(int32_t) * T * k);
+  m.weights_buf = DeviceBuffer(sizeof(float) * T * k);
+  m.counts = DeviceBuffer(sizeof(int32_t) * std::max(E, 1));
+  m.offsets = DeviceBuffer(sizeof(int32_t) * (E + 1));
+  m.sorted_slots = DeviceBuffer(sizeof(int32_t) * T * k);
+  m.slot_expert = DeviceBuffer(sizeof(int32_t) * T * k);
+  m.amax = DeviceBuffer(sizeof(float));
+}
+
+CudaMoeLayer::~CudaMoeLayer() = default;
+int CudaMoeLayer::max_tokens() const { return impl_->max_tokens; }
+const MoeLayer& CudaMoeLayer::layer() const { return *impl_->layer; }
+int64_t CudaMoeLayer::device_weight_bytes() const { return impl_->weight_bytes; }
+
+void CudaMoeLayer::forward(const void* hidden, DType hidden_dtype, const float* router_logits, float* out, int tokens,
+                           void* stream_ptr, const ForwardOptions& options) const {
+  const Impl& m = *impl_;
+  const MoeLayer& L = *m.layer;
+  if (tokens < 0 || tokens > m.max_tokens)
+    throw Error("CudaMoeLayer::forward: " + std::to_string(tokens) + " tokens, workspace holds " +
+                std::to_string(m.max_tokens));
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+  const int kind = act_kind_of(hidden_dtype);
+  const int k = L.top_k, E = L.num_local_experts;
+  const int64_t H = L.hidden, I = L.inter, num_slots = static_cast<int64_t>(tokens) * k;
+
+  cuda::RoutingParams rp;
+  rp.logits = router_logits;
+  rp.correction_bias = m.correction_bias.get<float>();
+  rp.num_tokens = tokens;
+  rp.num_experts = L.num_experts;
+  rp.top_k = k;
+  rp.scoring = static_cast<int>(L.routing.scoring);
+  rp.renormalize = L.routing.renormalize;
+  rp.num_expert_group = L.routing.num_expert_group;
+  rp.topk_group = L.routing.topk_group;
+  rp.routed_scaling_factor = L.routing.routed_scaling_factor;
+  rp.custom_llama4 = L.routing.custom_llama4;
+  rp.ids = m.ids.get<int32_t>();
+  rp.weights = m.weights_buf.get<float>();
+  check(cuda::launch_routing(rp, stream), "routing");
+
+  cuda::GroupingParams gp;
+  gp.ids = rp.ids;
+  gp.expert_map = m.expert_map.get<int32_t>();
+  gp.num_slots = static_cast<int>(num_slots);
+  gp.num_experts = L.num_experts;
+  gp.num_local_experts = E;
+  gp.counts = m.counts.get<int32_t>();
+  gp.expert_offsets = m.offsets.get<int32_t>();
+  gp.sorted_slots = m.sorted_slots.get<int32_t>();
+  gp.slot_expert = m.slot_expert.get<int32_t>();
+  check(cuda::launch_grouping(gp, stream), "grouping");
+
+  check(cuda::launch_convert_input(hidden, kind, tokens, H, L.routing.router_weight_on_input ? rp.weights : nullptr,
+                                   options.round_intermediate, m.x.get<float>(), stream),
+        "convert");
+  const cpu::ActQuantParams q1 = cpu::gemm1_act_quant(L), q2 = cpu::gemm2_act_quant(L);
+  auto to_cuda = [](const cpu::ActQuantParams& q) {
+    return cuda::ActQuantParams{static_cast<int>(q.kind), q.group_size, q.static_scale, q.global_scale};
+  };
+  check(cuda::launch_fake_quantize(to_cuda(q1), m.x.get<float>(), H, nullptr, tokens, nullptr, m.amax.get<float>(), stream),
+        "gemm1 input quantization");
+
+  cuda::GroupedGemmParams g1;
+  g1.layout = m.w13_layout;
+  g1.experts = m.w13_experts.get<cuda::ExpertTensors>();
+  g1.expert_offsets = gp.expert_offsets;
+  g1.sorted_slots = gp.sorted_slots;
+  g1.num_local_experts = E;
+  g1.in = m.x.get<float>();
+  g1.in_by_token = true;
+  g1.top_k = k;
+  g1.out = m.u.get<float>();
+  check(cuda::launch_grouped_gemm(g1, stream), "gemm1");
+
+  cuda::ActivationParams ap;
+  ap.activation = static_cast<int>(L.activation);
+  ap.limit = L.swiglu_limit;
+  ap.inter = I;
+  ap.gated = L.gated();
+  ap.round = options.round_intermediate;
+  ap.dtype_kind = kind;
+  ap.sorted_slots = gp.sorted_slots;
+  ap.total_slots = gp.expert_offsets + E;
+  ap.max_slots = static_cast<int>(num_slots);
+  ap.u = m.u.get<float>();
+  ap.act = m.act.get<float>();
+  check(cuda::launch_activation(ap, stream), "activation");
+  check(cuda::launch_fake_quantize(to_cuda(q2), m.act.get<float>(), I, gp.sorted_slots, static_cast<int>(num_slots),
+                                   gp.expert_offsets + E, m.amax.get<float>(), stream),
+        "gemm2 input quantization");
+
+  cuda::GroupedGemmParams g2 = g1;
+  g2.layout = m.w2_layout;
+  g2.experts = m.w2_experts.get<cuda::ExpertTensors>();
+  g2.in = m.act.get<float>();
+  g2.in_by_token = false;
+  g2.out = m.y.get<float>();
+  check(cuda::launch_grouped_gemm(g2, stream), "gemm2");
+
+  cuda::CombineParams cp;
+  cp.y = m.y.get<float>();
+  cp.weights = rp.weights;
+  cp.slot_expert = gp.slot_expert;
+  cp.tokens = tokens;
+  cp.hidden = H;
+  cp.top_k = k;
+  cp.weight_on_input = L.routing.router_weight_on_input;
+  cp.round = options.round_intermediate;
+  cp.dtype_kind = kind;
+  cp.out = out;
+  check(cuda::launch_combine(cp, stream), "combine");
+}
+
+namespace cuda {
+namespace {
+
+// Host tensors in and out; one CudaMoeLayer cached per layer object.
+class CudaBackend final : public Backend {
+ public:
+  std::string name() const override { return "cuda"; }
+
+  Tensor forward(const MoeLayer& layer, const Tensor& hidden_states, const Tensor& router_logits,
+                 const ForwardOptions& options) override {
+    // Validate on the host as the CPU backend does (shapes, dtypes, non-finite values).
+    if (hidden_states.rank() != 2) throw Error("hidden_states must be 2-D [tokens, hidden], got " + hidden_states.shape_str());
+    const int64_t T = hidden_states.dim(0);
+    cpu::to_float_matrix(hidden_states, T, layer.hidden, "hidden_states");
+    const std::vector<float> logits = cpu::to_float_matrix(router_logits, T, layer.num_experts, "router_logits");
+    act_kind_of(hidden_states.dtype());
+    if (!device_ || &device_->layer() != &layer || device_->max_tokens() < T)
+      device_ = std::make_unique<CudaMoeLayer>(layer, static_cast<int>(std::max<int64_t>(T, 1)));
+    DeviceBuffer x = upload(hidden_states.raw(), hidden_states.size_bytes());
+    DeviceBuffer l = upload(logits.data(), logits.size() * sizeof(float));
+    DeviceBuffer out(sizeof(float) * T * layer.hidden);
+    device_->forward(x.get(), hidden_states.dtype(), l.get<float>(), out.get<float>(), static_cast<int>(T), nullptr, options);
+    check(cudaDeviceSynchronize(), "forward");
+    Tensor result(DType::kF32, {T, layer.hidden});
+    if (result.size_bytes()) check(cudaMemcpy(result.raw(), out.get(), result.size_bytes(), cudaMemcpyDeviceToHost), "download");
+    return result;
+  }
+
+ private:
+  std::unique_ptr<CudaMoeLayer> device_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+
+}  // namespace cuda
+}  // namespace qmoe

@@ -1,0 +1,134 @@
+// Grouped GEMM over the routed slots, one shared skeleton for every weight format: a warp owns an
+// output row of one expert, its lanes walk the reduction dimension dequantizing the canonical
+// checkpoint layout element by element (the same formats.h arithmetic as the CPU reference) and
+// accumulate up to kSlotTile slots at once in fp32. Correctness first: this is the generic path
+// every faster kernel is checked against.
+#include "cuda/moe_kernels.h"
+#include "quant/formats.h"
+
+namespace qmoe::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+constexpr int kSlotTile = 8;
+
+// Layout enums as in qmoe::WeightFormat / qmoe::Strategy.
+enum : int { kDense = 0, kIntPacked = 1, kIntUnpacked = 2, kFp8 = 3, kNvfp4 = 4, kMxfp4 = 5 };
+enum : int { kTensor = 0, kChannel = 1, kGroup = 2, kBlock = 3, kTensorGroup = 5 };
+
+__device__ float load_scale(const WeightLayout& L, const void* scale, int64_t i) {
+  switch (L.scale_kind) {
+    case 0: return quant::bf16_to_float(static_cast<const uint16_t*>(scale)[i]);
+    case 1: return quant::f16_to_float(static_cast<const uint16_t*>(scale)[i]);
+    case 2: return static_cast<const float*>(scale)[i];
+    case 3: return quant::fp8e4m3_to_float(static_cast<const uint8_t*>(scale)[i]);
+    default: return quant::e8m0_to_float(static_cast<const uint8_t*>(scale)[i]);
+  }
+}
+
+__device__ int64_t group_of(const WeightLayout& L, const ExpertTensors& w, int64_t col) {
+  switch (L.strategy) {
+    case kTensor:
+    case kChannel: return 0;
+    case kBlock: return col / L.block_cols;
+    default: return w.g_idx ? w.g_idx[col] : col / L.group_size;
+  }
+}
+
+__device__ float scale_at(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t group) {
+  switch (L.strategy) {
+    case kTensor: return load_scale(L, w.scale, 0);
+    case kChannel: return load_scale(L, w.scale, row);
+    case kBlock: return load_scale(L, w.scale, (row / L.block_rows) * L.scale_cols + group);
+    default: return load_scale(L, w.scale, row * L.scale_cols + group);
+  }
+}
+
+__device__ int zero_point_at(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t group) {
+  if (!w.zero_point) return 0;
+  if (L.strategy == kTensor) return w.zero_point[0];
+  return w.zero_point[row * L.zp_cols + group];
+}
+
+__device__ quant::ScaleKind kind_of(const WeightLayout& L) {
+  if (!L.round_to_scale_dtype) return quant::ScaleKind::kF32;
+  return L.scale_kind == 0 ? quant::ScaleKind::kBF16 : L.scale_kind == 1 ? quant::ScaleKind::kF16 : quant::ScaleKind::kF32;
+}
+
+// Element (row, col) of the expert's dequantized weight, exactly as qmoe::dequantize_row.
+__device__ float dequant(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col) {
+  switch (L.format) {
+    case kDense: {
+      const int64_t i = row * L.cols + col;
+      if (L.data_kind == 0) return quant::bf16_to_float(static_cast<const uint16_t*>(w.data)[i]);
+      if (L.data_kind == 1) return quant::f16_to_float(static_cast<const uint16_t*>(w.data)[i]);
+      return static_cast<const float*>(w.data)[i];
+    }
+    case kIntPacked:
+    case kIntUnpacked: {
+      const int q = L.format == kIntPacked
+                        ? quant::unpack_int(static_cast<const int32_t*>(w.data) + row * L.words_per_row, col, L.bits)
+                        : static_cast<const int8_t*>(w.data)[row * L.cols + col];
+      const int64_t g = group_of(L, w, col);
+      return quant::dequant_int(q, zero_point_at(L, w, row, g), scale_at(L, w, row, g), kind_of(L));
+    }
+    case kFp8: {
+      const uint8_t q = static_cast<const uint8_t*>(w.data)[row * L.cols + col];
+      return quant::dequant_fp8(q, scale_at(L, w, row, group_of(L, w, col)), kind_of(L));
+    }
+    default: {
+      const uint8_t byte = static_cast<const uint8_t*>(w.data)[row * (L.cols / 2) + col / 2];
+      const uint8_t nibble = (col % 2 == 0) ? (byte & 0xF) : (byte >> 4);
+      const uint8_t s = static_cast<const uint8_t*>(w.scale)[row * L.scale_cols + col / L.group_size];
+      if (L.format == kMxfp4) return quant::dequant_mxfp4(nibble, s);
+      if (L.round_to_scale_dtype) return quant::dequant_nvfp4(nibble, s, w.global_scale);
+      return quant::e2m1_to_float(nibble) * (quant::fp8e4m3_to_float(s) / w.global_scale);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) grouped_gemm_kernel(GroupedGemmParams p) {
+  const int e = blockIdx.y;
+  const int m0 = p.expert_offsets[e], m1 = p.expert_offsets[e + 1];
+  if (m0 == m1) return;
+  const WeightLayout& L = p.layout;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+  if (n >= L.rows) return;
+  const ExpertTensors w = p.experts[e];
+  const int64_t K = L.cols;
+  const float bias = w.bias ? w.bias[n] : 0.0f;
+  for (int s0 = m0; s0 < m1; s0 += kSlotTile) {
+    const int count = min(kSlotTile, m1 - s0);
+    const float* rows[kSlotTile];  // (K) input rows of the tile's slots
+    int slots[kSlotTile];
+#pragma unroll
+    for (int i = 0; i < kSlotTile; ++i) {
+      slots[i] = p.sorted_slots[s0 + min(i, count - 1)];
+      rows[i] = p.in + static_cast<int64_t>(p.in_by_token ? slots[i] / p.top_k : slots[i]) * K;
+    }
+    float acc[kSlotTile] = {};
+    for (int64_t c = lane; c < K; c += 32) {
+      const float wv = dequant(L, w, n, c);
+#pragma unroll
+      for (int i = 0; i < kSlotTile; ++i) acc[i] += wv * rows[i][c];
+    }
+#pragma unroll
+    for (int i = 0; i < kSlotTile; ++i)
+      for (int o = 16; o > 0; o >>= 1) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+    if (lane == 0)
+      for (int i = 0; i < count; ++i) p.out[static_cast<int64_t>(slots[i]) * L.rows + n] = acc[i] + bias;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_grouped_gemm(const GroupedGemmParams& p, cudaStream_t stream) {
+  if (p.num_local_experts == 0 || p.layout.rows == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>((p.layout.rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                  static_cast<unsigned>(p.num_local_experts));
+  grouped_gemm_kernel<<<grid, kWarpsPerBlock * 32, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace qmoe::cuda

@@ -1,0 +1,381 @@
+// The CUDA backend's small kernels: routing, slot grouping, input conversion, activation
+// quantization, activation functions and the weighted combine. Each mirrors its CPU counterpart
+// (src/routing, src/cpu/moe_math.cpp) operation for operation where bit-identity matters.
+#include <cfloat>
+
+#include "cuda/moe_kernels.h"
+#include "quant/formats.h"
+#include "routing/router_math.h"
+
+namespace qmoe::cuda {
+namespace {
+
+using quant::detail::add_rn;
+using quant::detail::div_rn;
+using quant::detail::mul_rn;
+
+constexpr int kThreads = 256;
+constexpr int kMaxTopK = 32;
+constexpr int kMaxGroups = 64;
+
+// ---- routing: one thread per token ------------------------------------------------------------
+
+// Score of expert e for a token (softmax needs the row's max logit and sum of exponentials).
+__device__ float score_of(const RoutingParams& p, const float* row, int e, float max_logit, float sum) {
+  if (p.scoring == 1) return routing::router_sigmoid(row[e]);
+  return div_rn(routing::router_exp(add_rn(row[e], -max_logit)), sum);
+}
+
+// Better = larger value, then lower index.
+__device__ bool better(float a, int ia, float b, int ib) { return a > b || (a == b && ia < ib); }
+
+__global__ void routing_kernel(RoutingParams p) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= p.num_tokens) return;
+  const float* row = p.logits + static_cast<int64_t>(t) * p.num_experts;
+  int32_t* ids = p.ids + static_cast<int64_t>(t) * p.top_k;
+  float* weights = p.weights + static_cast<int64_t>(t) * p.top_k;
+
+  if (p.custom_llama4) {
+    for (int j = 0; j < p.top_k; ++j) {
+      int best = -1;
+      for (int e = 0; e < p.num_experts; ++e) {
+        bool taken = false;
+        for (int i = 0; i < j; ++i) taken |= ids[i] == e;
+        if (!taken && (best < 0 || better(row[e], e, row[best], best))) best = e;
+      }
+      ids[j] = best;
+      weights[j] = routing::router_sigmoid(row[best]);
+    }
+    return;
+  }
+
+  float max_logit = row[0], sum = 0.0f;
+  if (p.scoring == 0) {
+    for (int e = 1; e < p.num_experts; ++e) max_logit = fmaxf(max_logit, row[e]);
+    for (int e = 0; e < p.num_experts; ++e) sum = add_rn(sum, routing::router_exp(add_rn(row[e], -max_logit)));
+  }
+  auto choice = [&](int e) {
+    const float s = score_of(p, row, e, max_logit, sum);
+    return p.correction_bias ? add_rn(s, p.correction_bias[e]) : s;
+  };
+
+  const bool grouped = p.num_expert_group > 1 || p.topk_group > 1;
+  const int per_group = grouped ? p.num_experts / p.num_expert_group : p.num_experts;
+  bool keep_group[kMaxGroups];
+  for (int g = 0; g < kMaxGroups; ++g) keep_group[g] = !grouped;
+  if (grouped) {
+    float group_score[kMaxGroups];
+    for (int g = 0; g < p.num_expert_group; ++g) {
+      // max of the group, or with a bias the sum of its two best choices
+      int b0 = -1, b1 = -1;
+      for (int i = 0; i < per_group; ++i) {
+        const int e = g * per_group + i;
+        const float c = choice(e);
+        if (b0 < 0 || better(c, e, choice(b0), b0)) {
+          b1 = b0;
+          b0 = e;
+        } else if (b1 < 0 || better(c, e, choice(b1), b1)) {
+          b1 = e;
+        }
+      }
+      group_score[g] = (p.correction_bias && per_group >= 2) ? add_rn(choice(b0), choice(b1)) : choice(b0);
+    }
+    for (int j = 0; j < p.topk_group; ++j) {
+      int best = -1;
+      for (int g = 0; g < p.num_expert_group; ++g)
+        if (!keep_group[g] && (best < 0 || better(group_score[g], g, group_score[best], best))) best = g;
+      keep_group[best] = true;
+    }
+  }
+
+  float sum_w = 0.0f;
+  for (int j = 0; j < p.top_k; ++j) {
+    int best = -1;
+    float best_c = 0.0f;
+    for (int e = 0; e < p.num_experts; ++e) {
+      if (!keep_group[e / per_group]) continue;
+      bool taken = false;
+      for (int i = 0; i < j; ++i) taken |= ids[i] == e;
+      if (taken) continue;
+      const float c = choice(e);
+      if (best < 0 || better(c, e, best_c, best)) {
+        best = e;
+        best_c = c;
+      }
+    }
+    ids[j] = best;
+    weights[j] = score_of(p, row, best, max_logit, sum);
+    sum_w = add_rn(sum_w, weights[j]);
+  }
+  if (p.renormalize && sum_w > 0.0f)
+    for (int j = 0; j < p.top_k; ++j) weights[j] = div_rn(weights[j], sum_w);
+  if (p.routed_scaling_factor != 1.0f)
+    for (int j = 0; j < p.top_k; ++j) weights[j] = mul_rn(weights[j], p.routed_scaling_factor);
+}
+
+// ---- grouping slots by local expert -----------------------------------------------------------
+
+__global__ void count_kernel(GroupingParams p) {
+  const int s = blockIdx.x * blockDim.x + threadIdx.x;
+  if (s >= p.num_slots) return;
+  const int local = p.expert_map[p.ids[s]];
+  p.slot_expert[s] = local;
+  if (local >= 0) atomicAdd(&p.counts[local], 1);
+}
+
+__global__ void offsets_kernel(GroupingParams p) {
+  // Few experts (<= a few hundred): one thread scans, then resets the counts for the scatter.
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  int acc = 0;
+  for (int e = 0; e < p.num_local_experts; ++e) {
+    p.expert_offsets[e] = acc;
+    acc += p.counts[e];
+    p.counts[e] = 0;
+  }
+  p.expert_offsets[p.num_local_experts] = acc;
+}
+
+__global__ void scatter_kernel(GroupingParams p) {
+  const int s = blockIdx.x * blockDim.x + threadIdx.x;
+  if (s >= p.num_slots) return;
+  const int local = p.slot_expert[s];
+  if (local < 0) return;
+  // The order inside an expert's segment does not matter: every slot is computed on its own.
+  const int pos = p.expert_offsets[local] + atomicAdd(&p.counts[local], 1);
+  p.sorted_slots[pos] = s;
+}
+
+// ---- input conversion ---------------------------------------------------------------------------
+
+__device__ float load_act(const void* src, int kind, int64_t i) {
+  if (kind == 0) return quant::bf16_to_float(static_cast<const uint16_t*>(src)[i]);
+  if (kind == 1) return quant::f16_to_float(static_cast<const uint16_t*>(src)[i]);
+  return static_cast<const float*>(src)[i];
+}
+
+__device__ float round_kind(float v, int kind, bool round) {
+  if (!round) return v;
+  if (kind == 0) return quant::round_to_bf16(v);
+  if (kind == 1) return quant::round_to_f16(v);
+  return v;
+}
+
+__global__ void convert_kernel(const void* hidden, int kind, int64_t n, int64_t hidden_size, const float* router_weights,
+                               bool round, float* x) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  float v = load_act(hidden, kind, i);
+  if (router_weights) v = round_kind(mul_rn(v, router_weights[i / hidden_size]), kind, round);
+  x[i] = v;
+}
+
+// ---- activation quantization ------------------------------------------------------------------
+
+__device__ float block_amax(float v) {
+  __shared__ float partial[kThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  float m = 0.0f;
+  for (int w = 0; w < kThreads / 32; ++w) m = fmaxf(m, partial[w]);
+  __syncthreads();
+  return m;
+}
+
+__device__ float fp8_qdq(float x, float scale) {
+  const float inv = div_rn(1.0f, scale);
+  return mul_rn(quant::fp8e4m3_to_float(quant::quantize_fp8_act(x, inv)), scale);
+}
+
+__device__ int row_of(const int32_t* row_ids, int r) { return row_ids ? row_ids[r] : r; }
+
+// Per-tensor modes, pass 1: amax over all rows (float bits of non-negative values order as ints).
+__global__ void amax_kernel(const float* x, int64_t cols, const int32_t* row_ids, int max_rows, const int32_t* num_rows_dev,
+                            float* amax) {
+  const int r = blockIdx.x;
+  const int rows = num_rows_dev ? *num_rows_dev : max_rows;
+  if (r >= rows) return;
+  const float* row = x + static_cast<int64_t>(row_of(row_ids, r)) * cols;
+  float m = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, fabsf(row[c]));
+  m = block_amax(m);
+  if (threadIdx.x == 0) atomicMax(reinterpret_cast<unsigned int*>(amax), __float_as_uint(m));
+}
+
+__global__ void fake_quant_kernel(ActQuantParams q, float* x, int64_t cols, const int32_t* row_ids, int max_rows,
+                                  const int32_t* num_rows_dev, const float* amax) {
+  const int r = blockIdx.x;
+  const int rows = num_rows_dev ? *num_rows_dev : max_rows;
+  if (r >= rows) return;
+  float* row = x + static_cast<int64_t>(row_of(row_ids, r)) * cols;
+  switch (q.kind) {
+    case 1: {  // fp8 per token
+      float m = 0.0f;
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, fabsf(row[c]));
+      const float scale = quant::fp8_dynamic_scale(block_amax(m));
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) row[c] = fp8_qdq(row[c], scale);
+      return;
+    }
+    case 2: {  // fp8 per tensor, dynamic
+      const float scale = quant::fp8_dynamic_scale(*amax);
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) row[c] = fp8_qdq(row[c], scale);
+      return;
+    }
+    case 3:  // fp8 static
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) row[c] = fp8_qdq(row[c], q.static_scale);
+      return;
+    case 4: {  // fp8 per token group: one warp per group
+      const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+      for (int64_t g0 = static_cast<int64_t>(warp) * q.group_size; g0 < cols; g0 += (blockDim.x / 32) * q.group_size) {
+        const int64_t n = min(static_cast<int64_t>(q.group_size), cols - g0);
+        float m = 0.0f;
+        for (int64_t i = lane; i < n; i += 32) m = fmaxf(m, fabsf(row[g0 + i]));
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        const float scale = div_rn(fmaxf(m, 1e-10f), quant::kFp8E4M3Max);
+        for (int64_t i = lane; i < n; i += 32) {
+          const float v = row[g0 + i];
+          row[g0 + i] = mul_rn(quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(div_rn(v, scale))), scale);
+        }
+      }
+      return;
+    }
+    case 5: {  // int8 per token
+      float m = 0.0f;
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, fabsf(row[c]));
+      const float scale = quant::int8_dynamic_scale(block_amax(m));
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        row[c] = mul_rn(static_cast<float>(quant::quantize_int8_act(row[c], scale)), scale);
+      return;
+    }
+    case 6: {  // nvfp4: one thread per 16-element block
+      for (int64_t b0 = threadIdx.x * 16; b0 < cols; b0 += blockDim.x * 16) {
+        float m = 0.0f;
+        for (int i = 0; i < 16; ++i) m = fmaxf(m, fabsf(row[b0 + i]));
+        const uint8_t sf_bits = quant::float_to_fp8e4m3_sat(mul_rn(q.global_scale, div_rn(m, 6.0f)));
+        const float sf = quant::fp8e4m3_to_float(sf_bits);
+        const float out_scale = sf == 0.0f ? 0.0f : div_rn(q.global_scale, sf);
+        const float block_scale = div_rn(sf, q.global_scale);
+        for (int i = 0; i < 16; ++i) {
+          const uint8_t code = sf == 0.0f ? 0 : quant::float_to_e2m1(mul_rn(row[b0 + i], out_scale));
+          row[b0 + i] = mul_rn(quant::e2m1_to_float(code), block_scale);
+        }
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+// ---- activation functions ------------------------------------------------------------------------
+
+__device__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+__device__ float gelu_tanh(float x) {
+  return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+__device__ float activate(const ActivationParams& p, const float* u, int64_t i) {
+  const float g = u[i];
+  const float up = p.gated ? u[p.inter + i] : 0.0f;
+  switch (p.activation) {
+    case 0: return silu(g) * up;
+    case 1: return gelu(g) * up;
+    case 2: return gelu_tanh(g) * up;
+    case 3: {
+      const float gc = fminf(g, p.limit);
+      const float v = fminf(fmaxf(up, -p.limit), p.limit);
+      return (v + 1.0f) * gc / (1.0f + expf(-1.702f * gc));
+    }
+    case 4: return fminf(silu(g), p.limit) * fminf(fmaxf(up, -p.limit), p.limit);
+    case 5: return silu(g);
+    case 6: return gelu(g);
+    default: {
+      const float r = fmaxf(g, 0.0f);
+      return r * r;
+    }
+  }
+}
+
+__global__ void activation_kernel(ActivationParams p) {
+  const int r = blockIdx.x;
+  if (r >= *p.total_slots) return;
+  const int64_t s = p.sorted_slots[r];
+  const int64_t width = (p.gated ? 2 : 1) * p.inter;
+  float* u = p.u + s * width;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) u[i] = round_kind(u[i], p.dtype_kind, p.round);
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < p.inter; i += blockDim.x)
+    p.act[s * p.inter + i] = round_kind(activate(p, u, i), p.dtype_kind, p.round);
+}
+
+// ---- combine ------------------------------------------------------------------------------------
+
+__global__ void combine_kernel(CombineParams p) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= p.tokens * p.hidden) return;
+  const int64_t t = i / p.hidden, h = i % p.hidden;
+  float acc = 0.0f;
+  for (int j = 0; j < p.top_k; ++j) {
+    const int64_t s = t * p.top_k + j;
+    if (p.slot_expert[s] < 0) continue;
+    const float w = p.weight_on_input ? 1.0f : p.weights[s];
+    acc = add_rn(acc, round_kind(mul_rn(w, p.y[s * p.hidden + h]), p.dtype_kind, p.round));
+  }
+  p.out[i] = round_kind(acc, p.dtype_kind, p.round);
+}
+
+int blocks_for(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
+
+}  // namespace
+
+cudaError_t launch_routing(const RoutingParams& p, cudaStream_t stream) {
+  if (p.top_k > kMaxTopK || p.num_expert_group > kMaxGroups) return cudaErrorInvalidValue;
+  if (p.num_tokens == 0) return cudaSuccess;
+  routing_kernel<<<blocks_for(p.num_tokens), kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_grouping(const GroupingParams& p, cudaStream_t stream) {
+  cudaError_t err = cudaMemsetAsync(p.counts, 0, sizeof(int32_t) * p.num_local_experts, stream);
+  if (err != cudaSuccess) return err;
+  if (p.num_slots > 0) count_kernel<<<blocks_for(p.num_slots), kThreads, 0, stream>>>(p);
+  offsets_kernel<<<1, 32, 0, stream>>>(p);
+  if (p.num_slots > 0) scatter_kernel<<<blocks_for(p.num_slots), kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fake_quantize(const ActQuantParams& q, float* x, int64_t cols, const int32_t* row_ids, int max_rows,
+                                 const int32_t* num_rows_dev, float* amax, cudaStream_t stream) {
+  if (q.kind == 0 || max_rows == 0) return cudaSuccess;
+  if (q.kind == 2) {
+    cudaError_t err = cudaMemsetAsync(amax, 0, sizeof(float), stream);
+    if (err != cudaSuccess) return err;
+    amax_kernel<<<max_rows, kThreads, 0, stream>>>(x, cols, row_ids, max_rows, num_rows_dev, amax);
+  }
+  fake_quant_kernel<<<max_rows, kThreads, 0, stream>>>(q, x, cols, row_ids, max_rows, num_rows_dev, amax);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_convert_input(const void* hidden, int dtype_kind, int64_t tokens, int64_t hidden_size,
+                                 const float* router_weights, bool round, float* x, cudaStream_t stream) {
+  const int64_t n = tokens * hidden_size;
+  if (n == 0) return cudaSuccess;
+  convert_kernel<<<blocks_for(n), kThreads, 0, stream>>>(hidden, dtype_kind, n, hidden_size, router_weights, round, x);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_activation(const ActivationParams& p, cudaStream_t stream) {
+  if (p.max_slots == 0) return cudaSuccess;
+  activation_kernel<<<p.max_slots, kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream) {
+  if (p.tokens * p.hidden == 0) return cudaSuccess;
+  combine_kernel<<<blocks_for(p.tokens * p.hidden), kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace qmoe::cuda

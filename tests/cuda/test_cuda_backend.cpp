@@ -1,0 +1,447 @@
+// The CUDA backend against the CPU backend (the oracle): every fixture, fresh random layers of
+// every weight format at model-like and odd sizes, routing bit for bit, edge cases, graph capture.
+// Labelled `gpu`; run on a machine with a CUDA device (see docs/gpu-testing.md).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cuda/moe_kernels.h"
+#include "qmoe/checkpoint.h"
+#include "qmoe/compare.h"
+#include "qmoe/cuda.h"
+#include "qmoe/error.h"
+#include "qmoe/moe.h"
+#include "quant/formats.h"
+#include "routing/routing.h"
+#include "test_util.h"
+
+namespace qmoe {
+namespace {
+
+#define REQUIRE_GPU()                                                   \
+  do {                                                                  \
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";     \
+  } while (0)
+
+std::mt19937_64& rng() {
+  static std::mt19937_64 r(std::random_device{}());  // fresh inputs every run
+  return r;
+}
+
+// ---- random layers -----------------------------------------------------------------------------
+
+enum class Scheme { kW4A16G128, kW4A16AsymG32, kW8A16Channel, kFp8Channel, kFp8Block, kFp8TensorStatic, kInt8, kNvfp4,
+                    kNvfp4ExactW4A4, kMxfp4, kDense, kW4A8Fp8 };
+
+const char* name_of(Scheme s) {
+  switch (s) {
+    case Scheme::kW4A16G128: return "w4a16_g128";
+    case Scheme::kW4A16AsymG32: return "w4a16_asym_g32";
+    case Scheme::kW8A16Channel: return "w8a16_channel";
+    case Scheme::kFp8Channel: return "fp8_channel_token";
+    case Scheme::kFp8Block: return "fp8_block";
+    case Scheme::kFp8TensorStatic: return "fp8_tensor_static";
+    case Scheme::kInt8: return "int8_w8a8";
+    case Scheme::kNvfp4: return "nvfp4a16";
+    case Scheme::kNvfp4ExactW4A4: return "nvfp4_w4a4_exact";
+    case Scheme::kMxfp4: return "mxfp4";
+    case Scheme::kDense: return "bf16";
+    case Scheme::kW4A8Fp8: return "w4a8_fp8";
+  }
+  return "?";
+}
+
+Tensor random_bf16(std::vector<int64_t> shape, float lo, float hi) {
+  Tensor t(DType::kBF16, std::move(shape));
+  std::uniform_real_distribution<float> d(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<uint16_t>()[i] = quant::float_to_bf16(d(rng()));
+  return t;
+}
+
+Tensor random_bytes(DType dtype, std::vector<int64_t> shape) {
+  Tensor t(dtype, std::move(shape));
+  for (size_t i = 0; i < t.size_bytes(); ++i) t.raw()[i] = static_cast<std::byte>(rng()());
+  return t;
+}
+
+// A random fp8 e4m3 tensor without NaN codes, magnitudes up to ~2.
+Tensor random_fp8(std::vector<int64_t> shape) {
+  Tensor t(DType::kF8E4M3, std::move(shape));
+  std::normal_distribution<float> d(0.0f, 0.7f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<uint8_t>()[i] = quant::float_to_fp8e4m3_sat(d(rng()));
+  return t;
+}
+
+QuantWeight random_weight(Scheme s, int64_t rows, int64_t cols) {
+  QuantWeight w;
+  const int64_t group = s == Scheme::kW4A16AsymG32 || s == Scheme::kMxfp4 ? 32 : s == Scheme::kNvfp4 ? 16 : 128;
+  const bool grouped = s != Scheme::kW8A16Channel && s != Scheme::kInt8 && s != Scheme::kFp8Channel &&
+                       s != Scheme::kFp8TensorStatic && s != Scheme::kDense && s != Scheme::kFp8Block;
+  if (grouped && cols % group != 0) throw Error("random_weight: cols must be a multiple of the group size");
+  w.rows = rows;
+  w.cols = cols;
+  switch (s) {
+    case Scheme::kW4A16G128:
+    case Scheme::kW4A16AsymG32:
+    case Scheme::kW4A8Fp8: {
+      w.format = WeightFormat::kIntPacked;
+      w.bits = 4;
+      w.strategy = Strategy::kGroup;
+      w.group_size = s == Scheme::kW4A16AsymG32 ? 32 : 128;
+      w.data = random_bytes(DType::kI32, {rows, quant::packed_words_per_row(cols, 4)});
+      w.scale = random_bf16({rows, cols / w.group_size}, 0.002f, 0.02f);
+      if (s == Scheme::kW4A16AsymG32) {
+        w.zero_point = Tensor(DType::kI8, {rows, cols / w.group_size});
+        for (int64_t i = 0; i < w.zero_point.numel(); ++i) w.zero_point.data<int8_t>()[i] = static_cast<int8_t>(rng()() % 16) - 8;
+      }
+      break;
+    }
+    case Scheme::kW8A16Channel:
+    case Scheme::kInt8: {
+      w.bits = 8;
+      w.strategy = Strategy::kChannel;
+      if (s == Scheme::kW8A16Channel) {
+        w.format = WeightFormat::kIntPacked;
+        w.data = random_bytes(DType::kI32, {rows, quant::packed_words_per_row(cols, 8)});
+      } else {
+        w.format = WeightFormat::kIntUnpacked;
+        w.data = random_bytes(DType::kI8, {rows, cols});
+      }
+      w.scale = random_bf16({rows, 1}, 0.0002f, 0.002f);
+      break;
+    }
+    case Scheme::kFp8Channel:
+    case Scheme::kFp8Block:
+    case Scheme::kFp8TensorStatic: {
+      w.format = WeightFormat::kFp8;
+      w.bits = 8;
+      w.data = random_fp8({rows, cols});
+      if (s == Scheme::kFp8Channel) {
+        w.strategy = Strategy::kChannel;
+        w.scale = random_bf16({rows, 1}, 0.01f, 0.05f);
+      } else if (s == Scheme::kFp8Block) {
+        w.strategy = Strategy::kBlock;
+        w.block_rows = w.block_cols = 128;
+        w.scale = random_bf16({(rows + 127) / 128, (cols + 127) / 128}, 0.01f, 0.05f);
+      } else {
+        w.strategy = Strategy::kTensor;
+        w.scale = random_bf16({1}, 0.01f, 0.05f);
+      }
+      break;
+    }
+    case Scheme::kNvfp4:
+    case Scheme::kNvfp4ExactW4A4:
+    case Scheme::kMxfp4: {
+      w.bits = 4;
+      w.data = random_bytes(DType::kU8, {rows, cols / 2});
+      if (s == Scheme::kMxfp4) {
+        w.format = WeightFormat::kMxfp4;
+        w.strategy = Strategy::kGroup;
+        w.group_size = 32;
+        w.scale = Tensor(DType::kU8, {rows, cols / 32});
+        for (int64_t i = 0; i < w.scale.numel(); ++i) w.scale.data<uint8_t>()[i] = static_cast<uint8_t>(118 + rng()() % 5);
+      } else {
+        w.format = WeightFormat::kNvfp4;
+        w.strategy = Strategy::kTensorGroup;
+        w.group_size = 16;
+        w.scale = Tensor(DType::kF8E4M3, {rows, cols / 16});
+        for (int64_t i = 0; i < w.scale.numel(); ++i)
+          w.scale.data<uint8_t>()[i] = quant::float_to_fp8e4m3_sat(std::uniform_real_distribution<float>(20, 400)(rng()));
+        w.global_scale = 20000.0f;
+      }
+      break;
+    }
+    case Scheme::kDense:
+      w.format = WeightFormat::kDense;
+      w.bits = 16;
+      w.data = random_bf16({rows, cols}, -0.05f, 0.05f);
+      break;
+  }
+  return w;
+}
+
+struct LayerShape {
+  int experts, top_k, hidden, inter;
+};
+
+MoeLayer random_layer(Scheme s, LayerShape shape, Activation act = Activation::kSilu) {
+  MoeLayer L;
+  L.num_experts = L.num_local_experts = shape.experts;
+  L.top_k = shape.top_k;
+  L.hidden = shape.hidden;
+  L.inter = shape.inter;
+  L.activation = act;
+  const bool w8a8 = s == Scheme::kFp8Channel || s == Scheme::kFp8Block || s == Scheme::kFp8TensorStatic ||
+                    s == Scheme::kInt8 || s == Scheme::kW4A8Fp8;
+  L.round_weights_to_scale_dtype = !w8a8 && s != Scheme::kNvfp4 && s != Scheme::kNvfp4ExactW4A4;
+  switch (s) {
+    case Scheme::kFp8Channel: case Scheme::kW4A8Fp8: L.act_quant = ActQuant::kFp8PerToken; break;
+    case Scheme::kFp8Block: L.act_quant = ActQuant::kFp8Group; L.act_group_size = 128; break;
+    case Scheme::kFp8TensorStatic: L.act_quant = ActQuant::kFp8Static; L.w13_input_scale = 0.01f; L.w2_input_scale = 0.002f; break;
+    case Scheme::kInt8: L.act_quant = ActQuant::kInt8PerToken; break;
+    case Scheme::kNvfp4ExactW4A4: L.act_quant = ActQuant::kNvfp4; L.w13_input_global_scale = 600.0f; L.w2_input_global_scale = 3000.0f; break;
+    default: break;
+  }
+  const int64_t S = is_gated(act) ? 2 : 1;
+  for (int e = 0; e < shape.experts; ++e) {
+    L.expert_map.push_back(e);
+    ExpertWeights ew;
+    ew.w13 = random_weight(s, S * shape.inter, shape.hidden);
+    ew.w2 = random_weight(s, shape.hidden, shape.inter);
+    L.experts.push_back(std::move(ew));
+  }
+  return L;
+}
+
+void random_inputs(int64_t tokens, const MoeLayer& L, Tensor& x, Tensor& logits) {
+  x = random_bf16({tokens, L.hidden}, -2.0f, 2.0f);
+  logits = Tensor(DType::kF32, {tokens, L.num_experts});
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  for (int64_t i = 0; i < logits.numel(); ++i) logits.data<float>()[i] = d(rng());
+}
+
+void expect_cuda_matches_cpu(const MoeLayer& layer, const Tensor& x, const Tensor& logits, const std::string& what) {
+  auto cpu = make_backend("cpu");
+  auto gpu = make_backend("cuda");
+  for (bool round : {true, false}) {
+    ForwardOptions options;
+    options.round_intermediate = round;
+    const Tensor want = cpu->forward(layer, x, logits, options);
+    const Tensor got = gpu->forward(layer, x, logits, options);
+    const OutputDiff d = compare_outputs(got, want);
+    EXPECT_TRUE(d.finite) << what;
+    EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, options, Comparison::kBackendVsReference))
+        << what << (round ? " (vLLM rounding)" : " (fp32 intermediates)") << " max abs err " << d.max_abs_error;
+  }
+}
+
+// ---- random layers of every format -------------------------------------------------------------
+
+class RandomLayers : public ::testing::TestWithParam<Scheme> {};
+
+TEST_P(RandomLayers, MatchTheCpuBackend) {
+  REQUIRE_GPU();
+  const Scheme s = GetParam();
+  // A Qwen3-30B-A3B-like shape (scaled down in experts) and an odd gpt-oss-like shape.
+  std::vector<LayerShape> shapes = {{16, 8, 2048, 768}};
+  // gpt-oss-like sizes (2880 = 22.5 x 128) only where the scheme's groups divide them, as the
+  // loader requires.
+  const bool groups_of_128 = s == Scheme::kW4A16G128 || s == Scheme::kW4A8Fp8 || s == Scheme::kFp8Block;
+  if (!groups_of_128 && s != Scheme::kNvfp4ExactW4A4) shapes.push_back({8, 4, 2880, 1440});
+  for (const LayerShape& shape : shapes) {
+    const MoeLayer layer = random_layer(s, shape);
+    for (int64_t tokens : {1, 7, 64}) {
+      Tensor x, logits;
+      random_inputs(tokens, layer, x, logits);
+      expect_cuda_matches_cpu(layer, x, logits, std::string(name_of(s)) + " H " + std::to_string(shape.hidden) +
+                                                    " tokens " + std::to_string(tokens));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, RandomLayers,
+                         ::testing::Values(Scheme::kW4A16G128, Scheme::kW4A16AsymG32, Scheme::kW8A16Channel,
+                                           Scheme::kFp8Channel, Scheme::kFp8Block, Scheme::kFp8TensorStatic,
+                                           Scheme::kInt8, Scheme::kNvfp4, Scheme::kNvfp4ExactW4A4, Scheme::kMxfp4,
+                                           Scheme::kDense, Scheme::kW4A8Fp8),
+                         [](const ::testing::TestParamInfo<Scheme>& info) { return std::string(name_of(info.param)); });
+
+TEST(RandomLayerEdges, ActivationsExpertMapAndRouting) {
+  REQUIRE_GPU();
+  // gpt-oss activation, non-gated relu2, router weight on input (top-1, Llama-4 routing).
+  for (Activation act : {Activation::kSwigluOai, Activation::kRelu2NoMul, Activation::kGeluTanh}) {
+    const MoeLayer layer = random_layer(Scheme::kMxfp4, {8, 2, 512, 256}, act);
+    Tensor x, logits;
+    random_inputs(9, layer, x, logits);
+    expect_cuda_matches_cpu(layer, x, logits, "activation " + to_string(act));
+  }
+  MoeLayer llama = random_layer(Scheme::kW4A16G128, {8, 1, 512, 256});
+  llama.routing.custom_llama4 = true;
+  llama.routing.router_weight_on_input = true;
+  llama.routing.scoring = Scoring::kSigmoid;
+  llama.routing.renormalize = false;
+  Tensor x, logits;
+  random_inputs(5, llama, x, logits);
+  expect_cuda_matches_cpu(llama, x, logits, "llama4 routing");
+
+  // Grouped sigmoid routing with a correction bias and a scaling factor (DeepSeek-V3 style).
+  MoeLayer ds = random_layer(Scheme::kFp8Block, {32, 8, 512, 256});
+  ds.routing = {Scoring::kSigmoid, true, 8, 4, 2.5f, false, false};
+  ds.correction_bias = random_bf16({32}, -0.1f, 0.1f);
+  ds.correction_bias = Tensor(DType::kF32, {32});
+  for (int e = 0; e < 32; ++e) ds.correction_bias.data<float>()[e] = std::uniform_real_distribution<float>(-0.1f, 0.1f)(rng());
+  random_inputs(33, ds, x, logits);
+  expect_cuda_matches_cpu(ds, x, logits, "grouped routing");
+
+  // Expert map with non-local experts: only odd experts live here.
+  MoeLayer ep = random_layer(Scheme::kW4A16G128, {8, 2, 512, 256});
+  ep.expert_map = {-1, 0, -1, 1, -1, 2, -1, 3};
+  ep.num_local_experts = 4;
+  ep.experts.resize(4);
+  random_inputs(17, ep, x, logits);
+  expect_cuda_matches_cpu(ep, x, logits, "expert map");
+
+  // All tokens on one expert; experts with no tokens; one token.
+  MoeLayer one = random_layer(Scheme::kFp8Channel, {8, 2, 512, 256});
+  random_inputs(40, one, x, logits);
+  for (int64_t t = 0; t < 40; ++t) {
+    logits.data<float>()[t * 8 + 3] = 30.0f;
+    logits.data<float>()[t * 8 + 5] = 29.0f;
+  }
+  expect_cuda_matches_cpu(one, x, logits, "all tokens on experts 3 and 5");
+  random_inputs(1, one, x, logits);
+  expect_cuda_matches_cpu(one, x, logits, "one token");
+}
+
+// ---- routing bit for bit -----------------------------------------------------------------------
+
+TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
+  REQUIRE_GPU();
+  struct Case {
+    int experts, top_k;
+    RoutingConfig cfg;
+    bool bias;
+  };
+  const std::vector<Case> cases = {
+      {128, 8, {Scoring::kSoftmax, true, 0, 0, 1.0f, false, false}, false},
+      {8, 2, {Scoring::kSoftmax, false, 0, 0, 1.0f, false, false}, false},
+      {256, 8, {Scoring::kSigmoid, true, 8, 4, 2.5f, false, false}, true},
+      {384, 8, {Scoring::kSigmoid, true, 1, 1, 2.827f, false, false}, true},
+      {160, 6, {Scoring::kSoftmax, true, 8, 3, 16.0f, false, false}, false},
+      {16, 1, {Scoring::kSigmoid, false, 0, 0, 1.0f, true, true}, false},
+  };
+  for (const Case& c : cases) {
+    const int T = 333;
+    std::vector<float> logits(static_cast<size_t>(T) * c.experts), bias(c.experts);
+    std::normal_distribution<float> d(0.0f, 2.0f);
+    for (float& v : logits) v = d(rng());
+    for (int t = 0; t < T; t += 7) logits[t * c.experts + 1] = logits[t * c.experts];  // exact ties
+    for (float& v : bias) v = 0.1f * d(rng());
+    const routing::TopK want = routing::route(logits.data(), T, c.experts, c.top_k, c.cfg, c.bias ? bias.data() : nullptr);
+
+    float *d_logits, *d_bias, *d_weights;
+    int32_t* d_ids;
+    ASSERT_EQ(cudaMalloc(&d_logits, logits.size() * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_bias, bias.size() * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_ids, want.ids.size() * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_weights, want.ids.size() * 4), cudaSuccess);
+    cudaMemcpy(d_logits, logits.data(), logits.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_bias, bias.data(), bias.size() * 4, cudaMemcpyHostToDevice);
+    cuda::RoutingParams p;
+    p.logits = d_logits;
+    p.correction_bias = c.bias ? d_bias : nullptr;
+    p.num_tokens = T;
+    p.num_experts = c.experts;
+    p.top_k = c.top_k;
+    p.scoring = static_cast<int>(c.cfg.scoring);
+    p.renormalize = c.cfg.renormalize;
+    p.num_expert_group = c.cfg.num_expert_group;
+    p.topk_group = c.cfg.topk_group;
+    p.routed_scaling_factor = c.cfg.routed_scaling_factor;
+    p.custom_llama4 = c.cfg.custom_llama4;
+    p.ids = d_ids;
+    p.weights = d_weights;
+    ASSERT_EQ(cuda::launch_routing(p, nullptr), cudaSuccess);
+    std::vector<int32_t> ids(want.ids.size());
+    std::vector<float> weights(want.ids.size());
+    ASSERT_EQ(cudaMemcpy(ids.data(), d_ids, ids.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    cudaMemcpy(weights.data(), d_weights, weights.size() * 4, cudaMemcpyDeviceToHost);
+    EXPECT_EQ(ids, want.ids) << c.experts << " experts";
+    EXPECT_EQ(0, std::memcmp(weights.data(), want.weights.data(), weights.size() * 4)) << c.experts << " experts";
+    cudaFree(d_logits);
+    cudaFree(d_bias);
+    cudaFree(d_ids);
+    cudaFree(d_weights);
+  }
+}
+
+// ---- fixtures ----------------------------------------------------------------------------------
+
+TEST(CudaFixtures, EveryFixtureMatchesTheCpuAndTorch) {
+  REQUIRE_GPU();
+  const auto manifest = nlohmann::json::parse(test::read_text(test::data_dir() + "/fixtures/manifest.json"));
+  int checked = 0;
+  for (const auto& f : manifest) {
+    const std::string name = f.at("name");
+    const std::string dir = test::fixture_dir(name);
+    const Checkpoint ckpt(dir);
+    const ModelConfig config = load_model_config(ckpt.config_path());
+    std::map<std::string, Tensor> io = read_safetensors(dir + "/io.safetensors");
+    for (int layer_idx : f.at("layers")) {
+      LoadOptions options;
+      if (name.rfind("w4a8_int", 0) == 0) options.target = Target::kCpu;  // sm90 rejects them (as vLLM)
+      for (bool exact_w4a4 : {false, true}) {
+        options.nvfp4_exact_w4a4 = exact_w4a4;
+        const MoeLayer layer = load_moe_layer(ckpt, config, layer_idx, options);
+        if (exact_w4a4 && layer.act_quant != ActQuant::kNvfp4) continue;
+        expect_cuda_matches_cpu(layer, io.at("hidden_states"), io.at("router_logits"),
+                                name + " layer " + std::to_string(layer_idx));
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 28);
+}
+
+// ---- device API: poisoned output, graph capture ------------------------------------------------
+
+TEST(CudaMoeLayerApi, PoisonedOutputIsFullyWrittenAndGraphReplayMatchesEager) {
+  REQUIRE_GPU();
+  const MoeLayer layer = random_layer(Scheme::kW4A16G128, {16, 4, 1024, 512});
+  const int T = 24;
+  Tensor x, logits;
+  random_inputs(T, layer, x, logits);
+  CudaMoeLayer dev(layer, 64);
+  void *d_x, *d_logits, *d_eager, *d_graph;
+  const size_t out_bytes = sizeof(float) * T * layer.hidden;
+  ASSERT_EQ(cudaMalloc(&d_x, x.size_bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_logits, logits.size_bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_eager, out_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_graph, out_bytes), cudaSuccess);
+  cudaMemcpy(d_x, x.raw(), x.size_bytes(), cudaMemcpyHostToDevice);
+  cudaMemcpy(d_logits, logits.raw(), logits.size_bytes(), cudaMemcpyHostToDevice);
+  cudaMemset(d_eager, 0xFF, out_bytes);  // NaN poison
+  cudaMemset(d_graph, 0xFF, out_bytes);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  const ForwardOptions options;
+  dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_eager), T, stream, options);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_graph), T, stream, options);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+
+  std::vector<float> eager(T * layer.hidden), replay(T * layer.hidden);
+  cudaMemcpy(eager.data(), d_eager, out_bytes, cudaMemcpyDeviceToHost);
+  cudaMemcpy(replay.data(), d_graph, out_bytes, cudaMemcpyDeviceToHost);
+  for (float v : eager) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_EQ(0, std::memcmp(eager.data(), replay.data(), out_bytes));
+  Tensor cpu_out = make_backend("cpu")->forward(layer, x, logits, options);
+  Tensor gpu_out(DType::kF32, {T, layer.hidden});
+  std::memcpy(gpu_out.raw(), eager.data(), out_bytes);
+  EXPECT_LE(compare_outputs(gpu_out, cpu_out).rel_l2, tolerance_rel_l2(layer, options, Comparison::kBackendVsReference));
+  EXPECT_THROW(dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_graph), 65, stream, options),
+               Error);
+
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  cudaFree(d_x);
+  cudaFree(d_logits);
+  cudaFree(d_eager);
+  cudaFree(d_graph);
+}
+
+}  // namespace
+}  // namespace qmoe

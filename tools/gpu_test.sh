@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs the GPU test suite and the sanitizers on a machine with a CUDA device.
+#   tools/gpu_test.sh [BIN_DIR] [OUT_DIR]
+# BIN_DIR holds qmoe_cuda_tests and qmoe (default build/: build with tools/build.sh -DQMOE_CUDA=ON);
+# logs go to OUT_DIR (default gpu-logs/). Binaries built on the Debian build machine run on the H200
+# image when libfmt.so.9 sits next to them (BIN_DIR is put on LD_LIBRARY_PATH).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:-build}
+out=${2:-gpu-logs}
+mkdir -p "$out"
+export QMOE_TEST_DATA_DIR=$PWD/tests/data
+export LD_LIBRARY_PATH=$PWD/$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+tests=$bin/qmoe_cuda_tests
+[[ -x $tests ]] || tests=$bin/tests/qmoe_cuda_tests
+status=0
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
+"$tests" 2>&1 | tee "$out/gpu_tests.log" | tail -n 40 || status=1
+grep -q "FAILED" "$out/gpu_tests.log" && status=1
+small='CudaMoeLayerApi.*:CudaRouting.*:RandomLayerEdges.*'
+if command -v compute-sanitizer >/dev/null; then
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$tests" --gtest_filter="$small" > "$out/memcheck.log" 2>&1 || status=1
+  compute-sanitizer --tool racecheck --error-exitcode 9 "$tests" --gtest_filter='CudaMoeLayerApi.*:CudaRouting.*' > "$out/racecheck.log" 2>&1 || status=1
+  tail -n 3 "$out/memcheck.log" "$out/racecheck.log"
+else
+  echo "compute-sanitizer not found" | tee "$out/memcheck.log"
+  status=1
+fi
+exit $status
