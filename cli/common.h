@@ -56,4 +56,16 @@ struct RunArgs {
 };
 int run_run(const RunArgs& args);
 
+struct BenchArgs {
+  std::string models = "all";
+  std::string schemes = "w4a16_g128";
+  std::string tokens = "1,8,32,64,128,512,2048,8192";
+  int rotations = 8;
+  int replays = 20;
+  uint64_t seed = 1;
+  bool skew = false;
+  std::string json;
+};
+int run_bench(const BenchArgs& args);
+
 }  // namespace qmoe::cli

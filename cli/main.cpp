@@ -43,6 +43,19 @@ int main(int argc, char** argv) {
   run->add_flag("--no-check", [&](int64_t) { run_args.check = false; }, "skip the reference check");
   run->add_flag("--json", run_args.json, "machine-readable output");
 
+  cli::BenchArgs bench_args;
+  auto* bench = app.add_subcommand("bench", "Time synthetic model-shaped layers on the CUDA backend");
+  bench->add_option("--models", bench_args.models, "comma list of shapes or 'all' (mixtral-8x7b, qwen3-30b-a3b, "
+                                                    "deepseek-v3, deepseek-v3-tp8, kimi-k2-tp8, gpt-oss-120b)");
+  bench->add_option("--schemes", bench_args.schemes, "comma list of synthetic schemes");
+  bench->add_option("--tokens", bench_args.tokens, "comma list of token counts");
+  bench->add_option("--rotations", bench_args.rotations, "input sets per graph (different experts per forward)")
+      ->check(CLI::Range(1, 64));
+  bench->add_option("--replays", bench_args.replays, "timed graph replays (median)")->check(CLI::Range(1, 10000));
+  bench->add_option("--seed", bench_args.seed, "seed of weights and inputs");
+  bench->add_flag("--skew", bench_args.skew, "skewed (Zipf-like) routing instead of uniform");
+  bench->add_option("--json", bench_args.json, "write all rows (with per-expert token counts) to this file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -51,6 +64,7 @@ int main(int argc, char** argv) {
   try {
     const Target target = *parse_target(target_name);
     if (*inspect) return cli::run_inspect(inspect_dir, target, inspect_json);
+    if (*bench) return cli::run_bench(bench_args);
     run_args.target = target;
     return cli::run_run(run_args);
   } catch (const NotSupported& e) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "qmoe/moe.h"
 
@@ -28,13 +29,34 @@ class CudaMoeLayer {
   void forward(const void* hidden, DType hidden_dtype, const float* router_logits, float* out, int tokens,
                void* stream, const ForwardOptions& options) const;
 
+  // The same launches with the two grouped GEMMs left out (benchmarks time the rest this way).
+  void forward_without_gemms(const void* hidden, DType hidden_dtype, const float* router_logits, float* out, int tokens,
+                             void* stream, const ForwardOptions& options) const;
+
   int max_tokens() const;
   const MoeLayer& layer() const;
   int64_t device_weight_bytes() const;
 
  private:
+  void run(const void* hidden, DType hidden_dtype, const float* router_logits, float* out, int tokens, void* stream,
+           const ForwardOptions& options, bool gemms) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Device-to-device copy bandwidth in GB/s (bytes read + written over time), measured on `bytes`.
+double measure_copy_bandwidth_gbs(size_t bytes = size_t{4} << 30);
+
+// Benchmark timing of one layer: CUDA-graph replays of `hidden.size()` forwards over different
+// inputs (consecutive forwards touch different experts, so weights stream from HBM rather than L2).
+// `forward_us`: median time of one whole forward; `other_us`: the same with the two grouped GEMMs
+// left out (routing, grouping, quantization, activation, combine); their difference is the GEMMs.
+struct CudaTiming {
+  double forward_us = 0.0;
+  double other_us = 0.0;
+  double gemm_us() const { return forward_us - other_us; }
+};
+CudaTiming time_cuda_forward(const CudaMoeLayer& layer, const std::vector<Tensor>& hidden,
+                             const std::vector<Tensor>& logits, int replays, const ForwardOptions& options);
 
 }  // namespace qmoe

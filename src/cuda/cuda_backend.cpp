@@ -2,6 +2,7 @@
 // Backend adapter (host tensors in and out) used by the CLI and the tests.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -165,7 +166,17 @@ const MoeLayer& CudaMoeLayer::layer() const { return *impl_->layer; }
 int64_t CudaMoeLayer::device_weight_bytes() const { return impl_->weight_bytes; }
 
 void CudaMoeLayer::forward(const void* hidden, DType hidden_dtype, const float* router_logits, float* out, int tokens,
-                           void* stream_ptr, const ForwardOptions& options) const {
+                           void* stream, const ForwardOptions& options) const {
+  run(hidden, hidden_dtype, router_logits, out, tokens, stream, options, true);
+}
+
+void CudaMoeLayer::forward_without_gemms(const void* hidden, DType hidden_dtype, const float* router_logits, float* out,
+                                         int tokens, void* stream, const ForwardOptions& options) const {
+  run(hidden, hidden_dtype, router_logits, out, tokens, stream, options, false);
+}
+
+void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* router_logits, float* out, int tokens,
+                       void* stream_ptr, const ForwardOptions& options, bool gemms) const {
   const Impl& m = *impl_;
   const MoeLayer& L = *m.layer;
   if (tokens < 0 || tokens > m.max_tokens)
@@ -224,7 +235,7 @@ void CudaMoeLayer::forward(const void* hidden, DType hidden_dtype, const float* 
   g1.in_by_token = true;
   g1.top_k = k;
   g1.out = m.u.get<float>();
-  check(cuda::launch_grouped_gemm(g1, stream), "gemm1");
+  if (gemms) check(cuda::launch_grouped_gemm(g1, stream), "gemm1");
 
   cuda::ActivationParams ap;
   ap.activation = static_cast<int>(L.activation);
@@ -249,7 +260,7 @@ void CudaMoeLayer::forward(const void* hidden, DType hidden_dtype, const float* 
   g2.in = m.act.get<float>();
   g2.in_by_token = false;
   g2.out = m.y.get<float>();
-  check(cuda::launch_grouped_gemm(g2, stream), "gemm2");
+  if (gemms) check(cuda::launch_grouped_gemm(g2, stream), "gemm2");
 
   cuda::CombineParams cp;
   cp.y = m.y.get<float>();
@@ -263,6 +274,84 @@ void CudaMoeLayer::forward(const void* hidden, DType hidden_dtype, const float* 
   cp.dtype_kind = kind;
   cp.out = out;
   check(cuda::launch_combine(cp, stream), "combine");
+}
+
+namespace {
+
+// Median over `replays` of one graph launch (which runs `per_graph` forwards), per forward.
+double time_graph(cudaGraphExec_t exec, cudaStream_t stream, int replays, int per_graph) {
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  for (int i = 0; i < 3; ++i) check(cudaGraphLaunch(exec, stream), "warm-up");
+  std::vector<float> ms(replays);
+  for (int i = 0; i < replays; ++i) {
+    check(cudaEventRecord(start, stream), "event");
+    check(cudaGraphLaunch(exec, stream), "graph launch");
+    check(cudaEventRecord(stop, stream), "event");
+    check(cudaEventSynchronize(stop), "event");
+    check(cudaEventElapsedTime(&ms[i], start, stop), "event");
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return 1e3 * ms[replays / 2] / per_graph;
+}
+
+}  // namespace
+
+double measure_copy_bandwidth_gbs(size_t bytes) {
+  DeviceBuffer a(bytes), b(bytes);
+  check(cudaMemset(a.get(), 1, bytes), "memset");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  std::vector<float> ms(10);
+  for (int i = -2; i < 10; ++i) {
+    check(cudaEventRecord(start), "event");
+    check(cudaMemcpy(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice), "copy");
+    check(cudaEventRecord(stop), "event");
+    check(cudaEventSynchronize(stop), "event");
+    if (i >= 0) check(cudaEventElapsedTime(&ms[i], start, stop), "event");
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return 2.0 * static_cast<double>(bytes) / (ms[5] * 1e-3) / 1e9;
+}
+
+CudaTiming time_cuda_forward(const CudaMoeLayer& layer, const std::vector<Tensor>& hidden, const std::vector<Tensor>& logits,
+                             int replays, const ForwardOptions& options) {
+  if (hidden.empty() || hidden.size() != logits.size()) throw Error("time_cuda_forward: need as many hidden as logits sets");
+  const int64_t T = hidden[0].dim(0), H = layer.layer().hidden;
+  std::vector<DeviceBuffer> xs, ls;
+  for (size_t i = 0; i < hidden.size(); ++i) {
+    xs.push_back(upload(hidden[i].raw(), hidden[i].size_bytes()));
+    ls.push_back(upload(logits[i].raw(), logits[i].size_bytes()));
+  }
+  DeviceBuffer out(sizeof(float) * T * H);
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  CudaTiming timing;
+  for (bool gemms : {true, false}) {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (gemms)
+        layer.forward(xs[i].get(), hidden[i].dtype(), ls[i].get<float>(), out.get<float>(), static_cast<int>(T), stream, options);
+      else
+        layer.forward_without_gemms(xs[i].get(), hidden[i].dtype(), ls[i].get<float>(), out.get<float>(), static_cast<int>(T),
+                                    stream, options);
+    }
+    check(cudaStreamEndCapture(stream, &graph), "capture");
+    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+    (gemms ? timing.forward_us : timing.other_us) = time_graph(exec, stream, replays, static_cast<int>(xs.size()));
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  cudaStreamDestroy(stream);
+  return timing;
 }
 
 namespace cuda {

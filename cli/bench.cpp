@@ -1,0 +1,112 @@
+// `qmoe bench`: synthetic layers of real model shapes x schemes x token counts on the CUDA backend,
+// timed by CUDA-graph replay over rotating inputs; reports time, unique weight bytes, bandwidth,
+// FLOP rate and the roofline fraction, plus the per-expert token counts for the torch baseline.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "cli/common.h"
+#include "qmoe/error.h"
+#include "qmoe/synthetic.h"
+#include "routing/routing.h"
+#if defined(QMOE_WITH_CUDA)
+#include "qmoe/cuda.h"
+#endif
+
+namespace qmoe::cli {
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// Peak rate of the tensor-core type the method's GEMMs would use (H200, TFLOP/s; measured or
+// datasheet values from the performance notes).
+double peak_tflops(const std::string& scheme) {
+  if (scheme.rfind("fp8", 0) == 0 || scheme == "w4a8_fp8") return 1543.0;
+  if (scheme == "int8" || scheme == "w4a8_int8") return 954.0;
+  return 790.0;
+}
+
+}  // namespace
+
+int run_bench(const BenchArgs& args) {
+#if !defined(QMOE_WITH_CUDA)
+  throw NotSupported("qmoe bench needs the CUDA backend (configure with QMOE_CUDA=ON on a machine with nvcc)");
+#else
+  if (cuda_device_count() == 0) throw NotSupported("qmoe bench: no CUDA device is available");
+  const double copy_gbs = measure_copy_bandwidth_gbs();
+  fmt::print("device-to-device copy bandwidth: {:.0f} GB/s\n", copy_gbs);
+  std::vector<std::string> models = args.models == "all" ? std::vector<std::string>{} : split(args.models);
+  if (models.empty())
+    for (const auto& s : benchmark_shapes()) models.push_back(s.name);
+  std::vector<int> token_counts;
+  for (const auto& t : split(args.tokens)) token_counts.push_back(std::stoi(t));
+  const int max_tokens = *std::max_element(token_counts.begin(), token_counts.end());
+
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  fmt::print("{:<16} {:<12} {:>6} {:>11} {:>11} {:>10} {:>8} {:>9} {:>8}\n", "model", "scheme", "tokens", "layer us",
+             "gemm us", "uniq MB", "TB/s", "TFLOP/s", "roofline");
+  for (const std::string& model : models) {
+    const MoeShape& shape = benchmark_shape(model);
+    for (const std::string& scheme : split(args.schemes)) {
+      MoeLayer layer;
+      try {
+        layer = synthetic_layer(scheme, shape, args.seed);
+      } catch (const Error& e) {
+        fmt::print("{:<16} {:<12} skipped: {}\n", model, scheme, e.what());
+        continue;
+      }
+      const CudaMoeLayer dev(layer, max_tokens);
+      const int64_t expert_bytes = layer.experts[0].w13.storage_bytes() + layer.experts[0].w2.storage_bytes();
+      for (int tokens : token_counts) {
+        std::vector<Tensor> hidden(args.rotations), logits(args.rotations);
+        std::set<int> touched_first;
+        double unique_experts = 0.0;
+        nlohmann::ordered_json counts = nlohmann::ordered_json::array();
+        for (int r = 0; r < args.rotations; ++r) {
+          synthetic_inputs(layer, tokens, args.seed * 7919 + r, args.skew, hidden[r], logits[r]);
+          const routing::TopK topk = routing::route(logits[r].data<float>(), tokens, layer.num_experts, layer.top_k,
+                                                    layer.routing, nullptr);
+          std::vector<int> per_expert(layer.num_experts, 0);
+          for (int32_t id : topk.ids) ++per_expert[id];
+          unique_experts += static_cast<double>(std::count_if(per_expert.begin(), per_expert.end(), [](int c) { return c > 0; }));
+          counts.push_back(per_expert);
+        }
+        unique_experts /= args.rotations;
+        const CudaTiming t = time_cuda_forward(dev, hidden, logits, args.replays, ForwardOptions{});
+        const double bytes = unique_experts * static_cast<double>(expert_bytes);
+        const double flops = 2.0 * tokens * layer.top_k * (3.0 * layer.inter * layer.hidden);
+        const double gemm_s = std::max(t.gemm_us(), 1e-3) * 1e-6;
+        const double floor_s = std::max(bytes / (copy_gbs * 1e9), flops / (peak_tflops(scheme) * 1e12));
+        const double roofline = floor_s / gemm_s;
+        fmt::print("{:<16} {:<12} {:>6} {:>11.1f} {:>11.1f} {:>10.1f} {:>8.2f} {:>9.1f} {:>8.2f}\n", model, scheme, tokens,
+                   t.forward_us, t.gemm_us(), bytes / 1e6, bytes / gemm_s / 1e12, flops / gemm_s / 1e12, roofline);
+        std::fflush(stdout);
+        rows.push_back({{"model", model}, {"scheme", scheme}, {"tokens", tokens}, {"experts", layer.num_experts},
+                        {"top_k", layer.top_k}, {"hidden", layer.hidden}, {"inter", layer.inter},
+                        {"layer_us", t.forward_us}, {"gemm_us", t.gemm_us()}, {"unique_weight_bytes", bytes},
+                        {"flops", flops}, {"tb_per_s", bytes / gemm_s / 1e12}, {"tflops", flops / gemm_s / 1e12},
+                        {"roofline_fraction", roofline}, {"copy_gbs", copy_gbs}, {"skew", args.skew},
+                        {"expert_counts", counts}});
+      }
+    }
+  }
+  if (!args.json.empty()) {
+    std::ofstream f(args.json);
+    f << rows.dump(1) << "\n";
+    if (!f) throw Error("cannot write " + args.json);
+  }
+  return 0;
+#endif
+}
+
+}  // namespace qmoe::cli

@@ -1,0 +1,38 @@
+// Random MoE layers of real model shapes for every weight scheme, built directly in the canonical
+// layout (no checkpoint): for benchmarks and GPU tests. Values are random but valid (no NaN codes,
+// scales in sensible ranges), drawn from a seeded generator.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qmoe/moe.h"
+
+namespace qmoe {
+
+struct MoeShape {
+  std::string name;  // "qwen3-30b-a3b", ...
+  int num_experts = 0;
+  int top_k = 0;
+  int hidden = 0;
+  int inter = 0;
+};
+
+// The benchmark shapes of the CUDA issue: mixtral-8x7b, qwen3-30b-a3b, deepseek-v3,
+// deepseek-v3-tp8, kimi-k2-tp8, gpt-oss-120b.
+const std::vector<MoeShape>& benchmark_shapes();
+const MoeShape& benchmark_shape(const std::string& name);
+
+// Schemes: bf16, w4a16_g128, w4a16_g32, w4a16_asym_g128, w8a16, mxfp4, nvfp4a16, nvfp4_w4a4,
+// fp8_tensor, fp8_channel, fp8_block, int8, w4a8_fp8, w4a8_int8.
+const std::vector<std::string>& synthetic_schemes();
+
+// Throws qmoe::Error for an unknown scheme or a shape the scheme cannot hold (group sizes).
+MoeLayer synthetic_layer(const std::string& scheme, const MoeShape& shape, uint64_t seed, int threads = 0);
+
+// Random inputs: hidden BF16 [tokens, hidden] ~ U(-2, 2); logits F32 ~ N(0, 2^2) (uniform routing),
+// or with `skew` a Zipf-like preference for low expert ids.
+void synthetic_inputs(const MoeLayer& layer, int64_t tokens, uint64_t seed, bool skew, Tensor& hidden, Tensor& logits);
+
+}  // namespace qmoe

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Merges `qmoe bench --json` and the torch baseline into bench/RESULTS.md rows and a plot.
+
+    python3 tools/bench_report.py qmoe_bench.json torch_baseline.json OUT_DIR "header text"
+"""
+import json
+import sys
+
+
+def main():
+    rows = json.load(open(sys.argv[1]))
+    base = {(b["model"], b["tokens"]): b for b in json.load(open(sys.argv[2]))}
+    out_dir, header = sys.argv[3], sys.argv[4]
+    lines = [header, "",
+             "| model | scheme | tokens | layer µs | GEMM µs | unique weight MB | TB/s | TFLOP/s | roofline | torch bf16 µs | torch fp8 µs | vs torch |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        b = base.get((r["model"], r["tokens"]), {})
+        ref = b.get("fp8_us") if r["scheme"].startswith(("fp8", "int8", "w4a8")) else b.get("bf16_us")
+        speed = f"{ref / r['gemm_us']:.2f}x" if ref and r["gemm_us"] > 0 else "n/a"
+        fmt = lambda v: f"{v:.1f}" if isinstance(v, (int, float)) else "n/a"
+        lines.append(f"| {r['model']} | {r['scheme']} | {r['tokens']} | {r['layer_us']:.1f} | {r['gemm_us']:.1f} | "
+                     f"{r['unique_weight_bytes'] / 1e6:.1f} | {r['tb_per_s']:.2f} | {r['tflops']:.1f} | "
+                     f"{r['roofline_fraction']:.2f} | {fmt(b.get('bf16_us'))} | {fmt(b.get('fp8_us'))} | {speed} |")
+    open(f"{out_dir}/results.md", "w").write("\n".join(lines) + "\n")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(8, 5))
+        series = {}
+        for r in rows:
+            series.setdefault((r["model"], r["scheme"]), []).append((r["tokens"], r["tb_per_s"] * 1e3 / r["copy_gbs"]))
+        for (model, scheme), pts in sorted(series.items()):
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{model} {scheme}")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("tokens")
+        ax.set_ylabel("unique weight bytes / GEMM time, fraction of copy bandwidth")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(f"{out_dir}/bandwidth.png", dpi=110)
+    except Exception as e:
+        print("plot skipped:", e)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
