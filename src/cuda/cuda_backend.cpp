@@ -87,6 +87,12 @@ cuda::WeightLayout layout_of(const QuantWeight& w, bool round) {
   return L;
 }
 
+// The decode kernel where the layout allows it, else the generic one.
+cudaError_t grouped_gemm(const cuda::GroupedGemmParams& p, bool has_g_idx, cudaStream_t stream) {
+  const cudaError_t err = cuda::launch_grouped_gemv(p, has_g_idx, stream);
+  return err == cudaErrorNotSupported ? cuda::launch_grouped_gemm(p, stream) : err;
+}
+
 }  // namespace
 
 int cuda_device_count() {
@@ -104,6 +110,7 @@ struct CudaMoeLayer::Impl {
   std::vector<DeviceBuffer> weights;  // every expert tensor
   DeviceBuffer w13_experts, w2_experts;  // ExpertTensors[num_local]
   cuda::WeightLayout w13_layout, w2_layout;
+  bool w13_has_g_idx = false, w2_has_g_idx = false;
   DeviceBuffer expert_map, correction_bias;
   // Workspace (max_tokens).
   DeviceBuffer x, u, act, y, ids, weights_buf, counts, offsets, sorted_slots, slot_expert, amax;
@@ -138,6 +145,8 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
   if (E > 0) {
     m.w13_layout = layout_of(layer.experts[0].w13, layer.round_weights_to_scale_dtype);
     m.w2_layout = layout_of(layer.experts[0].w2, layer.round_weights_to_scale_dtype);
+    m.w13_has_g_idx = !layer.experts[0].w13.g_idx.empty();
+    m.w2_has_g_idx = !layer.experts[0].w2.g_idx.empty();
   }
   m.w13_experts = upload(w13.data(), sizeof(cuda::ExpertTensors) * E);
   m.w2_experts = upload(w2.data(), sizeof(cuda::ExpertTensors) * E);
@@ -235,7 +244,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g1.in_by_token = true;
   g1.top_k = k;
   g1.out = m.u.get<float>();
-  if (gemms) check(cuda::launch_grouped_gemm(g1, stream), "gemm1");
+  if (gemms) check(grouped_gemm(g1, m.w13_has_g_idx, stream), "gemm1");
 
   cuda::ActivationParams ap;
   ap.activation = static_cast<int>(L.activation);
@@ -260,7 +269,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g2.in = m.act.get<float>();
   g2.in_by_token = false;
   g2.out = m.y.get<float>();
-  if (gemms) check(cuda::launch_grouped_gemm(g2, stream), "gemm2");
+  if (gemms) check(grouped_gemm(g2, m.w2_has_g_idx, stream), "gemm2");
 
   cuda::CombineParams cp;
   cp.y = m.y.get<float>();

@@ -50,6 +50,9 @@ struct GroupedGemmParams {
   float* out = nullptr;       // [slots, n]
 };
 cudaError_t launch_grouped_gemm(const GroupedGemmParams& p, cudaStream_t stream);
+// The decode-oriented variant (16-byte weight loads, weights read once per 8 slots). Returns
+// cudaErrorNotSupported, launching nothing, for layouts it does not take (act-order, odd sizes).
+cudaError_t launch_grouped_gemv(const GroupedGemmParams& p, bool has_g_idx, cudaStream_t stream);
 
 struct RoutingParams {
   const float* logits = nullptr;           // [tokens, num_experts]

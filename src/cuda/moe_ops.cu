@@ -18,100 +18,133 @@ constexpr int kThreads = 256;
 constexpr int kMaxTopK = 32;
 constexpr int kMaxGroups = 64;
 
-// ---- routing: one thread per token ------------------------------------------------------------
+// ---- routing: one warp per token ------------------------------------------------------------------
 
-// Score of expert e for a token (softmax needs the row's max logit and sum of exponentials).
-__device__ float score_of(const RoutingParams& p, const float* row, int e, float max_logit, float sum) {
-  if (p.scoring == 1) return routing::router_sigmoid(row[e]);
-  return div_rn(routing::router_exp(add_rn(row[e], -max_logit)), sum);
-}
+constexpr int kRoutingWarps = 4;
+constexpr int kMaxExperts = 512;
 
-// Better = larger value, then lower index.
+// Better = larger value, then lower index: a total order, so a warp reduction finds the same
+// winner as the CPU's sort.
 __device__ bool better(float a, int ia, float b, int ib) { return a > b || (a == b && ia < ib); }
 
-__global__ void routing_kernel(RoutingParams p) {
-  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+// Index of the best of v[0..n) by `better` (lanes scan strided, then a shuffle reduction).
+__device__ int warp_argmax(const float* v, int n, int lane) {
+  float best = -INFINITY;
+  int best_i = -1;
+  for (int i = lane; i < n; i += 32)
+    if (best_i < 0 || better(v[i], i, best, best_i)) {
+      best = v[i];
+      best_i = i;
+    }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
+    if (oi >= 0 && (best_i < 0 || better(ov, oi, best, best_i))) {
+      best = ov;
+      best_i = oi;
+    }
+  }
+  return best_i;
+}
+
+__global__ void __launch_bounds__(kRoutingWarps * 32) routing_kernel(RoutingParams p) {
+  __shared__ float s_score[kRoutingWarps][kMaxExperts];
+  __shared__ float s_choice[kRoutingWarps][kMaxExperts];
+  __shared__ float s_group[kRoutingWarps][kMaxGroups];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int t = blockIdx.x * kRoutingWarps + warp;
   if (t >= p.num_tokens) return;
-  const float* row = p.logits + static_cast<int64_t>(t) * p.num_experts;
+  const int E = p.num_experts;
+  const float* row = p.logits + static_cast<int64_t>(t) * E;
   int32_t* ids = p.ids + static_cast<int64_t>(t) * p.top_k;
   float* weights = p.weights + static_cast<int64_t>(t) * p.top_k;
+  float* score = s_score[warp];
+  float* choice = s_choice[warp];
 
-  if (p.custom_llama4) {
+  if (p.custom_llama4) {  // top-k over the raw logits, weight = sigmoid(logit)
+    for (int e = lane; e < E; e += 32) choice[e] = row[e];
+    __syncwarp();
     for (int j = 0; j < p.top_k; ++j) {
-      int best = -1;
-      for (int e = 0; e < p.num_experts; ++e) {
-        bool taken = false;
-        for (int i = 0; i < j; ++i) taken |= ids[i] == e;
-        if (!taken && (best < 0 || better(row[e], e, row[best], best))) best = e;
+      const int best = warp_argmax(choice, E, lane);
+      if (lane == 0) {
+        ids[j] = best;
+        weights[j] = routing::router_sigmoid(row[best]);
+        choice[best] = -INFINITY;
       }
-      ids[j] = best;
-      weights[j] = routing::router_sigmoid(row[best]);
+      __syncwarp();
     }
     return;
   }
 
-  float max_logit = row[0], sum = 0.0f;
-  if (p.scoring == 0) {
-    for (int e = 1; e < p.num_experts; ++e) max_logit = fmaxf(max_logit, row[e]);
-    for (int e = 0; e < p.num_experts; ++e) sum = add_rn(sum, routing::router_exp(add_rn(row[e], -max_logit)));
+  if (p.scoring == 1) {
+    for (int e = lane; e < E; e += 32) score[e] = routing::router_sigmoid(row[e]);
+  } else {
+    float max_logit = -INFINITY;
+    for (int e = lane; e < E; e += 32) max_logit = fmaxf(max_logit, row[e]);
+    for (int o = 16; o > 0; o >>= 1) max_logit = fmaxf(max_logit, __shfl_xor_sync(0xffffffffu, max_logit, o));
+    for (int e = lane; e < E; e += 32) score[e] = routing::router_exp(add_rn(row[e], -max_logit));
+    __syncwarp();
+    float sum = 0.0f;  // summed in expert order, exactly as the CPU does
+    if (lane == 0)
+      for (int e = 0; e < E; ++e) sum = add_rn(sum, score[e]);
+    sum = __shfl_sync(0xffffffffu, sum, 0);
+    __syncwarp();
+    for (int e = lane; e < E; e += 32) score[e] = div_rn(score[e], sum);
   }
-  auto choice = [&](int e) {
-    const float s = score_of(p, row, e, max_logit, sum);
-    return p.correction_bias ? add_rn(s, p.correction_bias[e]) : s;
-  };
+  __syncwarp();
+  for (int e = lane; e < E; e += 32) choice[e] = p.correction_bias ? add_rn(score[e], p.correction_bias[e]) : score[e];
+  __syncwarp();
 
-  const bool grouped = p.num_expert_group > 1 || p.topk_group > 1;
-  const int per_group = grouped ? p.num_experts / p.num_expert_group : p.num_experts;
-  bool keep_group[kMaxGroups];
-  for (int g = 0; g < kMaxGroups; ++g) keep_group[g] = !grouped;
-  if (grouped) {
-    float group_score[kMaxGroups];
-    for (int g = 0; g < p.num_expert_group; ++g) {
+  if (p.num_expert_group > 1 || p.topk_group > 1) {
+    const int groups = p.num_expert_group, per_group = E / groups;
+    float* group = s_group[warp];
+    for (int g = lane; g < groups; g += 32) {
       // max of the group, or with a bias the sum of its two best choices
       int b0 = -1, b1 = -1;
-      for (int i = 0; i < per_group; ++i) {
-        const int e = g * per_group + i;
-        const float c = choice(e);
-        if (b0 < 0 || better(c, e, choice(b0), b0)) {
+      for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
+        if (b0 < 0 || better(choice[e], e, choice[b0], b0)) {
           b1 = b0;
           b0 = e;
-        } else if (b1 < 0 || better(c, e, choice(b1), b1)) {
+        } else if (b1 < 0 || better(choice[e], e, choice[b1], b1)) {
           b1 = e;
         }
       }
-      group_score[g] = (p.correction_bias && per_group >= 2) ? add_rn(choice(b0), choice(b1)) : choice(b0);
+      group[g] = (p.correction_bias && per_group >= 2) ? add_rn(choice[b0], choice[b1]) : choice[b0];
     }
+    __syncwarp();
+    uint64_t kept = 0;
     for (int j = 0; j < p.topk_group; ++j) {
-      int best = -1;
-      for (int g = 0; g < p.num_expert_group; ++g)
-        if (!keep_group[g] && (best < 0 || better(group_score[g], g, group_score[best], best))) best = g;
-      keep_group[best] = true;
+      const int g = warp_argmax(group, groups, lane);
+      kept |= 1ull << g;
+      __syncwarp();
+      if (lane == 0) group[g] = -INFINITY;
+      __syncwarp();
     }
+    for (int e = lane; e < E; e += 32)
+      if (!((kept >> (e / per_group)) & 1)) choice[e] = -INFINITY;
+    __syncwarp();
   }
 
   float sum_w = 0.0f;
   for (int j = 0; j < p.top_k; ++j) {
-    int best = -1;
-    float best_c = 0.0f;
-    for (int e = 0; e < p.num_experts; ++e) {
-      if (!keep_group[e / per_group]) continue;
-      bool taken = false;
-      for (int i = 0; i < j; ++i) taken |= ids[i] == e;
-      if (taken) continue;
-      const float c = choice(e);
-      if (best < 0 || better(c, e, best_c, best)) {
-        best = e;
-        best_c = c;
-      }
+    const int best = warp_argmax(choice, E, lane);
+    const float w = score[best];
+    sum_w = add_rn(sum_w, w);
+    if (lane == 0) {
+      ids[j] = best;
+      weights[j] = w;
+      choice[best] = -INFINITY;
     }
-    ids[j] = best;
-    weights[j] = score_of(p, row, best, max_logit, sum);
-    sum_w = add_rn(sum_w, weights[j]);
+    __syncwarp();
   }
-  if (p.renormalize && sum_w > 0.0f)
-    for (int j = 0; j < p.top_k; ++j) weights[j] = div_rn(weights[j], sum_w);
-  if (p.routed_scaling_factor != 1.0f)
-    for (int j = 0; j < p.top_k; ++j) weights[j] = mul_rn(weights[j], p.routed_scaling_factor);
+  if (lane == 0) {
+    for (int j = 0; j < p.top_k; ++j) {
+      float w = weights[j];
+      if (p.renormalize && sum_w > 0.0f) w = div_rn(w, sum_w);
+      if (p.routed_scaling_factor != 1.0f) w = mul_rn(w, p.routed_scaling_factor);
+      weights[j] = w;
+    }
+  }
 }
 
 // ---- grouping slots by local expert -----------------------------------------------------------
@@ -331,9 +364,9 @@ int blocks_for(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThread
 }  // namespace
 
 cudaError_t launch_routing(const RoutingParams& p, cudaStream_t stream) {
-  if (p.top_k > kMaxTopK || p.num_expert_group > kMaxGroups) return cudaErrorInvalidValue;
+  if (p.top_k > kMaxTopK || p.num_expert_group > kMaxGroups || p.num_experts > kMaxExperts) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
-  routing_kernel<<<blocks_for(p.num_tokens), kThreads, 0, stream>>>(p);
+  routing_kernel<<<(p.num_tokens + kRoutingWarps - 1) / kRoutingWarps, kRoutingWarps * 32, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -1,0 +1,218 @@
+// The decode path of the grouped GEMM: few slots per expert, so the weights are read exactly once
+// with 16-byte loads, dequantized in registers (formats.h arithmetic, identical to the CPU) and
+// multiplied with up to kSlots input rows at a time. One warp per output row, several 16-byte
+// chunks in flight per lane. Layouts it cannot take (act-order g_idx, rows not a multiple of 16
+// bytes, groups that split a chunk) return cudaErrorNotSupported and the caller uses the generic
+// kernel.
+#include "cuda/moe_kernels.h"
+#include "quant/formats.h"
+
+namespace qmoe::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kSlots = 8;
+constexpr int kUnroll = 2;  // 16-byte chunks loaded per lane before they are used
+
+enum : int { kDense = 0, kIntPacked = 1, kIntUnpacked = 2, kFp8 = 3, kNvfp4 = 4, kMxfp4 = 5 };
+enum : int { kTensor = 0, kChannel = 1, kGroup = 2, kBlock = 3, kTensorGroup = 5 };
+
+// How a 16-byte chunk decodes.
+enum class Chunk { kInt4, kInt8Packed, kInt8, kFp8, kNvfp4, kMxfp4, kBf16, kF16 };
+
+template <Chunk C>
+constexpr int elems_per_chunk() {
+  return C == Chunk::kInt4 || C == Chunk::kNvfp4 || C == Chunk::kMxfp4 ? 32
+         : C == Chunk::kBf16 || C == Chunk::kF16                        ? 8
+                                                                        : 16;
+}
+
+__device__ __forceinline__ float load_scale(int kind, const void* scale, int64_t i) {
+  switch (kind) {
+    case 0: return quant::bf16_to_float(static_cast<const uint16_t*>(scale)[i]);
+    case 1: return quant::f16_to_float(static_cast<const uint16_t*>(scale)[i]);
+    case 2: return static_cast<const float*>(scale)[i];
+    case 3: return quant::fp8e4m3_to_float(static_cast<const uint8_t*>(scale)[i]);
+    default: return quant::e8m0_to_float(static_cast<const uint8_t*>(scale)[i]);
+  }
+}
+
+__device__ __forceinline__ quant::ScaleKind kind_of(const WeightLayout& L) {
+  if (!L.round_to_scale_dtype) return quant::ScaleKind::kF32;
+  return L.scale_kind == 0 ? quant::ScaleKind::kBF16 : L.scale_kind == 1 ? quant::ScaleKind::kF16 : quant::ScaleKind::kF32;
+}
+
+// Scale (and zero point) of the int/fp8 group that holds columns [col, col + chunk).
+__device__ __forceinline__ float chunk_scale(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col) {
+  switch (L.strategy) {
+    case kTensor: return load_scale(L.scale_kind, w.scale, 0);
+    case kChannel: return load_scale(L.scale_kind, w.scale, row);
+    case kBlock: return load_scale(L.scale_kind, w.scale, (row / L.block_rows) * L.scale_cols + col / L.block_cols);
+    default: return load_scale(L.scale_kind, w.scale, row * L.scale_cols + col / L.group_size);
+  }
+}
+
+__device__ __forceinline__ int chunk_zero(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col) {
+  if (!w.zero_point) return 0;
+  if (L.strategy == kTensor) return w.zero_point[0];
+  if (L.strategy == kChannel) return w.zero_point[row * L.zp_cols];
+  return w.zero_point[row * L.zp_cols + col / L.group_size];
+}
+
+// Decodes the 16-byte chunk `raw` holding columns [col, col + elems) of `row`.
+template <Chunk C>
+__device__ __forceinline__ void decode(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col, uint4 raw,
+                                       float* out) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+  if constexpr (C == Chunk::kInt4 || C == Chunk::kInt8Packed || C == Chunk::kInt8) {
+    const float s = chunk_scale(L, w, row, col);
+    const int z = chunk_zero(L, w, row, col);
+    const quant::ScaleKind kind = kind_of(L);
+    constexpr int kBits = C == Chunk::kInt4 ? 4 : 8;
+    constexpr int kPerWord = 32 / kBits;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < kPerWord; ++j) {
+        const uint32_t u = (words[i] >> (kBits * j)) & ((1u << kBits) - 1);
+        const int q = C == Chunk::kInt8 ? static_cast<int>(static_cast<int8_t>(u)) : static_cast<int>(u) - (1 << (kBits - 1));
+        out[i * kPerWord + j] = quant::dequant_int(q, z, s, kind);
+      }
+  } else if constexpr (C == Chunk::kFp8) {
+    const float s = chunk_scale(L, w, row, col);
+    const quant::ScaleKind kind = kind_of(L);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) out[i] = quant::dequant_fp8((words[i / 4] >> (8 * (i % 4))) & 0xFF, s, kind);
+  } else if constexpr (C == Chunk::kNvfp4 || C == Chunk::kMxfp4) {
+    const uint8_t* scales = static_cast<const uint8_t*>(w.scale) + row * L.scale_cols + col / L.group_size;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const uint8_t nibble = (words[i / 8] >> (4 * (i % 8))) & 0xF;
+      const uint8_t sb = scales[C == Chunk::kNvfp4 ? i / 16 : 0];
+      if constexpr (C == Chunk::kMxfp4)
+        out[i] = quant::dequant_mxfp4(nibble, sb);
+      else
+        out[i] = L.round_to_scale_dtype ? quant::dequant_nvfp4(nibble, sb, w.global_scale)
+                                        : quant::e2m1_to_float(nibble) * (quant::fp8e4m3_to_float(sb) / w.global_scale);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint16_t h = static_cast<uint16_t>(words[i / 2] >> (16 * (i % 2)));
+      out[i] = C == Chunk::kBf16 ? quant::bf16_to_float(h) : quant::f16_to_float(h);
+    }
+  }
+}
+
+template <Chunk C>
+__global__ void __launch_bounds__(kWarps * 32) grouped_gemv_kernel(GroupedGemmParams p) {
+  constexpr int kElems = elems_per_chunk<C>();
+  const int e = blockIdx.y;
+  const int m0 = p.expert_offsets[e], m1 = p.expert_offsets[e + 1];
+  if (m0 == m1) return;
+  const WeightLayout& L = p.layout;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (n >= L.rows) return;
+  const ExpertTensors w = p.experts[e];
+  const int64_t K = L.cols;
+  const int64_t chunks = K / kElems;
+  const int64_t row_bytes = chunks * 16;  // rows are whole 16-byte chunks (checked by chunk_of)
+  const uint4* wrow = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w.data) + n * row_bytes);
+  const float bias = w.bias ? w.bias[n] : 0.0f;
+
+  for (int s0 = m0; s0 < m1; s0 += kSlots) {
+    const int count = min(kSlots, m1 - s0);
+    int slots[kSlots];
+    const float* rows[kSlots];  // (K) input rows of this tile's slots
+#pragma unroll
+    for (int i = 0; i < kSlots; ++i) {
+      slots[i] = p.sorted_slots[s0 + min(i, count - 1)];
+      rows[i] = p.in + static_cast<int64_t>(p.in_by_token ? slots[i] / p.top_k : slots[i]) * K;
+    }
+    float acc[kSlots] = {};
+    for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
+      uint4 raw[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + 32 * u;
+        raw[u] = c < chunks ? __ldg(wrow + c) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + 32 * u;
+        if (c >= chunks) break;
+        float wv[kElems];
+        decode<C>(L, w, n, c * kElems, raw[u], wv);
+#pragma unroll
+        for (int i = 0; i < kSlots; ++i) {
+          if (i >= count) break;
+          const float4* x = reinterpret_cast<const float4*>(rows[i] + c * kElems);
+          float sum = 0.0f;
+#pragma unroll
+          for (int j = 0; j < kElems / 4; ++j) {
+            const float4 v = __ldg(x + j);
+            sum += wv[4 * j] * v.x + wv[4 * j + 1] * v.y + wv[4 * j + 2] * v.z + wv[4 * j + 3] * v.w;
+          }
+          acc[i] += sum;
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kSlots; ++i)
+      for (int o = 16; o > 0; o >>= 1) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+    if (lane == 0)
+      for (int i = 0; i < count; ++i) p.out[static_cast<int64_t>(slots[i]) * L.rows + n] = acc[i] + bias;
+  }
+}
+
+// Which chunk decoder a layout takes, or false when the generic kernel must run it.
+bool chunk_of(const WeightLayout& L, bool has_g_idx, Chunk* c) {
+  if (has_g_idx) return false;
+  switch (L.format) {
+    case kIntPacked:
+      if (L.bits != 4 && L.bits != 8) return false;
+      *c = L.bits == 4 ? Chunk::kInt4 : Chunk::kInt8Packed;
+      break;
+    case kIntUnpacked: *c = Chunk::kInt8; break;
+    case kFp8: *c = Chunk::kFp8; break;
+    case kNvfp4: *c = Chunk::kNvfp4; break;
+    case kMxfp4: *c = Chunk::kMxfp4; break;
+    case kDense:
+      if (L.data_kind == 2) return false;
+      *c = L.data_kind == 0 ? Chunk::kBf16 : Chunk::kF16;
+      break;
+    default: return false;
+  }
+  const int elems = (*c == Chunk::kInt4 || *c == Chunk::kNvfp4 || *c == Chunk::kMxfp4) ? 32
+                    : (*c == Chunk::kBf16 || *c == Chunk::kF16)                          ? 8
+                                                                                         : 16;
+  if (L.cols % elems != 0) return false;
+  // A chunk must sit inside one scale group (or block column).
+  if (L.strategy == kGroup && L.format != kNvfp4 && L.format != kMxfp4 && L.group_size % elems != 0) return false;
+  if (L.strategy == kBlock && L.block_cols % elems != 0) return false;
+  if ((L.format == kNvfp4 && L.group_size != 16) || (L.format == kMxfp4 && L.group_size != 32)) return false;
+  return true;
+}
+
+}  // namespace
+
+cudaError_t launch_grouped_gemv(const GroupedGemmParams& p, bool has_g_idx, cudaStream_t stream) {
+  Chunk c;
+  if (!chunk_of(p.layout, has_g_idx, &c)) return cudaErrorNotSupported;
+  if (p.num_local_experts == 0 || p.layout.rows == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>((p.layout.rows + kWarps - 1) / kWarps), static_cast<unsigned>(p.num_local_experts));
+  switch (c) {
+    case Chunk::kInt4: grouped_gemv_kernel<Chunk::kInt4><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case Chunk::kInt8Packed: grouped_gemv_kernel<Chunk::kInt8Packed><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case Chunk::kInt8: grouped_gemv_kernel<Chunk::kInt8><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case Chunk::kFp8: grouped_gemv_kernel<Chunk::kFp8><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case Chunk::kNvfp4: grouped_gemv_kernel<Chunk::kNvfp4><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case Chunk::kMxfp4: grouped_gemv_kernel<Chunk::kMxfp4><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case Chunk::kBf16: grouped_gemv_kernel<Chunk::kBf16><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case Chunk::kF16: grouped_gemv_kernel<Chunk::kF16><<<grid, kWarps * 32, 0, stream>>>(p); break;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace qmoe::cuda

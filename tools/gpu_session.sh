@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# One device call: GPU tests + sanitizers, then the benchmark matrix with the torch baselines.
+# Everything lands in OUT/all.tgz (the device tool returns at most 8 files).
+#   tools/gpu_session.sh BIN_DIR OUT [bench]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin=$1 out=$2 what=${3:-all}
+work=$(mktemp -d)
+mkdir -p "$work/tests" "$work/bench_a" "$work/bench_b"
+tools/gpu_test.sh "$bin" "$work/tests" > "$work/tests/summary.txt" 2>&1
+echo "gpu tests exit $?" >> "$work/tests/summary.txt"
+tail -n 5 "$work/tests/summary.txt"; grep -E "^\[  (PASSED|FAILED) " "$work/tests/gpu_tests.log"
+if [[ $what == all ]]; then
+  timeout 330 tools/gpu_bench.sh "$bin" "$work/bench_a" --models qwen3-30b-a3b,mixtral-8x7b,deepseek-v3,deepseek-v3-tp8 \
+    --schemes w4a16_g128,fp8_channel,mxfp4,nvfp4a16 --tokens 1,8,32,64,128,512 --replays 10 > /dev/null 2>&1
+  timeout 90 tools/gpu_bench.sh "$bin" "$work/bench_b" --models kimi-k2-tp8,gpt-oss-120b --schemes w4a16_g32,mxfp4 \
+    --tokens 1,8,32,64,128,512 --replays 10 > /dev/null 2>&1
+  cat "$work/bench_a/results.md" "$work/bench_b/results.md" 2>/dev/null | cut -c1-160
+fi
+tar -czf "$out/all.tgz" -C "$work" .
