@@ -11,10 +11,10 @@ tools/gpu_test.sh "$bin" "$work/tests" > "$work/tests/summary.txt" 2>&1
 echo "gpu tests exit $?" >> "$work/tests/summary.txt"
 tail -n 5 "$work/tests/summary.txt"; grep -E "^\[  (PASSED|FAILED) " "$work/tests/gpu_tests.log"
 if [[ $what == all ]]; then
-  timeout 330 tools/gpu_bench.sh "$bin" "$work/bench_a" --models qwen3-30b-a3b,mixtral-8x7b,deepseek-v3,deepseek-v3-tp8 \
-    --schemes w4a16_g128,fp8_channel,mxfp4,nvfp4a16 --tokens 1,8,32,64,128,512 --replays 10 > /dev/null 2>&1
-  timeout 90 tools/gpu_bench.sh "$bin" "$work/bench_b" --models kimi-k2-tp8,gpt-oss-120b --schemes w4a16_g32,mxfp4 \
-    --tokens 1,8,32,64,128,512 --replays 10 > /dev/null 2>&1
+  timeout ${QMOE_BENCH_A_S:-200} tools/gpu_bench.sh "$bin" "$work/bench_a" --models ${QMOE_BENCH_MODELS:-qwen3-30b-a3b,mixtral-8x7b,deepseek-v3} \
+    --schemes ${QMOE_BENCH_SCHEMES:-w4a16_g128,fp8_channel,nvfp4a16} --tokens ${QMOE_BENCH_TOKENS:-1,8,64} --replays 10 > /dev/null 2>&1
+  timeout ${QMOE_BENCH_B_S:-90} tools/gpu_bench.sh "$bin" "$work/bench_b" --models kimi-k2-tp8,gpt-oss-120b --schemes w4a16_g32,mxfp4 \
+    --tokens ${QMOE_BENCH_TOKENS:-1,8,64} --replays 10 > /dev/null 2>&1
   cat "$work/bench_a/results.md" "$work/bench_b/results.md" 2>/dev/null | cut -c1-160
 fi
 tar -czf "$out/all.tgz" -C "$work" .

@@ -113,7 +113,7 @@ struct CudaMoeLayer::Impl {
   bool w13_has_g_idx = false, w2_has_g_idx = false;
   DeviceBuffer expert_map, correction_bias;
   // Workspace (max_tokens).
-  DeviceBuffer x, u, act, y, ids, weights_buf, counts, offsets, sorted_slots, slot_expert, amax;
+  DeviceBuffer x, u, act, y, ids, weights_buf, counts, offsets, sorted_slots, slot_expert, amax, active, num_active;
   int64_t weight_bytes = 0;
 };
 
@@ -167,6 +167,8 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
   m.sorted_slots = DeviceBuffer(sizeof(int32_t) * T * k);
   m.slot_expert = DeviceBuffer(sizeof(int32_t) * T * k);
   m.amax = DeviceBuffer(sizeof(float));
+  m.active = DeviceBuffer(sizeof(int32_t) * std::max(E, 1));
+  m.num_active = DeviceBuffer(sizeof(int32_t));
 }
 
 CudaMoeLayer::~CudaMoeLayer() = default;
@@ -222,6 +224,8 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   gp.expert_offsets = m.offsets.get<int32_t>();
   gp.sorted_slots = m.sorted_slots.get<int32_t>();
   gp.slot_expert = m.slot_expert.get<int32_t>();
+  gp.active_experts = m.active.get<int32_t>();
+  gp.num_active = m.num_active.get<int32_t>();
   check(cuda::launch_grouping(gp, stream), "grouping");
 
   check(cuda::launch_convert_input(hidden, kind, tokens, H, L.routing.router_weight_on_input ? rp.weights : nullptr,
@@ -240,6 +244,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g1.expert_offsets = gp.expert_offsets;
   g1.sorted_slots = gp.sorted_slots;
   g1.num_local_experts = E;
+  g1.active_experts = gp.active_experts;
+  g1.num_active = gp.num_active;
+  g1.max_active = static_cast<int>(std::min<int64_t>(E, num_slots));
   g1.in = m.x.get<float>();
   g1.in_by_token = true;
   g1.top_k = k;

@@ -88,7 +88,8 @@ __device__ float dequant(const WeightLayout& L, const ExpertTensors& w, int64_t 
 }
 
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) grouped_gemm_kernel(GroupedGemmParams p) {
-  const int e = blockIdx.y;
+  if (static_cast<int>(blockIdx.y) >= *p.num_active) return;
+  const int e = p.active_experts[blockIdx.y];
   const int m0 = p.expert_offsets[e], m1 = p.expert_offsets[e + 1];
   if (m0 == m1) return;
   const WeightLayout& L = p.layout;
@@ -124,9 +125,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) grouped_gemm_kernel(Group
 }  // namespace
 
 cudaError_t launch_grouped_gemm(const GroupedGemmParams& p, cudaStream_t stream) {
-  if (p.num_local_experts == 0 || p.layout.rows == 0) return cudaSuccess;
+  if (p.max_active == 0 || p.layout.rows == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>((p.layout.rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
-                  static_cast<unsigned>(p.num_local_experts));
+                  static_cast<unsigned>(p.max_active));
   grouped_gemm_kernel<<<grid, kWarpsPerBlock * 32, 0, stream>>>(p);
   return cudaGetLastError();
 }

@@ -107,7 +107,8 @@ __device__ __forceinline__ void decode(const WeightLayout& L, const ExpertTensor
 template <Chunk C>
 __global__ void __launch_bounds__(kWarps * 32) grouped_gemv_kernel(GroupedGemmParams p) {
   constexpr int kElems = elems_per_chunk<C>();
-  const int e = blockIdx.y;
+  if (static_cast<int>(blockIdx.y) >= *p.num_active) return;
+  const int e = p.active_experts[blockIdx.y];
   const int m0 = p.expert_offsets[e], m1 = p.expert_offsets[e + 1];
   if (m0 == m1) return;
   const WeightLayout& L = p.layout;
@@ -200,8 +201,8 @@ bool chunk_of(const WeightLayout& L, bool has_g_idx, Chunk* c) {
 cudaError_t launch_grouped_gemv(const GroupedGemmParams& p, bool has_g_idx, cudaStream_t stream) {
   Chunk c;
   if (!chunk_of(p.layout, has_g_idx, &c)) return cudaErrorNotSupported;
-  if (p.num_local_experts == 0 || p.layout.rows == 0) return cudaSuccess;
-  const dim3 grid(static_cast<unsigned>((p.layout.rows + kWarps - 1) / kWarps), static_cast<unsigned>(p.num_local_experts));
+  if (p.max_active == 0 || p.layout.rows == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>((p.layout.rows + kWarps - 1) / kWarps), static_cast<unsigned>(p.max_active));
   switch (c) {
     case Chunk::kInt4: grouped_gemv_kernel<Chunk::kInt4><<<grid, kWarps * 32, 0, stream>>>(p); break;
     case Chunk::kInt8Packed: grouped_gemv_kernel<Chunk::kInt8Packed><<<grid, kWarps * 32, 0, stream>>>(p); break;

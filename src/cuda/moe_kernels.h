@@ -44,6 +44,11 @@ struct GroupedGemmParams {
   const int32_t* expert_offsets = nullptr; // [num_local_experts + 1] into sorted_slots (device)
   const int32_t* sorted_slots = nullptr;   // slots grouped by local expert (device)
   int num_local_experts = 0;
+  // Only experts that got slots get blocks: blockIdx.y indexes active_experts[0 .. *num_active),
+  // and the grid is sized for max_active = min(local experts, slots), known on the host.
+  const int32_t* active_experts = nullptr;  // (device)
+  const int32_t* num_active = nullptr;      // (device scalar)
+  int max_active = 0;
   const float* in = nullptr;  // [rows, k]
   bool in_by_token = true;
   int top_k = 1;
@@ -82,6 +87,8 @@ struct GroupingParams {
   int32_t* expert_offsets = nullptr;  // [num_local_experts + 1]
   int32_t* sorted_slots = nullptr;    // [num_slots]
   int32_t* slot_expert = nullptr;     // [num_slots] local expert of each slot, -1 if not local
+  int32_t* active_experts = nullptr;  // [num_local_experts] local experts with slots, ascending
+  int32_t* num_active = nullptr;      // device scalar
 };
 cudaError_t launch_grouping(const GroupingParams& p, cudaStream_t stream);
 

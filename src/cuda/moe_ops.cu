@@ -66,6 +66,7 @@ __global__ void __launch_bounds__(kRoutingWarps * 32) routing_kernel(RoutingPara
     __syncwarp();
     for (int j = 0; j < p.top_k; ++j) {
       const int best = warp_argmax(choice, E, lane);
+      __syncwarp();
       if (lane == 0) {
         ids[j] = best;
         weights[j] = routing::router_sigmoid(row[best]);
@@ -116,7 +117,7 @@ __global__ void __launch_bounds__(kRoutingWarps * 32) routing_kernel(RoutingPara
     for (int j = 0; j < p.topk_group; ++j) {
       const int g = warp_argmax(group, groups, lane);
       kept |= 1ull << g;
-      __syncwarp();
+      __syncwarp();  // every lane has read `group` before lane 0 overwrites it
       if (lane == 0) group[g] = -INFINITY;
       __syncwarp();
     }
@@ -130,6 +131,7 @@ __global__ void __launch_bounds__(kRoutingWarps * 32) routing_kernel(RoutingPara
     const int best = warp_argmax(choice, E, lane);
     const float w = score[best];
     sum_w = add_rn(sum_w, w);
+    __syncwarp();  // every lane has read `choice` before lane 0 overwrites it
     if (lane == 0) {
       ids[j] = best;
       weights[j] = w;
@@ -157,16 +159,35 @@ __global__ void count_kernel(GroupingParams p) {
   if (local >= 0) atomicAdd(&p.counts[local], 1);
 }
 
+constexpr int kMaxLocalExperts = 1024;
+
 __global__ void offsets_kernel(GroupingParams p) {
-  // Few experts (<= a few hundred): one thread scans, then resets the counts for the scatter.
-  if (threadIdx.x != 0 || blockIdx.x != 0) return;
-  int acc = 0;
-  for (int e = 0; e < p.num_local_experts; ++e) {
-    p.expert_offsets[e] = acc;
-    acc += p.counts[e];
-    p.counts[e] = 0;
+  // Counts come into shared memory in parallel; one thread scans them there (a few hundred adds
+  // without global-memory round trips), then the results go out in parallel.
+  __shared__ int32_t s_counts[kMaxLocalExperts];
+  __shared__ int32_t s_offsets[kMaxLocalExperts + 1];
+  __shared__ int32_t s_active[kMaxLocalExperts];
+  __shared__ int32_t s_num_active;
+  const int E = p.num_local_experts;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    s_counts[e] = p.counts[e];
+    p.counts[e] = 0;  // reused by the scatter as running positions
   }
-  p.expert_offsets[p.num_local_experts] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int acc = 0, active = 0;
+    for (int e = 0; e < E; ++e) {
+      s_offsets[e] = acc;
+      if (s_counts[e] > 0) s_active[active++] = e;
+      acc += s_counts[e];
+    }
+    s_offsets[E] = acc;
+    s_num_active = active;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e <= E; e += blockDim.x) p.expert_offsets[e] = s_offsets[e];
+  for (int i = threadIdx.x; i < s_num_active; i += blockDim.x) p.active_experts[i] = s_active[i];
+  if (threadIdx.x == 0) *p.num_active = s_num_active;
 }
 
 __global__ void scatter_kernel(GroupingParams p) {
@@ -371,10 +392,11 @@ cudaError_t launch_routing(const RoutingParams& p, cudaStream_t stream) {
 }
 
 cudaError_t launch_grouping(const GroupingParams& p, cudaStream_t stream) {
+  if (p.num_local_experts > kMaxLocalExperts) return cudaErrorInvalidValue;
   cudaError_t err = cudaMemsetAsync(p.counts, 0, sizeof(int32_t) * p.num_local_experts, stream);
   if (err != cudaSuccess) return err;
   if (p.num_slots > 0) count_kernel<<<blocks_for(p.num_slots), kThreads, 0, stream>>>(p);
-  offsets_kernel<<<1, 32, 0, stream>>>(p);
+  offsets_kernel<<<1, kThreads, 0, stream>>>(p);
   if (p.num_slots > 0) scatter_kernel<<<blocks_for(p.num_slots), kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
