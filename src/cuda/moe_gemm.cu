@@ -4,6 +4,7 @@
 // accumulate up to kSlotTile slots at once in fp32. Correctness first: this is the generic path
 // every faster kernel is checked against.
 #include "cuda/moe_kernels.h"
+#include "cuda/weight_access.cuh"
 #include "quant/formats.h"
 
 namespace qmoe::cuda {
@@ -11,49 +12,6 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 constexpr int kSlotTile = 8;
-
-// Layout enums as in qmoe::WeightFormat / qmoe::Strategy.
-enum : int { kDense = 0, kIntPacked = 1, kIntUnpacked = 2, kFp8 = 3, kNvfp4 = 4, kMxfp4 = 5 };
-enum : int { kTensor = 0, kChannel = 1, kGroup = 2, kBlock = 3, kTensorGroup = 5 };
-
-__device__ float load_scale(const WeightLayout& L, const void* scale, int64_t i) {
-  switch (L.scale_kind) {
-    case 0: return quant::bf16_to_float(static_cast<const uint16_t*>(scale)[i]);
-    case 1: return quant::f16_to_float(static_cast<const uint16_t*>(scale)[i]);
-    case 2: return static_cast<const float*>(scale)[i];
-    case 3: return quant::fp8e4m3_to_float(static_cast<const uint8_t*>(scale)[i]);
-    default: return quant::e8m0_to_float(static_cast<const uint8_t*>(scale)[i]);
-  }
-}
-
-__device__ int64_t group_of(const WeightLayout& L, const ExpertTensors& w, int64_t col) {
-  switch (L.strategy) {
-    case kTensor:
-    case kChannel: return 0;
-    case kBlock: return col / L.block_cols;
-    default: return w.g_idx ? w.g_idx[col] : col / L.group_size;
-  }
-}
-
-__device__ float scale_at(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t group) {
-  switch (L.strategy) {
-    case kTensor: return load_scale(L, w.scale, 0);
-    case kChannel: return load_scale(L, w.scale, row);
-    case kBlock: return load_scale(L, w.scale, (row / L.block_rows) * L.scale_cols + group);
-    default: return load_scale(L, w.scale, row * L.scale_cols + group);
-  }
-}
-
-__device__ int zero_point_at(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t group) {
-  if (!w.zero_point) return 0;
-  if (L.strategy == kTensor) return w.zero_point[0];
-  return w.zero_point[row * L.zp_cols + group];
-}
-
-__device__ quant::ScaleKind kind_of(const WeightLayout& L) {
-  if (!L.round_to_scale_dtype) return quant::ScaleKind::kF32;
-  return L.scale_kind == 0 ? quant::ScaleKind::kBF16 : L.scale_kind == 1 ? quant::ScaleKind::kF16 : quant::ScaleKind::kF32;
-}
 
 // Element (row, col) of the expert's dequantized weight, exactly as qmoe::dequantize_row.
 __device__ float dequant(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col) {
@@ -88,10 +46,8 @@ __device__ float dequant(const WeightLayout& L, const ExpertTensors& w, int64_t 
 }
 
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) grouped_gemm_kernel(GroupedGemmParams p) {
-  if (static_cast<int>(blockIdx.y) >= *p.num_active) return;
-  const int e = p.active_experts[blockIdx.y];
-  const int m0 = p.expert_offsets[e], m1 = p.expert_offsets[e + 1];
-  if (m0 == m1) return;
+  int e, m0, m1;
+  if (!block_expert(p, &e, &m0, &m1)) return;
   const WeightLayout& L = p.layout;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;

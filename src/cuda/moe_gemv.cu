@@ -5,6 +5,7 @@
 // bytes, groups that split a chunk) return cudaErrorNotSupported and the caller uses the generic
 // kernel.
 #include "cuda/moe_kernels.h"
+#include "cuda/weight_access.cuh"
 #include "quant/formats.h"
 
 namespace qmoe::cuda {
@@ -13,9 +14,6 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kSlots = 8;
 constexpr int kUnroll = 2;  // 16-byte chunks loaded per lane before they are used
-
-enum : int { kDense = 0, kIntPacked = 1, kIntUnpacked = 2, kFp8 = 3, kNvfp4 = 4, kMxfp4 = 5 };
-enum : int { kTensor = 0, kChannel = 1, kGroup = 2, kBlock = 3, kTensorGroup = 5 };
 
 // How a 16-byte chunk decodes.
 enum class Chunk { kInt4, kInt8Packed, kInt8, kFp8, kNvfp4, kMxfp4, kBf16, kF16 };
@@ -27,36 +25,13 @@ constexpr int elems_per_chunk() {
                                                                         : 16;
 }
 
-__device__ __forceinline__ float load_scale(int kind, const void* scale, int64_t i) {
-  switch (kind) {
-    case 0: return quant::bf16_to_float(static_cast<const uint16_t*>(scale)[i]);
-    case 1: return quant::f16_to_float(static_cast<const uint16_t*>(scale)[i]);
-    case 2: return static_cast<const float*>(scale)[i];
-    case 3: return quant::fp8e4m3_to_float(static_cast<const uint8_t*>(scale)[i]);
-    default: return quant::e8m0_to_float(static_cast<const uint8_t*>(scale)[i]);
-  }
-}
-
-__device__ __forceinline__ quant::ScaleKind kind_of(const WeightLayout& L) {
-  if (!L.round_to_scale_dtype) return quant::ScaleKind::kF32;
-  return L.scale_kind == 0 ? quant::ScaleKind::kBF16 : L.scale_kind == 1 ? quant::ScaleKind::kF16 : quant::ScaleKind::kF32;
-}
-
-// Scale (and zero point) of the int/fp8 group that holds columns [col, col + chunk).
+// Scale and zero point of the group that holds columns [col, col + chunk) (no act order here).
 __device__ __forceinline__ float chunk_scale(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col) {
-  switch (L.strategy) {
-    case kTensor: return load_scale(L.scale_kind, w.scale, 0);
-    case kChannel: return load_scale(L.scale_kind, w.scale, row);
-    case kBlock: return load_scale(L.scale_kind, w.scale, (row / L.block_rows) * L.scale_cols + col / L.block_cols);
-    default: return load_scale(L.scale_kind, w.scale, row * L.scale_cols + col / L.group_size);
-  }
+  return scale_at(L, w, row, group_of(L, w, col));
 }
 
 __device__ __forceinline__ int chunk_zero(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col) {
-  if (!w.zero_point) return 0;
-  if (L.strategy == kTensor) return w.zero_point[0];
-  if (L.strategy == kChannel) return w.zero_point[row * L.zp_cols];
-  return w.zero_point[row * L.zp_cols + col / L.group_size];
+  return zero_point_at(L, w, row, group_of(L, w, col));
 }
 
 // Decodes the 16-byte chunk `raw` holding columns [col, col + elems) of `row`.
@@ -107,10 +82,8 @@ __device__ __forceinline__ void decode(const WeightLayout& L, const ExpertTensor
 template <Chunk C>
 __global__ void __launch_bounds__(kWarps * 32) grouped_gemv_kernel(GroupedGemmParams p) {
   constexpr int kElems = elems_per_chunk<C>();
-  if (static_cast<int>(blockIdx.y) >= *p.num_active) return;
-  const int e = p.active_experts[blockIdx.y];
-  const int m0 = p.expert_offsets[e], m1 = p.expert_offsets[e + 1];
-  if (m0 == m1) return;
+  int e, m0, m1;
+  if (!block_expert(p, &e, &m0, &m1)) return;
   const WeightLayout& L = p.layout;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + warp;

@@ -1,0 +1,64 @@
+// Device-side access to the canonical expert weights (qmoe::QuantWeight layout): scales, groups and
+// zero points, shared by the grouped GEMM kernels. Mirrors src/quant/weights.cpp.
+#pragma once
+
+#include "cuda/moe_kernels.h"
+#include "quant/formats.h"
+
+namespace qmoe::cuda {
+
+// As qmoe::WeightFormat and qmoe::Strategy.
+enum : int { kDense = 0, kIntPacked = 1, kIntUnpacked = 2, kFp8 = 3, kNvfp4 = 4, kMxfp4 = 5 };
+enum : int { kTensor = 0, kChannel = 1, kGroup = 2, kBlock = 3, kTensorGroup = 5 };
+
+__device__ __forceinline__ float load_scale(const WeightLayout& L, const void* scale, int64_t i) {
+  switch (L.scale_kind) {
+    case 0: return quant::bf16_to_float(static_cast<const uint16_t*>(scale)[i]);
+    case 1: return quant::f16_to_float(static_cast<const uint16_t*>(scale)[i]);
+    case 2: return static_cast<const float*>(scale)[i];
+    case 3: return quant::fp8e4m3_to_float(static_cast<const uint8_t*>(scale)[i]);
+    default: return quant::e8m0_to_float(static_cast<const uint8_t*>(scale)[i]);
+  }
+}
+
+// Rounding of int/fp8 products: to the scale dtype (weight-only methods) or none (fp32 scaling).
+__device__ __forceinline__ quant::ScaleKind kind_of(const WeightLayout& L) {
+  if (!L.round_to_scale_dtype) return quant::ScaleKind::kF32;
+  return L.scale_kind == 0 ? quant::ScaleKind::kBF16 : L.scale_kind == 1 ? quant::ScaleKind::kF16 : quant::ScaleKind::kF32;
+}
+
+__device__ __forceinline__ int64_t group_of(const WeightLayout& L, const ExpertTensors& w, int64_t col) {
+  switch (L.strategy) {
+    case kTensor:
+    case kChannel: return 0;
+    case kBlock: return col / L.block_cols;
+    default: return w.g_idx ? w.g_idx[col] : col / L.group_size;
+  }
+}
+
+__device__ __forceinline__ float scale_at(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t group) {
+  switch (L.strategy) {
+    case kTensor: return load_scale(L, w.scale, 0);
+    case kChannel: return load_scale(L, w.scale, row);
+    case kBlock: return load_scale(L, w.scale, (row / L.block_rows) * L.scale_cols + group);
+    default: return load_scale(L, w.scale, row * L.scale_cols + group);
+  }
+}
+
+__device__ __forceinline__ int zero_point_at(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t group) {
+  if (!w.zero_point) return 0;
+  if (L.strategy == kTensor) return w.zero_point[0];
+  return w.zero_point[row * L.zp_cols + group];
+}
+
+// The expert of this block (blockIdx.y indexes the active experts) and its slot range; false when
+// the block has nothing to do.
+__device__ __forceinline__ bool block_expert(const GroupedGemmParams& p, int* expert, int* m0, int* m1) {
+  if (static_cast<int>(blockIdx.y) >= *p.num_active) return false;
+  *expert = p.active_experts[blockIdx.y];
+  *m0 = p.expert_offsets[*expert];
+  *m1 = p.expert_offsets[*expert + 1];
+  return *m0 < *m1;
+}
+
+}  // namespace qmoe::cuda
