@@ -79,7 +79,7 @@ std::string vllm_kernel_family(const DispatchDecision& d, Target target) {
 
 std::string qmoe_kernel_family(const DispatchDecision& d, Target target) {
 #if defined(QMOE_WITH_CUDA)
-  if (target != Target::kCpu) return "cuda: generic dequantizing grouped GEMM (correctness path)";
+  if (target != Target::kCpu) return "cuda: dequantizing grouped GEMV, correctness-first (see bench/RESULTS.md)";
 #else
   if (target != Target::kCpu) return "cuda backend: not in this build";
 #endif
