@@ -139,6 +139,11 @@ struct MethodParam {
 std::vector<MethodParam> vllm_method_params(const DispatchDecision& decision, int64_t experts, int64_t hidden,
                                             int64_t inter, int64_t inter_full, bool gated);
 
+// Whether a method's kernels round the dequantized weight to the scale dtype like the
+// compressed-tensors reference (Marlin-style int dequantization) or keep it exact and apply scales
+// in fp32 (W8A8 styles, NVFP4's global scale). See docs/numerics.md.
+bool method_rounds_weights(MoeMethod method);
+
 // Builds the dispatch input of layer `layer` from the model config.
 MoeDispatchInput dispatch_input(const ModelConfig& config, int layer, int tp_size);
 

@@ -525,6 +525,19 @@ std::string to_string(ActQuant q) {
   return "?";
 }
 
+bool method_rounds_weights(MoeMethod method) {
+  switch (method) {
+    case MoeMethod::kFp8:
+    case MoeMethod::kInt8:
+    case MoeMethod::kW4A8Fp8:
+    case MoeMethod::kW4A8Int8:
+    case MoeMethod::kNvfp4:
+      return false;
+    default:
+      return true;
+  }
+}
+
 std::vector<int> linear_expert_map(int num_experts, int ep_size, int ep_rank) {
   if (ep_size <= 0 || ep_rank < 0 || ep_rank >= ep_size)
     throw Error("expert parallel rank " + str(ep_rank) + " of " + str(ep_size) + " is invalid");
@@ -594,11 +607,7 @@ MoeLayer load_moe_layer(const Checkpoint& ckpt, const ModelConfig& config, int l
   L.decision = dispatch_moe(config.quant ? &*config.quant : nullptr, din, options.target);
   L.act_quant = act_quant_of(L.decision, options, &L.act_group_size);
   const MoeMethod method = L.decision.method;
-  // Kernels that apply scales in fp32 (W8A8 styles, NVFP4's global scale) never round the
-  // effective weight; Marlin's int dequantization rounds it to the scale dtype like the reference.
-  L.round_weights_to_scale_dtype = !(method == MoeMethod::kFp8 || method == MoeMethod::kInt8 ||
-                                     method == MoeMethod::kW4A8Fp8 || method == MoeMethod::kW4A8Int8 ||
-                                     method == MoeMethod::kNvfp4);
+  L.round_weights_to_scale_dtype = method_rounds_weights(method);
 
   if (options.expert_map.empty()) {
     L.expert_map.resize(moe.num_experts);

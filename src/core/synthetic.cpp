@@ -191,9 +191,7 @@ MoeLayer synthetic_layer(const std::string& scheme, const MoeShape& shape, uint6
     L.w13_input_global_scale = 600.0f;
     L.w2_input_global_scale = 3000.0f;
   }
-  L.round_weights_to_scale_dtype = !(s.method == MoeMethod::kFp8 || s.method == MoeMethod::kInt8 ||
-                                     s.method == MoeMethod::kW4A8Fp8 || s.method == MoeMethod::kW4A8Int8 ||
-                                     s.method == MoeMethod::kNvfp4);
+  L.round_weights_to_scale_dtype = method_rounds_weights(s.method);
   L.experts.resize(shape.num_experts);
   for (int e = 0; e < shape.num_experts; ++e) L.expert_map.push_back(e);
   const int workers = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
