@@ -4,6 +4,8 @@
 // chunks in flight per lane. Layouts it cannot take (act-order g_idx, rows not a multiple of 16
 // bytes, groups that split a chunk) return cudaErrorNotSupported and the caller uses the generic
 // kernel.
+#include <cuda_bf16.h>
+
 #include "cuda/moe_kernels.h"
 #include "cuda/weight_access.cuh"
 #include "quant/formats.h"
@@ -39,6 +41,27 @@ template <Chunk C>
 __device__ __forceinline__ void decode(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col, uint4 raw,
                                        float* out) {
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+  if constexpr (C == Chunk::kInt4) {
+    if (L.round_to_scale_dtype && L.scale_kind == 0) {
+      // W4A16 with bf16 scales, two nibbles per instruction: OR-ing a nibble into the mantissa of
+      // bf16 128.0 (0x4300) gives 128 + u exactly; subtracting 136 + z gives q - z exactly; the
+      // bf16x2 multiply by the scale rounds once to bf16, i.e. RNE_bf16((q - z) * s) as the CPU.
+      // (w >> 4j) & 0x000F000F holds elements j and j + 4 of the word in its two halves.
+      const __nv_bfloat162 s2 = __bfloat162bfloat162(__float2bfloat16_rn(chunk_scale(L, w, row, col)));
+      const __nv_bfloat162 off2 = __bfloat162bfloat162(__float2bfloat16_rn(136.0f + chunk_zero(L, w, row, col)));
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t bits = ((words[i] >> (4 * j)) & 0x000F000Fu) | 0x43004300u;
+          const __nv_bfloat162 v = __hmul2(__hsub2(*reinterpret_cast<const __nv_bfloat162*>(&bits), off2), s2);
+          const uint32_t r = *reinterpret_cast<const uint32_t*>(&v);
+          out[i * 8 + j] = __uint_as_float(r << 16);
+          out[i * 8 + j + 4] = __uint_as_float(r & 0xFFFF0000u);
+        }
+      return;
+    }
+  }
   if constexpr (C == Chunk::kInt4 || C == Chunk::kInt8Packed || C == Chunk::kInt8) {
     const float s = chunk_scale(L, w, row, col);
     const int z = chunk_zero(L, w, row, col);
