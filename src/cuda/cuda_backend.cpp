@@ -88,8 +88,10 @@ cuda::WeightLayout layout_of(const QuantWeight& w, bool round) {
 }
 
 // The decode kernel where the layout allows it, else the generic one.
-cudaError_t grouped_gemm(const cuda::GroupedGemmParams& p, bool has_g_idx, cudaStream_t stream) {
-  const cudaError_t err = cuda::launch_grouped_gemv(p, has_g_idx, stream);
+// An expert gets at most one slot per token (a token's top-k ids are distinct), so `tokens` bounds
+// the slots per expert without looking at the routing.
+cudaError_t grouped_gemm(const cuda::GroupedGemmParams& p, bool has_g_idx, int tokens, cudaStream_t stream) {
+  const cudaError_t err = cuda::launch_grouped_gemv(p, has_g_idx, tokens, stream);
   return err == cudaErrorNotSupported ? cuda::launch_grouped_gemm(p, stream) : err;
 }
 
@@ -251,7 +253,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g1.in_by_token = true;
   g1.top_k = k;
   g1.out = m.u.get<float>();
-  if (gemms) check(grouped_gemm(g1, m.w13_has_g_idx, stream), "gemm1");
+  if (gemms) check(grouped_gemm(g1, m.w13_has_g_idx, tokens, stream), "gemm1");
 
   cuda::ActivationParams ap;
   ap.activation = static_cast<int>(L.activation);
@@ -276,7 +278,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g2.in = m.act.get<float>();
   g2.in_by_token = false;
   g2.out = m.y.get<float>();
-  if (gemms) check(grouped_gemm(g2, m.w2_has_g_idx, stream), "gemm2");
+  if (gemms) check(grouped_gemm(g2, m.w2_has_g_idx, tokens, stream), "gemm2");
 
   cuda::CombineParams cp;
   cp.y = m.y.get<float>();

@@ -1,6 +1,6 @@
 // The decode path of the grouped GEMM: few slots per expert, so the weights are read exactly once
 // with 16-byte loads, dequantized in registers (formats.h arithmetic, identical to the CPU) and
-// multiplied with up to kSlots input rows at a time. One warp per output row, several 16-byte
+// multiplied with up to kSlots input rows at a time. A warp owns 1-4 output rows, several 16-byte
 // chunks in flight per lane. Layouts it cannot take (act-order g_idx, rows not a multiple of 16
 // bytes, groups that split a chunk) return cudaErrorNotSupported and the caller uses the generic
 // kernel.
@@ -14,8 +14,6 @@ namespace qmoe::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kSlots = 8;
-constexpr int kUnroll = 2;  // 16-byte chunks loaded per lane before they are used
 
 // How a 16-byte chunk decodes.
 enum class Chunk { kInt4, kInt8Packed, kInt8, kFp8, kNvfp4, kMxfp4, kBf16, kF16 };
@@ -102,21 +100,25 @@ __device__ __forceinline__ void decode(const WeightLayout& L, const ExpertTensor
   }
 }
 
-template <Chunk C>
+// kSlots: slots multiplied per pass over the weights (the host picks it from the most slots an
+// expert can get). kRows: rows per warp, more with fewer slots, so each lane keeps
+// kRows * kUnroll 16-byte loads in flight (2 to 4) at a similar register cost.
+template <Chunk C, int kSlots>
 __global__ void __launch_bounds__(kWarps * 32) grouped_gemv_kernel(GroupedGemmParams p) {
   constexpr int kElems = elems_per_chunk<C>();
+  constexpr int kRows = kSlots == 1 ? 4 : kSlots <= 4 ? 2 : 1;
+  constexpr int kUnroll = kRows == 4 ? 1 : 2;  // kRows * kUnroll chunks in flight per lane
   int e, m0, m1;
   if (!block_expert(p, &e, &m0, &m1)) return;
   const WeightLayout& L = p.layout;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  if (n >= L.rows) return;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kRows;
+  if (n0 >= L.rows) return;
   const ExpertTensors w = p.experts[e];
   const int64_t K = L.cols;
   const int64_t chunks = K / kElems;
-  const int64_t row_bytes = chunks * 16;  // rows are whole 16-byte chunks (checked by chunk_of)
-  const uint4* wrow = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w.data) + n * row_bytes);
-  const float bias = w.bias ? w.bias[n] : 0.0f;
+  const int64_t row_chunks = chunks;  // rows are whole 16-byte chunks (checked by chunk_of)
+  const uint4* wbase = reinterpret_cast<const uint4*>(w.data);
 
   for (int s0 = m0; s0 < m1; s0 += kSlots) {
     const int count = min(kSlots, m1 - s0);
@@ -127,40 +129,67 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_gemv_kernel(GroupedGemmPa
       slots[i] = p.sorted_slots[s0 + min(i, count - 1)];
       rows[i] = p.in + static_cast<int64_t>(p.in_by_token ? slots[i] / p.top_k : slots[i]) * K;
     }
-    float acc[kSlots] = {};
+    float acc[kRows][kSlots] = {};
     for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
-      uint4 raw[kUnroll];
+      uint4 raw[kRows][kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t c = c0 + 32 * u;
-        raw[u] = c < chunks ? __ldg(wrow + c) : make_uint4(0, 0, 0, 0);
-      }
+      for (int r = 0; r < kRows; ++r)
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t c = c0 + 32 * u;
-        if (c >= chunks) break;
-        float wv[kElems];
-        decode<C>(L, w, n, c * kElems, raw[u], wv);
-#pragma unroll
-        for (int i = 0; i < kSlots; ++i) {
-          if (i >= count) break;
-          const float4* x = reinterpret_cast<const float4*>(rows[i] + c * kElems);
-          float sum = 0.0f;
-#pragma unroll
-          for (int j = 0; j < kElems / 4; ++j) {
-            const float4 v = __ldg(x + j);
-            sum += wv[4 * j] * v.x + wv[4 * j + 1] * v.y + wv[4 * j + 2] * v.z + wv[4 * j + 3] * v.w;
-          }
-          acc[i] += sum;
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t c = c0 + 32 * u;
+          raw[r][u] = (c < chunks && n0 + r < L.rows) ? __ldg(wbase + (n0 + r) * row_chunks + c) : make_uint4(0, 0, 0, 0);
         }
-      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t c = c0 + 32 * u;
+          if (c >= chunks || n0 + r >= L.rows) continue;
+          float wv[kElems];
+          decode<C>(L, w, n0 + r, c * kElems, raw[r][u], wv);
+#pragma unroll
+          for (int i = 0; i < kSlots; ++i) {
+            if (i >= count) break;
+            const float4* x = reinterpret_cast<const float4*>(rows[i] + c * kElems);
+            float sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < kElems / 4; ++j) {
+              const float4 v = __ldg(x + j);
+              sum += wv[4 * j] * v.x + wv[4 * j + 1] * v.y + wv[4 * j + 2] * v.z + wv[4 * j + 3] * v.w;
+            }
+            acc[r][i] += sum;
+          }
+        }
     }
 #pragma unroll
-    for (int i = 0; i < kSlots; ++i)
-      for (int o = 16; o > 0; o >>= 1) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int i = 0; i < kSlots; ++i)
+        for (int o = 16; o > 0; o >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], o);
     if (lane == 0)
-      for (int i = 0; i < count; ++i) p.out[static_cast<int64_t>(slots[i]) * L.rows + n] = acc[i] + bias;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int64_t n = n0 + r;
+        if (n >= L.rows) break;
+        const float bias = w.bias ? w.bias[n] : 0.0f;
+        for (int i = 0; i < count; ++i) p.out[static_cast<int64_t>(slots[i]) * L.rows + n] = acc[r][i] + bias;
+      }
   }
+}
+
+template <Chunk C>
+cudaError_t launch_chunk(const GroupedGemmParams& p, int max_slots_per_expert, cudaStream_t stream) {
+  const int slots = max_slots_per_expert <= 1 ? 1 : max_slots_per_expert <= 4 ? 4 : 8;
+  const int rows_per_block = kWarps * (slots == 1 ? 4 : slots == 4 ? 2 : 1);
+  const dim3 grid(static_cast<unsigned>((p.layout.rows + rows_per_block - 1) / rows_per_block),
+                  static_cast<unsigned>(p.max_active));
+  if (slots == 1)
+    grouped_gemv_kernel<C, 1><<<grid, kWarps * 32, 0, stream>>>(p);
+  else if (slots == 4)
+    grouped_gemv_kernel<C, 4><<<grid, kWarps * 32, 0, stream>>>(p);
+  else
+    grouped_gemv_kernel<C, 8><<<grid, kWarps * 32, 0, stream>>>(p);
+  return cudaGetLastError();
 }
 
 // Which chunk decoder a layout takes, or false when the generic kernel must run it.
@@ -194,22 +223,22 @@ bool chunk_of(const WeightLayout& L, bool has_g_idx, Chunk* c) {
 
 }  // namespace
 
-cudaError_t launch_grouped_gemv(const GroupedGemmParams& p, bool has_g_idx, cudaStream_t stream) {
+cudaError_t launch_grouped_gemv(const GroupedGemmParams& p, bool has_g_idx, int max_slots_per_expert,
+                                cudaStream_t stream) {
   Chunk c;
   if (!chunk_of(p.layout, has_g_idx, &c)) return cudaErrorNotSupported;
   if (p.max_active == 0 || p.layout.rows == 0) return cudaSuccess;
-  const dim3 grid(static_cast<unsigned>((p.layout.rows + kWarps - 1) / kWarps), static_cast<unsigned>(p.max_active));
   switch (c) {
-    case Chunk::kInt4: grouped_gemv_kernel<Chunk::kInt4><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    case Chunk::kInt8Packed: grouped_gemv_kernel<Chunk::kInt8Packed><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    case Chunk::kInt8: grouped_gemv_kernel<Chunk::kInt8><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    case Chunk::kFp8: grouped_gemv_kernel<Chunk::kFp8><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    case Chunk::kNvfp4: grouped_gemv_kernel<Chunk::kNvfp4><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    case Chunk::kMxfp4: grouped_gemv_kernel<Chunk::kMxfp4><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    case Chunk::kBf16: grouped_gemv_kernel<Chunk::kBf16><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    case Chunk::kF16: grouped_gemv_kernel<Chunk::kF16><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case Chunk::kInt4: return launch_chunk<Chunk::kInt4>(p, max_slots_per_expert, stream);
+    case Chunk::kInt8Packed: return launch_chunk<Chunk::kInt8Packed>(p, max_slots_per_expert, stream);
+    case Chunk::kInt8: return launch_chunk<Chunk::kInt8>(p, max_slots_per_expert, stream);
+    case Chunk::kFp8: return launch_chunk<Chunk::kFp8>(p, max_slots_per_expert, stream);
+    case Chunk::kNvfp4: return launch_chunk<Chunk::kNvfp4>(p, max_slots_per_expert, stream);
+    case Chunk::kMxfp4: return launch_chunk<Chunk::kMxfp4>(p, max_slots_per_expert, stream);
+    case Chunk::kBf16: return launch_chunk<Chunk::kBf16>(p, max_slots_per_expert, stream);
+    case Chunk::kF16: return launch_chunk<Chunk::kF16>(p, max_slots_per_expert, stream);
   }
-  return cudaGetLastError();
+  return cudaErrorNotSupported;
 }
 
 }  // namespace qmoe::cuda

@@ -55,9 +55,11 @@ struct GroupedGemmParams {
   float* out = nullptr;       // [slots, n]
 };
 cudaError_t launch_grouped_gemm(const GroupedGemmParams& p, cudaStream_t stream);
-// The decode-oriented variant (16-byte weight loads, weights read once per 8 slots). Returns
-// cudaErrorNotSupported, launching nothing, for layouts it does not take (act-order, odd sizes).
-cudaError_t launch_grouped_gemv(const GroupedGemmParams& p, bool has_g_idx, cudaStream_t stream);
+// The decode-oriented variant (16-byte weight loads, weights read once per 1, 4 or 8 slots, picked
+// from `max_slots_per_expert`, a host-side bound). Returns cudaErrorNotSupported, launching
+// nothing, for layouts it does not take (act-order, odd sizes).
+cudaError_t launch_grouped_gemv(const GroupedGemmParams& p, bool has_g_idx, int max_slots_per_expert,
+                                cudaStream_t stream);
 
 struct RoutingParams {
   const float* logits = nullptr;           // [tokens, num_experts]
