@@ -100,13 +100,21 @@ __device__ __forceinline__ void decode(const WeightLayout& L, const ExpertTensor
   }
 }
 
+// Rows per warp. Several rows per warp (more 16-byte loads in flight per lane) paid off for int4 at
+// 1-4 tokens on the H200 (d84b71f: Qwen3 W4A16 1 token 81 -> 63 us) but slowed fp8 and mxfp4 down
+// (fp8 Mixtral 1 token 884 -> 1236 us), whose per-element decoding dominates: they keep one row.
+template <Chunk C, int kSlots>
+constexpr int rows_per_warp() {
+  if constexpr (C != Chunk::kInt4) return 1;
+  return kSlots == 1 ? 4 : kSlots <= 4 ? 2 : 1;
+}
+
 // kSlots: slots multiplied per pass over the weights (the host picks it from the most slots an
-// expert can get). kRows: rows per warp, more with fewer slots, so each lane keeps
-// kRows * kUnroll 16-byte loads in flight (2 to 4) at a similar register cost.
+// expert can get).
 template <Chunk C, int kSlots>
 __global__ void __launch_bounds__(kWarps * 32) grouped_gemv_kernel(GroupedGemmParams p) {
   constexpr int kElems = elems_per_chunk<C>();
-  constexpr int kRows = kSlots == 1 ? 4 : kSlots <= 4 ? 2 : 1;
+  constexpr int kRows = rows_per_warp<C, kSlots>();
   constexpr int kUnroll = kRows == 4 ? 1 : 2;  // kRows * kUnroll chunks in flight per lane
   int e, m0, m1;
   if (!block_expert(p, &e, &m0, &m1)) return;
@@ -180,7 +188,8 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_gemv_kernel(GroupedGemmPa
 template <Chunk C>
 cudaError_t launch_chunk(const GroupedGemmParams& p, int max_slots_per_expert, cudaStream_t stream) {
   const int slots = max_slots_per_expert <= 1 ? 1 : max_slots_per_expert <= 4 ? 4 : 8;
-  const int rows_per_block = kWarps * (slots == 1 ? 4 : slots == 4 ? 2 : 1);
+  const int rows_per_block =
+      kWarps * (slots == 1 ? rows_per_warp<C, 1>() : slots == 4 ? rows_per_warp<C, 4>() : rows_per_warp<C, 8>());
   const dim3 grid(static_cast<unsigned>((p.layout.rows + rows_per_block - 1) / rows_per_block),
                   static_cast<unsigned>(p.max_active));
   if (slots == 1)
