@@ -184,3 +184,16 @@ TEST(Cli, InspectListsVllmParameterLayouts) {
 
 }  // namespace
 }  // namespace qmoe
+
+namespace qmoe {
+namespace {
+
+TEST(Cli, BenchWithoutAGpuSaysNotSupported) {
+  const Result r = run_cli("bench --models qwen3-30b-a3b --tokens 1");
+  EXPECT_EQ(r.exit_code, 3) << r.out;  // no CUDA device here (CI) or no CUDA build
+  EXPECT_THAT(r.out, HasSubstr("not supported"));
+  EXPECT_NE(run_cli("bench --models qwen3-30b-a3b --rotations 0").exit_code, 0);
+}
+
+}  // namespace
+}  // namespace qmoe

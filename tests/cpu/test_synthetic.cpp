@@ -1,0 +1,56 @@
+// Synthetic layers (the benchmark's) for every scheme: the CPU backend against the reference on
+// fresh random weights and inputs, and the generator's own checks.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "qmoe/compare.h"
+#include "qmoe/error.h"
+#include "qmoe/synthetic.h"
+
+namespace qmoe {
+namespace {
+
+class SyntheticScheme : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SyntheticScheme, CpuBackendMatchesTheReference) {
+  const uint64_t seed = std::random_device{}();  // fresh data every run
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const MoeShape shape{"small", 8, 2, 256, 128};
+  const MoeLayer layer = synthetic_layer(GetParam(), shape, seed, 2);
+  ASSERT_EQ(static_cast<int>(layer.experts.size()), 8);
+  Tensor x, logits;
+  synthetic_inputs(layer, 13, seed, false, x, logits);
+  auto cpu = make_backend("cpu", 2);
+  for (bool round : {true, false}) {
+    ForwardOptions options;
+    options.round_intermediate = round;
+    const Tensor out = cpu->forward(layer, x, logits, options);
+    const OutputDiff d = compare_outputs(out, reference_forward(layer, x, logits, options));
+    EXPECT_TRUE(d.finite);
+    EXPECT_GT(d.max_abs_ref, 0.0);
+    EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, options, Comparison::kBackendVsReference));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, SyntheticScheme, ::testing::ValuesIn(synthetic_schemes()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST(Synthetic, ShapesAndErrors) {
+  EXPECT_EQ(benchmark_shapes().size(), 6u);
+  EXPECT_EQ(benchmark_shape("deepseek-v3").num_experts, 256);
+  EXPECT_EQ(benchmark_shape("gpt-oss-120b").hidden, 2880);
+  EXPECT_THROW(benchmark_shape("gpt-5"), Error);
+  EXPECT_THROW(synthetic_layer("w3a16", {"s", 4, 1, 256, 128}, 1), Error);
+  // 2880 is not a multiple of 128: group-128 schemes cannot hold gpt-oss' hidden size.
+  EXPECT_THROW(synthetic_layer("w4a16_g128", {"s", 2, 1, 2880, 256}, 1), Error);
+  // Same seed, same weights.
+  const MoeLayer a = synthetic_layer("w4a16_g32", {"s", 2, 1, 256, 128}, 42, 1);
+  const MoeLayer b = synthetic_layer("w4a16_g32", {"s", 2, 1, 256, 128}, 42, 2);
+  ASSERT_EQ(a.experts[1].w2.data.size_bytes(), b.experts[1].w2.data.size_bytes());
+  EXPECT_EQ(0, std::memcmp(a.experts[1].w2.data.raw(), b.experts[1].w2.data.raw(), a.experts[1].w2.data.size_bytes()));
+}
+
+}  // namespace
+}  // namespace qmoe
