@@ -95,8 +95,10 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Reads `prefix`.{weight, weight_packed, weight_scale, ...} of one expert projection of logical
 // shape [rows, cols] in the format implied by `scheme`.
+// `int_layout`: the method reads integer tensors whatever the args' type says (vLLM's WNA16 methods
+// never look at the type, so a float-typed pack-quantized scheme is read as packed integers).
 QuantWeight read_projection(const Checkpoint& ckpt, const std::string& prefix, int64_t rows,
-                            int64_t cols, const LayerScheme& scheme) {
+                            int64_t cols, const LayerScheme& scheme, bool int_layout) {
   QuantWeight w;
   w.rows = rows;
   w.cols = cols;
@@ -122,9 +124,13 @@ QuantWeight read_projection(const Checkpoint& ckpt, const std::string& prefix, i
     w.block_rows = (*args.block_structure)[0];
     w.block_cols = (*args.block_structure)[1];
   }
-  if (args.strategy == Strategy::kGroup && cols % w.group_size != 0)
-    throw Error("tensor '" + prefix + "': input size " + str(cols) + " is not a multiple of group_size " +
-                str(w.group_size));
+  if (args.strategy == Strategy::kGroup || args.strategy == Strategy::kTensorGroup) {
+    if (w.group_size <= 0)
+      throw Error("tensor '" + prefix + "': strategy " + to_string(args.strategy) + " needs a positive group_size");
+    if (cols % w.group_size != 0)
+      throw Error("tensor '" + prefix + "': input size " + str(cols) + " is not a multiple of group_size " +
+                  str(w.group_size));
+  }
 
   // Expected scale shape per strategy (format note §5.1).
   auto scale_shape = [&]() -> std::vector<int64_t> {
@@ -159,7 +165,7 @@ QuantWeight read_projection(const Checkpoint& ckpt, const std::string& prefix, i
     return s;
   };
 
-  if (args.type == QuantType::kInt) {
+  if (args.type == QuantType::kInt || int_layout) {
     if (args.strategy != Strategy::kGroup && args.strategy != Strategy::kChannel &&
         args.strategy != Strategy::kTensor)
       throw NotSupported("tensor '" + prefix + "': int weights with strategy " +
@@ -214,9 +220,14 @@ QuantWeight read_projection(const Checkpoint& ckpt, const std::string& prefix, i
         if (zp.numel() != (args.strategy == Strategy::kTensor ? 1 : rows * groups))
           throw Error("tensor '" + zp_name + "' has shape " + zp.shape_str() + ", expected " + shape_str(want));
         w.zero_point = Tensor(DType::kI8, want);
-        for (int64_t i = 0; i < zp.numel(); ++i)
-          w.zero_point.data<int8_t>()[i] = zi.dtype == DType::kI32 ? static_cast<int8_t>(zp.data<int32_t>()[i])
-                                                                   : zp.data<int8_t>()[i];
+        const int lo = -(1 << (w.bits - 1)), hi = (1 << (w.bits - 1)) - 1;
+        for (int64_t i = 0; i < zp.numel(); ++i) {
+          const int z = zi.dtype == DType::kI32 ? zp.data<int32_t>()[i] : zp.data<int8_t>()[i];
+          if (z < lo || z > hi)
+            throw Error("tensor '" + zp_name + "' holds zero point " + str(z) + " outside the " + str(w.bits) +
+                        "-bit range");
+          w.zero_point.data<int8_t>()[i] = static_cast<int8_t>(z);
+        }
       }
       const int lo = -(1 << (w.bits - 1)), hi = (1 << (w.bits - 1)) - 1;
       for (int64_t i = 0; i < w.zero_point.numel(); ++i) {
@@ -264,6 +275,11 @@ QuantWeight read_projection(const Checkpoint& ckpt, const std::string& prefix, i
 
   if (args.num_bits == 4) {
     if (cols % 2 != 0) throw Error("tensor '" + packed_name + "': FP4 needs an even input size");
+    const bool nvfp4 = args.strategy == Strategy::kTensorGroup && w.group_size == 16;
+    const bool mxfp4 = args.strategy == Strategy::kGroup && w.group_size == 32;
+    if (!nvfp4 && !mxfp4)
+      throw NotSupported("tensor '" + prefix + "': FP4 weights with strategy " + to_string(args.strategy) +
+                         " and group size " + str(w.group_size) + " are not supported (NVFP4: tensor_group 16, MXFP4: group 32)");
     expect_tensor(ckpt, packed_name, {DType::kU8});
     expect_shape(ckpt, packed_name, {rows, cols / 2});
     w.data = ckpt.read(packed_name);
@@ -634,6 +650,9 @@ MoeLayer load_moe_layer(const Checkpoint& ckpt, const ModelConfig& config, int l
   const int64_t r0 = options.tp_rank * I, r1 = r0 + I;
   const bool gated = is_gated(moe.activation);
   const LayerScheme& scheme = L.decision.scheme;
+  const bool int_layout = method == MoeMethod::kWna16Marlin || method == MoeMethod::kWna16Triton ||
+                          method == MoeMethod::kInt8 || method == MoeMethod::kW4A8Fp8 ||
+                          method == MoeMethod::kW4A8Int8;
 
   // Progress: bytes of the expert tensors this layer reads.
   uint64_t total_bytes = 0, done_bytes = 0;
@@ -659,14 +678,14 @@ MoeLayer load_moe_layer(const Checkpoint& ckpt, const ModelConfig& config, int l
     const std::string down_p = proj_name(e, moe.naming.down_name);
     ExpertWeights& ew = L.experts[local];
 
-    QuantWeight gate = slice_output_rows(read_projection(ckpt, gate_p, I_full, H, scheme), r0, r1, gate_p);
+    QuantWeight gate = slice_output_rows(read_projection(ckpt, gate_p, I_full, H, scheme, int_layout), r0, r1, gate_p);
     if (gated) {
-      QuantWeight up = slice_output_rows(read_projection(ckpt, up_p, I_full, H, scheme), r0, r1, up_p);
+      QuantWeight up = slice_output_rows(read_projection(ckpt, up_p, I_full, H, scheme, int_layout), r0, r1, up_p);
       ew.w13 = stack_gate_up(std::move(gate), std::move(up), method, L.experts_prefix + "." + str(e), L.notes);
     } else {
       ew.w13 = std::move(gate);
     }
-    ew.w2 = slice_input_cols(read_projection(ckpt, down_p, H, I_full, scheme), r0, r1, down_p);
+    ew.w2 = slice_input_cols(read_projection(ckpt, down_p, H, I_full, scheme, int_layout), r0, r1, down_p);
     if (method == MoeMethod::kW4A8Fp8) {
       convert_w4a8_fp8_scales(ew.w13);
       convert_w4a8_fp8_scales(ew.w2);

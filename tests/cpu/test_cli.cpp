@@ -197,3 +197,20 @@ TEST(Cli, BenchWithoutAGpuSaysNotSupported) {
 
 }  // namespace
 }  // namespace qmoe
+
+namespace qmoe {
+namespace {
+
+TEST(Cli, OneRankIsNotComparedWithTheWholeLayer) {
+  const std::string dir = test::fixture_dir("w4a16_g32");
+  const Result r = run_cli("run " + dir + " --inputs " + dir + "/io.safetensors --tp-size 2 --tp-rank 1 --repeat 1");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("skipped"));
+  EXPECT_THAT(r.out, HasSubstr("vs reference"));
+  const Result bad = run_cli("run " + dir + " --ep-rank 3");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.out, HasSubstr("--ep-rank"));
+}
+
+}  // namespace
+}  // namespace qmoe

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -406,6 +407,35 @@ TEST(Forward, EmptyBatchAndOneToken) {
   const Tensor one = backend->forward(layer, x1, l1, {});
   const Tensor all = backend->forward(layer, f.io.at("hidden_states"), f.io.at("router_logits"), {});
   for (int64_t h = 0; h < 256; ++h) EXPECT_EQ(one.data<float>()[h], all.data<float>()[h]);
+}
+
+}  // namespace
+}  // namespace qmoe
+
+namespace qmoe {
+namespace {
+
+TEST(BadCheckpoint, GroupSizeMustDivideTheInputSize) {
+  // NVFP4 (tensor_group 16) with a hidden size of 40: rejected before any scale is read.
+  const std::string msg = load_error("nvfp4a16", nullptr, [](nlohmann::json& cfg) { cfg["hidden_size"] = 40; });
+  EXPECT_THAT(msg, HasSubstr("not a multiple of group_size 16"));
+}
+
+TEST(FloatTypedWna16, IsReadAsPackedIntegersLikeVllm) {
+  // vLLM's WNA16 predicate ignores the weights' type: a pack-quantized scheme that says
+  // type "float" still goes to the WNA16 method, which reads the tensors as packed integers.
+  test::TempDir dir("float_wna16");
+  test::copy_fixture("w4a16_channel", dir);
+  nlohmann::json cfg = nlohmann::json::parse(test::read_text(dir.file("config.json")));
+  for (auto& [name, group] : cfg["quantization_config"]["config_groups"].items()) group["weights"]["type"] = "float";
+  test::write_text(dir.file("config.json"), cfg.dump(2));
+  const Checkpoint ckpt(dir.path());
+  const MoeLayer layer = load_moe_layer(ckpt, load_model_config(ckpt.config_path()), 0, {});
+  EXPECT_EQ(layer.decision.vllm_class, "CompressedTensorsWNA16MarlinMoEMethod");
+  const Loaded f = open_fixture(test::fixture_dir("w4a16_channel"));
+  const Tensor as_float = run_layer(dir.path(), {}, f);
+  const Tensor as_int = run_layer(test::fixture_dir("w4a16_channel"), {}, f);
+  EXPECT_EQ(0, std::memcmp(as_float.raw(), as_int.raw(), as_int.size_bytes()));
 }
 
 }  // namespace
