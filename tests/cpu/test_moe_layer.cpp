@@ -37,6 +37,16 @@ Tensor run_layer(const std::string& dir, const LoadOptions& options, const Loade
   return make_backend("cpu", 2)->forward(layer, f.io.at("hidden_states"), f.io.at("router_logits"), fp32);
 }
 
+// The message of the qmoe::Error that loading and running the layer raises ("" if none).
+std::string run_error(const std::string& dir, const LoadOptions& options, const Loaded& f) {
+  try {
+    run_layer(dir, options, f);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 void add_into(Tensor& acc, const Tensor& part) {
   for (int64_t i = 0; i < acc.numel(); ++i) acc.data<float>()[i] += part.data<float>()[i];
 }
@@ -83,13 +93,10 @@ TEST(TensorParallelErrors, ChannelWiseBelowTheMarlinTileFallsToTritonAndIsReject
   const Loaded f = open_fixture(dir);
   LoadOptions options;
   options.tp_size = 4;
-  try {
-    run_layer(dir, options, f);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("CompressedTensorsWNA16MoEMethod"));
-    EXPECT_THAT(e.what(), HasSubstr("channel"));
-  }
+  const std::string msg = run_error(dir, options, f);
+  ASSERT_FALSE(msg.empty()) << "expected an error";
+  EXPECT_THAT(msg, HasSubstr("CompressedTensorsWNA16MoEMethod"));
+  EXPECT_THAT(msg, HasSubstr("channel"));
 }
 
 TEST(TensorParallelErrors, GroupsStraddlingRanksAreRejected) {
@@ -99,13 +106,10 @@ TEST(TensorParallelErrors, GroupsStraddlingRanksAreRejected) {
   options.tp_size = 2;
   // inter 64 per rank is not Marlin-compatible (64 % 128), so vLLM picks the Triton method; its
   // down projection slice [0, 64) would cut a 128-column scale group.
-  try {
-    run_layer(dir, options, f);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("down_proj"));
-    EXPECT_THAT(e.what(), HasSubstr("group size 128"));
-  }
+  const std::string msg = run_error(dir, options, f);
+  ASSERT_FALSE(msg.empty()) << "expected an error";
+  EXPECT_THAT(msg, HasSubstr("down_proj"));
+  EXPECT_THAT(msg, HasSubstr("group size 128"));
   options.tp_size = 3;
   EXPECT_THROW(run_layer(dir, options, f), Error);  // 128 % 3
   options.tp_size = 2;
@@ -118,12 +122,9 @@ TEST(TensorParallelErrors, ActOrderGroupOnTritonIsRejectedLikeVllm) {
   const Loaded f = open_fixture(dir);
   LoadOptions options;
   options.tp_size = 2;
-  try {
-    run_layer(dir, options, f);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "WNA16MoE is not supported with actorder=group/dynamic.");
-  }
+  const std::string msg = run_error(dir, options, f);
+  ASSERT_FALSE(msg.empty()) << "expected an error";
+  EXPECT_EQ(msg, "WNA16MoE is not supported with actorder=group/dynamic.");
 }
 
 // ---- expert parallelism ------------------------------------------------------------------------
