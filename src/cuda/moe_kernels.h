@@ -60,6 +60,14 @@ cudaError_t launch_grouped_gemm(const GroupedGemmParams& p, cudaStream_t stream)
 // nothing, for layouts it does not take (act-order, odd sizes).
 cudaError_t launch_grouped_gemv(const GroupedGemmParams& p, bool has_g_idx, int max_slots_per_expert,
                                 cudaStream_t stream);
+// The tensor-core decode variant for 16-bit GEMM inputs (weight-only and unquantized schemes). It
+// reads `in16` [rows, k]: the input rows as bf16 (act_kind 0) or f16 (1) bits with each group of 8
+// columns stored as t0 t4 t1 t5 t2 t6 t3 t7 (see launch_convert_input). Returns
+// cudaErrorNotSupported, launching nothing, for layouts it does not take.
+// `num_slots` (tokens * top_k, a host-side count) sizes the slots per pass.
+bool grouped_mma_supports(const WeightLayout& L, bool has_g_idx, int act_kind);
+cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16, int act_kind, bool has_g_idx,
+                               int num_slots, cudaStream_t stream);
 
 struct RoutingParams {
   const float* logits = nullptr;           // [tokens, num_experts]
@@ -107,9 +115,12 @@ cudaError_t launch_fake_quantize(const ActQuantParams& q, float* x, int64_t cols
                                  int max_rows, const int32_t* num_rows_dev, float* amax, cudaStream_t stream);
 
 // hidden (BF16/F16/F32) -> float x [tokens, hidden]; with router_weights (top-1 Llama-4) the rows
-// are scaled and re-rounded to the input dtype when `round`.
+// are scaled and re-rounded to the input dtype when `round`. When x16 is not null (BF16/F16 input
+// with `round`, so x is exactly 16-bit) it also receives x's bits in the tensor-core kernels' column
+// order: each group of 8 columns as t0 t4 t1 t5 t2 t6 t3 t7.
 cudaError_t launch_convert_input(const void* hidden, int dtype_kind, int64_t tokens, int64_t hidden_size,
-                                 const float* router_weights, bool round, float* x, cudaStream_t stream);
+                                 const float* router_weights, bool round, float* x, uint16_t* x16,
+                                 cudaStream_t stream);
 
 // u [slot, S*inter] -> act [slot, inter] for the local slots (sorted_slots[0 .. offsets[E])),
 // rounding u and act to the input dtype when `round`.
@@ -125,6 +136,7 @@ struct ActivationParams {
   int max_slots = 0;
   float* u = nullptr;
   float* act = nullptr;
+  uint16_t* act16 = nullptr;  // or null: act's 16-bit bits, permuted as launch_convert_input's x16
 };
 cudaError_t launch_activation(const ActivationParams& p, cudaStream_t stream);
 

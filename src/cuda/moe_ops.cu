@@ -215,13 +215,26 @@ __device__ float round_kind(float v, int kind, bool round) {
   return v;
 }
 
+// Index of column `col` of a row in the tensor-core kernels' 16-bit input layout (moe_mma.cu): each
+// group of 8 columns stored as t0 t4 t1 t5 t2 t6 t3 t7. The row length is a multiple of 8 there.
+__device__ int64_t permuted_col(int64_t col) {
+  const int t = static_cast<int>(col & 7);
+  return (col & ~int64_t{7}) | (t < 4 ? 2 * t : 2 * t - 7);
+}
+
+// Bits of a value that is exactly representable in the 16-bit kind (0 BF16, 1 F16).
+__device__ uint16_t bits16(float v, int kind) {
+  return kind == 0 ? quant::float_to_bf16(v) : quant::float_to_f16(v);
+}
+
 __global__ void convert_kernel(const void* hidden, int kind, int64_t n, int64_t hidden_size, const float* router_weights,
-                               bool round, float* x) {
+                               bool round, float* x, uint16_t* x16) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   float v = load_act(hidden, kind, i);
   if (router_weights) v = round_kind(mul_rn(v, router_weights[i / hidden_size]), kind, round);
   x[i] = v;
+  if (x16) x16[(i / hidden_size) * hidden_size + permuted_col(i % hidden_size)] = bits16(v, kind);
 }
 
 // ---- activation quantization ------------------------------------------------------------------
@@ -360,8 +373,11 @@ __global__ void activation_kernel(ActivationParams p) {
   float* u = p.u + s * width;
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) u[i] = round_kind(u[i], p.dtype_kind, p.round);
   __syncthreads();
-  for (int64_t i = threadIdx.x; i < p.inter; i += blockDim.x)
-    p.act[s * p.inter + i] = round_kind(activate(p, u, i), p.dtype_kind, p.round);
+  for (int64_t i = threadIdx.x; i < p.inter; i += blockDim.x) {
+    const float a = round_kind(activate(p, u, i), p.dtype_kind, p.round);
+    p.act[s * p.inter + i] = a;
+    if (p.act16) p.act16[s * p.inter + permuted_col(i)] = bits16(a, p.dtype_kind);
+  }
 }
 
 // ---- combine ------------------------------------------------------------------------------------
@@ -414,10 +430,11 @@ cudaError_t launch_fake_quantize(const ActQuantParams& q, float* x, int64_t cols
 }
 
 cudaError_t launch_convert_input(const void* hidden, int dtype_kind, int64_t tokens, int64_t hidden_size,
-                                 const float* router_weights, bool round, float* x, cudaStream_t stream) {
+                                 const float* router_weights, bool round, float* x, uint16_t* x16,
+                                 cudaStream_t stream) {
   const int64_t n = tokens * hidden_size;
   if (n == 0) return cudaSuccess;
-  convert_kernel<<<blocks_for(n), kThreads, 0, stream>>>(hidden, dtype_kind, n, hidden_size, router_weights, round, x);
+  convert_kernel<<<blocks_for(n), kThreads, 0, stream>>>(hidden, dtype_kind, n, hidden_size, router_weights, round, x, x16);
   return cudaGetLastError();
 }
 

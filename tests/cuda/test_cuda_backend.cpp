@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -35,14 +36,16 @@ std::mt19937_64& rng() {
 
 // ---- random layers -----------------------------------------------------------------------------
 
-enum class Scheme { kW4A16G128, kW4A16AsymG32, kW8A16Channel, kFp8Channel, kFp8Block, kFp8TensorStatic, kInt8, kNvfp4,
-                    kNvfp4ExactW4A4, kMxfp4, kDense, kW4A8Fp8 };
+enum class Scheme { kW4A16G128, kW4A16AsymG32, kW8A16Channel, kW8A16AsymG64, kW8A16Int8Storage, kFp8Channel, kFp8Block,
+                    kFp8TensorStatic, kInt8, kNvfp4, kNvfp4ExactW4A4, kMxfp4, kDense, kW4A8Fp8 };
 
 const char* name_of(Scheme s) {
   switch (s) {
     case Scheme::kW4A16G128: return "w4a16_g128";
     case Scheme::kW4A16AsymG32: return "w4a16_asym_g32";
     case Scheme::kW8A16Channel: return "w8a16_channel";
+    case Scheme::kW8A16AsymG64: return "w8a16_asym_g64";
+    case Scheme::kW8A16Int8Storage: return "w8a16_int8_storage_g128";
     case Scheme::kFp8Channel: return "fp8_channel_token";
     case Scheme::kFp8Block: return "fp8_block";
     case Scheme::kFp8TensorStatic: return "fp8_tensor_static";
@@ -79,7 +82,10 @@ Tensor random_fp8(std::vector<int64_t> shape) {
 
 QuantWeight random_weight(Scheme s, int64_t rows, int64_t cols) {
   QuantWeight w;
-  const int64_t group = s == Scheme::kW4A16AsymG32 || s == Scheme::kMxfp4 ? 32 : s == Scheme::kNvfp4 ? 16 : 128;
+  const int64_t group = s == Scheme::kW4A16AsymG32 || s == Scheme::kMxfp4 ? 32
+                        : s == Scheme::kNvfp4                            ? 16
+                        : s == Scheme::kW8A16AsymG64                     ? 64
+                                                                         : 128;
   const bool grouped = s != Scheme::kW8A16Channel && s != Scheme::kInt8 && s != Scheme::kFp8Channel &&
                        s != Scheme::kFp8TensorStatic && s != Scheme::kDense && s != Scheme::kFp8Block;
   if (grouped && cols % group != 0) throw Error("random_weight: cols must be a multiple of the group size");
@@ -113,6 +119,22 @@ QuantWeight random_weight(Scheme s, int64_t rows, int64_t cols) {
         w.data = random_bytes(DType::kI8, {rows, cols});
       }
       w.scale = random_bf16({rows, 1}, 0.0002f, 0.002f);
+      break;
+    }
+    case Scheme::kW8A16AsymG64:
+    case Scheme::kW8A16Int8Storage: {
+      w.bits = 8;
+      w.strategy = Strategy::kGroup;
+      w.group_size = group;
+      if (s == Scheme::kW8A16AsymG64) {
+        w.format = WeightFormat::kIntPacked;
+        w.data = random_bytes(DType::kI32, {rows, quant::packed_words_per_row(cols, 8)});
+        w.zero_point = random_bytes(DType::kI8, {rows, cols / group});
+      } else {
+        w.format = WeightFormat::kIntUnpacked;
+        w.data = random_bytes(DType::kI8, {rows, cols});
+      }
+      w.scale = random_bf16({rows, cols / group}, 0.0002f, 0.002f);
       break;
     }
     case Scheme::kFp8Channel:
@@ -214,6 +236,7 @@ void expect_cuda_matches_cpu(const MoeLayer& layer, const Tensor& x, const Tenso
     const Tensor want = cpu->forward(layer, x, logits, options);
     const Tensor got = gpu->forward(layer, x, logits, options);
     const OutputDiff d = compare_outputs(got, want);
+    std::printf("    %-48s %s rel_l2 %.2e\n", what.c_str(), round ? "rounded" : "fp32   ", d.rel_l2);
     EXPECT_TRUE(d.finite) << what;
     EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, options, Comparison::kBackendVsReference))
         << what << (round ? " (vLLM rounding)" : " (fp32 intermediates)") << " max abs err " << d.max_abs_error;
@@ -229,10 +252,11 @@ TEST_P(RandomLayers, MatchTheCpuBackend) {
   const Scheme s = GetParam();
   // A Qwen3-30B-A3B-like shape (scaled down in experts) and an odd gpt-oss-like shape.
   std::vector<LayerShape> shapes = {{16, 8, 2048, 768}};
-  // gpt-oss-like sizes (2880 = 22.5 x 128) only where the scheme's groups divide them, as the
-  // loader requires.
-  const bool groups_of_128 = s == Scheme::kW4A16G128 || s == Scheme::kW4A8Fp8 || s == Scheme::kFp8Block;
-  if (!groups_of_128 && s != Scheme::kNvfp4ExactW4A4) shapes.push_back({8, 4, 2880, 1440});
+  // gpt-oss-like sizes (2880 = 22.5 x 128, 1440 = 22.5 x 64) only where the scheme's groups divide
+  // them, as the loader requires.
+  const bool groups_of_64_or_more = s == Scheme::kW4A16G128 || s == Scheme::kW4A8Fp8 || s == Scheme::kFp8Block ||
+                                    s == Scheme::kW8A16Int8Storage || s == Scheme::kW8A16AsymG64;
+  if (!groups_of_64_or_more && s != Scheme::kNvfp4ExactW4A4) shapes.push_back({8, 4, 2880, 1440});
   for (const LayerShape& shape : shapes) {
     const MoeLayer layer = random_layer(s, shape);
     for (int64_t tokens : {1, 7, 64}) {
@@ -246,10 +270,37 @@ TEST_P(RandomLayers, MatchTheCpuBackend) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, RandomLayers,
                          ::testing::Values(Scheme::kW4A16G128, Scheme::kW4A16AsymG32, Scheme::kW8A16Channel,
-                                           Scheme::kFp8Channel, Scheme::kFp8Block, Scheme::kFp8TensorStatic,
+                                           Scheme::kW8A16AsymG64, Scheme::kW8A16Int8Storage, Scheme::kFp8Channel, Scheme::kFp8Block, Scheme::kFp8TensorStatic,
                                            Scheme::kInt8, Scheme::kNvfp4, Scheme::kNvfp4ExactW4A4, Scheme::kMxfp4,
                                            Scheme::kDense, Scheme::kW4A8Fp8),
                          [](const ::testing::TestParamInfo<Scheme>& info) { return std::string(name_of(info.param)); });
+
+// F16 models: f16 hidden states and f16 scales (or dense f16 weights), so the GEMMs run in f16.
+Tensor bf16_to_f16(const Tensor& t) {
+  if (t.dtype() != DType::kBF16) return t;
+  Tensor out(DType::kF16, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    out.data<uint16_t>()[i] = quant::float_to_f16(quant::bf16_to_float(t.data<uint16_t>()[i]));
+  return out;
+}
+
+TEST(RandomLayerEdges, HalfPrecisionModels) {
+  REQUIRE_GPU();
+  for (Scheme s : {Scheme::kW4A16G128, Scheme::kW4A16AsymG32, Scheme::kW8A16AsymG64, Scheme::kDense}) {
+    MoeLayer layer = random_layer(s, {16, 4, 1024, 512});
+    for (ExpertWeights& ew : layer.experts)
+      for (QuantWeight* w : {&ew.w13, &ew.w2}) {
+        w->scale = bf16_to_f16(w->scale);
+        w->data = bf16_to_f16(w->data);
+      }
+    for (int64_t tokens : {1, 20}) {
+      Tensor x, logits;
+      random_inputs(tokens, layer, x, logits);
+      expect_cuda_matches_cpu(layer, bf16_to_f16(x), logits,
+                              std::string("f16 ") + name_of(s) + " tokens " + std::to_string(tokens));
+    }
+  }
+}
 
 TEST(RandomLayerEdges, ActivationsExpertMapAndRouting) {
   REQUIRE_GPU();

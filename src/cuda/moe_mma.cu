@@ -1,0 +1,430 @@
+// The tensor-core decode path of the grouped GEMM, for schemes whose GEMM input stays 16-bit (weight-
+// only methods, unquantized): weights as the A operand of mma.sync m16n8k16 (16 output rows), the
+// expert's slots as B (8 per n-tile), fp32 accumulation. One weight read serves up to 8 * kN slots,
+// and each weight costs ~1.5 instructions to decode instead of a decode plus one FMA per slot.
+//
+// No repacking: the mma sums over k, so any k permutation applied to both operands is allowed. A lane
+// loads 16 contiguous bytes of a canonical row (kElems elements) and decodes each 8-element group
+// into the pairs (t0,t4) (t1,t5) (t2,t6) (t3,t7), which is what a 4-bit word gives with one
+// mask-and-or per pair. The activations are stored with the same permutation (each 8-group as
+// t0 t4 t1 t5 t2 t6 t3 t7, see `permuted_col`), so a lane's B fragment is 16 contiguous bytes too.
+//
+// Decoding reproduces formats.h bit for bit (each weight is the CPU's rounded value); only the fp32
+// summation order differs from the CPU.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cuda/moe_kernels.h"
+#include "cuda/weight_access.cuh"
+#include "quant/formats.h"
+
+namespace qmoe::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+
+// ---- operand helpers ------------------------------------------------------------------------------
+
+// c (16 rows x 8 slots, this lane's 4 values) += A (16 x 16) * B (16 x 8).
+template <bool kBf16>
+__device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                    uint32_t b1) {
+  if constexpr (kBf16)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+template <bool kBf16>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (kBf16) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+
+template <bool kBf16>
+__device__ __forceinline__ uint32_t sub2(uint32_t a, uint32_t b) {
+  if constexpr (kBf16) {
+    const __nv_bfloat162 r = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  } else {
+    const __half2 r = __hsub2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
+}
+
+template <bool kBf16>
+__device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t b) {
+  if constexpr (kBf16) {
+    const __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  } else {
+    const __half2 r = __hmul2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
+}
+
+// (a & b) | c in one instruction.
+__device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// Where the scale and zero point of (row, k) live: element row_offset + (k >> group_shift) of the
+// expert's scale and zero-point tensors (channel and tensor: shift past any k; tensor: row 0).
+struct ScaleRow {
+  int scale_offset, zero_offset;  // elements (< 2^31 per expert)
+};
+__device__ __forceinline__ int group_shift_of(const WeightLayout& L) {
+  int shift = 31;
+  if (L.strategy == kGroup)  // a power of two (grouped_mma_supports)
+    for (shift = 0; (int64_t{1} << shift) < L.group_size;) ++shift;
+  return shift;
+}
+__device__ __forceinline__ ScaleRow scale_row(const WeightLayout& L, int64_t row) {
+  const int64_t r = L.strategy == kTensor ? 0 : row;
+  return {static_cast<int>(r * L.scale_cols), static_cast<int>(r * L.zp_cols)};
+}
+
+// ---- weight traits: one 16-byte chunk of a row -> pairs in the permuted k order ------------------
+// Each traits type has kElems (elements per chunk), kScaleBytes (bytes of one stored scale, 0 for
+// none), a per-(row, chunk) parameter struct `Row` made from the chunk's scale bits and zero point,
+// and group(raw, g, row, pairs) that writes the pairs (t0,t4) (t1,t5) (t2,t6) (t3,t7) of the
+// chunk's g-th 8-element group.
+
+// Packed INT4 with bf16/f16 scales, rounded per weight to the scale dtype (WNA16).
+template <bool kBf16>
+struct Int4 {
+  static constexpr int kElems = 32;
+  struct Row {
+    uint32_t scale2, offset2;
+  };
+  static constexpr int kScaleBytes = 2;
+  __device__ static Row row(uint32_t scale_bits, int zero) {
+    // The scale is stored in the activation dtype: its bits are the multiplier. OR-ing a nibble u
+    // into the mantissa of 128.0 (bf16 0x4300) or 1024.0 (f16 0x6400) gives base + u exactly;
+    // subtracting base + 8 + z (bits base + 8 + z, as z is in [-8, 7]) gives q - z exactly; the
+    // multiply by the scale rounds once, i.e. RNE((q - z) * s) as formats.h.
+    const uint32_t offset = (kBf16 ? 0x4308u : 0x6408u) + zero;
+    return {scale_bits * 0x10001u, offset * 0x10001u};
+  }
+  __device__ static void group(const uint4& raw, int g, const Row& p, uint32_t (&pairs)[4]) {
+    const uint32_t word = g == 0 ? raw.x : g == 1 ? raw.y : g == 2 ? raw.z : raw.w;
+    constexpr uint32_t kBase = kBf16 ? 0x43004300u : 0x64006400u;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t bits = lop3_and_or(word >> (4 * j), 0x000F000Fu, kBase);  // nibbles j and j + 4
+      pairs[j] = mul2<kBf16>(sub2<kBf16>(bits, p.offset2), p.scale2);
+    }
+  }
+};
+
+// INT8 (packed as u + 128 in int32 words, or stored as int8) with bf16/f16 scales, rounded to the
+// scale dtype. (q - z) * s is exact in f32 (<= 17 significant bits), so one rounding to 16 bits.
+template <bool kBf16, bool kSignedStorage>
+struct Int8 {
+  static constexpr int kElems = 16;
+  struct Row {
+    float scale, offset;
+  };
+  static constexpr int kScaleBytes = 2;
+  __device__ static Row row(uint32_t scale_bits, int zero) {
+    // 0x4B0000uu is 2^23 + u as a float; subtracting 2^23 + 128 + z gives q - z exactly.
+    const uint16_t s = static_cast<uint16_t>(scale_bits);
+    return {kBf16 ? quant::bf16_to_float(s) : quant::f16_to_float(s), 8388608.0f + 128.0f + static_cast<float>(zero)};
+  }
+  __device__ static void group(const uint4& raw, int g, const Row& p, uint32_t (&pairs)[4]) {
+    uint32_t lo = g == 0 ? raw.x : raw.z, hi = g == 0 ? raw.y : raw.w;  // t0..t3, t4..t7
+    if constexpr (kSignedStorage) {
+      lo ^= 0x80808080u;  // int8 q -> q + 128, the packed encoding
+      hi ^= 0x80808080u;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float a = __uint_as_float(__byte_perm(lo, 0x4B000000u, 0x7440 + j)) - p.offset;
+      const float b = __uint_as_float(__byte_perm(hi, 0x4B000000u, 0x7440 + j)) - p.offset;
+      pairs[j] = pack2<kBf16>(a * p.scale, b * p.scale);
+    }
+  }
+};
+
+// MXFP4: e2m1 nibbles with an E8M0 scale per 32 elements (one chunk), rounded to bf16.
+struct Mxfp4 {
+  static constexpr int kElems = 32;
+  struct Row {
+    uint32_t scale2;
+  };
+  static constexpr int kScaleBytes = 1;
+  __device__ static Row row(uint32_t e, int) {
+    const uint32_t bits = e == 0 ? 0x0040u : e << 7;  // 2^(e - 127) as bf16 (2^-127 is subnormal)
+    return {bits | (bits << 16)};
+  }
+  __device__ static void group(const uint4& raw, int g, const Row& p, uint32_t (&pairs)[4]) {
+    const uint32_t word = g == 0 ? raw.x : g == 1 ? raw.y : g == 2 ? raw.z : raw.w;
+    constexpr uint32_t kTwo126 = 0x7E807E80u;  // bf16x2 2^126
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      // e2m1 s|ee|m placed as bf16 s|0..0ee|m000000 is the value times 2^-126 (exact, subnormal for
+      // ee = 0); the first multiply restores it exactly, the second rounds once to bf16.
+      const uint32_t t = word >> (4 * j);
+      const uint32_t bits = ((t & 0x00070007u) << 6) | ((t & 0x00080008u) << 12);
+      pairs[j] = mul2<true>(mul2<true>(bits, kTwo126), p.scale2);
+    }
+  }
+};
+
+// Unquantized bf16/f16 weights: 8 elements per chunk, pairs by byte permutes.
+template <bool kBf16>
+struct Dense {
+  static constexpr int kElems = 8;
+  struct Row {};
+  static constexpr int kScaleBytes = 0;
+  __device__ static Row row(uint32_t, int) { return {}; }
+  __device__ static void group(const uint4& raw, int, const Row&, uint32_t (&pairs)[4]) {
+    pairs[0] = __byte_perm(raw.x, raw.z, 0x5410);
+    pairs[1] = __byte_perm(raw.x, raw.z, 0x7632);
+    pairs[2] = __byte_perm(raw.y, raw.w, 0x5410);
+    pairs[3] = __byte_perm(raw.y, raw.w, 0x7632);
+  }
+};
+
+// ---- the kernel -----------------------------------------------------------------------------------
+
+constexpr int kM = 2;      // m16 tiles per warp: each B fragment (the inputs) serves 32 weight rows
+constexpr int kRows = 2 * kM;  // rows per lane: r, r + 8, r + 16, r + 24
+constexpr int kBatch = 2;  // steps whose weights each lane loads before decoding them
+
+// Streaming 16-byte weight load (read once: keep it out of L1, which holds the inputs). Volatile, as
+// the input loads below, so the compiler keeps every load of a step ahead of its mmas.
+__device__ __forceinline__ uint4 load_weights(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint4 load_inputs(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+// Block: one expert (blockIdx.y over the active experts), 16 * kM * m_tiles output rows; its 8 warps
+// are m_tiles row tiles x k_splits slices of the reduction, summed through shared memory. A lane
+// (r = lane / 4, q = lane % 4) owns rows r + 8 j (j < kRows) of its warp tile and chunk 4 * step + q
+// of each of its steps (ks, ks + k_splits, ...).
+template <class T, bool kBf16, int kN>
+__global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmParams p, const uint16_t* in16, int m_tiles,
+                                                                  int k_splits) {
+  __shared__ float partial[kWarps][kN * kM * 4][32];  // (warp, accumulator, lane) of the k slices
+  int e, m0, m1;
+  if (!block_expert(p, &e, &m0, &m1)) return;  // block-uniform
+  const WeightLayout& L = p.layout;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int mt = warp % m_tiles, ks = warp / m_tiles;
+  const int r = lane / 4, q = lane % 4;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * m_tiles + mt) * 16 * kM + r;  // + 8 j
+  const ExpertTensors w = p.experts[e];
+  const int64_t K = L.cols;
+  const int chunks = static_cast<int>(K / T::kElems), steps = (chunks + 3) / 4;
+  const int shift = group_shift_of(L);
+  constexpr int kGroups = T::kElems / 8;
+  constexpr int kSb = T::kScaleBytes > 0 ? T::kScaleBytes : 1;
+  // Rows past the end read row 0 and are not stored.
+  const uint4* wrow[kRows];  // (chunks) 16-byte chunks of each of this lane's rows
+  ScaleRow srow[kRows];
+#pragma unroll
+  for (int j = 0; j < kRows; ++j) {
+    const int64_t row = row0 + 8 * j < L.rows ? row0 + 8 * j : 0;
+    wrow[j] = static_cast<const uint4*>(w.data) + row * chunks;
+    srow[j] = scale_row(L, row);
+  }
+
+  for (int s0 = m0; s0 < m1; s0 += 8 * kN) {
+    const int count = min(8 * kN, m1 - s0);
+    // (K / 8) permuted 16-bit input row of this lane's B column; absent slots read the first slot's
+    // row and multiply zeros instead (every lane must take part in the mma).
+    const uint4* x[kN];
+    uint32_t live = 0;  // bit n: this lane's slot of n-tile n exists
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      const int i = 8 * n + r;
+      const int slot = p.sorted_slots[s0 + (i < count ? i : 0)];
+      x[n] = reinterpret_cast<const uint4*>(in16 + static_cast<int64_t>(p.in_by_token ? slot / p.top_k : slot) * K);
+      live |= (i < count ? 1u : 0u) << n;
+    }
+    float acc[kN][kM][4] = {};
+    for (int st = ks; st < steps; st += k_splits * kBatch) {
+      uint4 raw[kBatch][kRows];
+      uint32_t sbits[kBatch][kRows];
+      int zero[kBatch][kRows];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int c = (st + b * k_splits) * 4 + q;
+        const bool in_k = st + b * k_splits < steps && c < chunks;
+        const int cc = in_k ? c : 0, grp = (cc * T::kElems) >> shift;  // scale group
+#pragma unroll
+        for (int j = 0; j < kRows; ++j) {
+          raw[b][j] = in_k ? load_weights(wrow[j] + cc) : make_uint4(0, 0, 0, 0);
+          sbits[b][j] = 0;
+          zero[b][j] = 0;
+          if constexpr (T::kScaleBytes == 2) sbits[b][j] = __ldg(static_cast<const uint16_t*>(w.scale) + srow[j].scale_offset + grp);
+          if constexpr (T::kScaleBytes == 1) sbits[b][j] = __ldg(static_cast<const uint8_t*>(w.scale) + srow[j].scale_offset + grp);
+          if (T::kScaleBytes > 0 && w.zero_point) zero[b][j] = __ldg(w.zero_point + srow[j].zero_offset + grp);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        if (st + b * k_splits >= steps) break;  // warp-uniform
+        const int c = (st + b * k_splits) * 4 + q;
+        const bool in_k = c < chunks;
+        const int cx = in_k ? c : 0;
+        // The first n-tile's inputs for the whole step, loaded before decoding.
+        uint4 x0[kGroups];
+#pragma unroll
+        for (int g = 0; g < kGroups; ++g) x0[g] = load_inputs(x[0] + cx * kGroups + g);
+        typename T::Row rp[kRows];
+#pragma unroll
+        for (int j = 0; j < kRows; ++j) rp[j] = T::row(sbits[b][j], zero[b][j]);
+#pragma unroll
+        for (int g = 0; g < kGroups; ++g) {
+          uint32_t f[kRows][4];
+#pragma unroll
+          for (int j = 0; j < kRows; ++j) T::group(raw[b][j], g, rp[j], f[j]);
+#pragma unroll
+          for (int n = 0; n < kN; ++n) {
+            if (8 * n >= count) break;  // warp-uniform
+            const uint4 xv = n == 0 ? x0[g] : load_inputs(x[n] + cx * kGroups + g);
+            const uint4 bv = in_k && ((live >> n) & 1u) ? xv : make_uint4(0, 0, 0, 0);
+#pragma unroll
+            for (int m = 0; m < kM; ++m) {
+              // Tile m: rows (2m, 2m + 1) of the lane's four, i.e. r + 16 m and r + 16 m + 8.
+              mma<kBf16>(acc[n][m], f[2 * m][0], f[2 * m + 1][0], f[2 * m][1], f[2 * m + 1][1], bv.x, bv.y);
+              mma<kBf16>(acc[n][m], f[2 * m][2], f[2 * m + 1][2], f[2 * m][3], f[2 * m + 1][3], bv.z, bv.w);
+            }
+          }
+        }
+      }
+    }
+    if (k_splits > 1) {
+#pragma unroll
+      for (int n = 0; n < kN; ++n)
+#pragma unroll
+        for (int m = 0; m < kM; ++m)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) partial[warp][(n * kM + m) * 4 + j][lane] = acc[n][m][j];
+      __syncthreads();
+      if (ks == 0)
+        for (int other = 1; other < k_splits; ++other)
+#pragma unroll
+          for (int n = 0; n < kN; ++n)
+#pragma unroll
+            for (int m = 0; m < kM; ++m)
+#pragma unroll
+              for (int j = 0; j < 4; ++j) acc[n][m][j] += partial[mt + other * m_tiles][(n * kM + m) * 4 + j][lane];
+      __syncthreads();  // partial is reused by the next slot tile
+    }
+    if (ks == 0) {
+      // Accumulator j of tile (n, m): row r + 16 m + (j < 2 ? 0 : 8), slot 8 n + 2 q + (j & 1).
+#pragma unroll
+      for (int n = 0; n < kN; ++n)
+#pragma unroll
+        for (int m = 0; m < kM; ++m)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int i = 8 * n + 2 * q + (j & 1);
+            const int64_t row = row0 + 16 * m + (j < 2 ? 0 : 8);
+            if (i >= count || row >= L.rows) continue;
+            const int slot = p.sorted_slots[s0 + i];
+            p.out[static_cast<int64_t>(slot) * L.rows + row] = acc[n][m][j] + (w.bias ? w.bias[row] : 0.0f);
+          }
+    }
+  }
+}
+
+// Reduction split: as many warps per row tile as keep at least kMinStepsPerWarp steps each, so
+// short reductions (w2 of small experts) give rows to more warps instead.
+constexpr int kMinStepsPerWarp = 2;
+
+// Slots per pass over the weights (8, 16 or 32): a perf choice only, as an expert with more slots
+// loops; sized from the expected slots so that most experts take one pass.
+template <class T, bool kBf16>
+cudaError_t launch_traits(const GroupedGemmParams& p, const uint16_t* in16, int slots_per_pass, cudaStream_t stream) {
+  const int64_t steps = (p.layout.cols / T::kElems + 3) / 4;
+  int k_splits = kWarps;
+  while (k_splits > 1 && steps < static_cast<int64_t>(k_splits) * kMinStepsPerWarp) k_splits /= 2;
+  const int m_tiles = kWarps / k_splits;
+  const int64_t rows_per_block = 16 * kM * m_tiles;
+  const dim3 grid(static_cast<unsigned>((p.layout.rows + rows_per_block - 1) / rows_per_block),
+                  static_cast<unsigned>(p.max_active));
+  if (slots_per_pass <= 8)
+    grouped_mma_kernel<T, kBf16, 1><<<grid, kWarps * 32, 0, stream>>>(p, in16, m_tiles, k_splits);
+  else if (slots_per_pass <= 16)
+    grouped_mma_kernel<T, kBf16, 2><<<grid, kWarps * 32, 0, stream>>>(p, in16, m_tiles, k_splits);
+  else
+    grouped_mma_kernel<T, kBf16, 4><<<grid, kWarps * 32, 0, stream>>>(p, in16, m_tiles, k_splits);
+  return cudaGetLastError();
+}
+
+// Packed INT4/INT8 and int8 storage: scales of the activation dtype, rounded to it, groups that hold
+// whole chunks.
+bool int_layout_fits(const WeightLayout& L, int act_kind, int elems) {
+  if (!L.round_to_scale_dtype || L.scale_kind != act_kind || L.cols % elems != 0) return false;
+  if (L.strategy == kGroup) return L.group_size % elems == 0 && (L.group_size & (L.group_size - 1)) == 0;
+  return L.strategy == kChannel || L.strategy == kTensor;
+}
+
+}  // namespace
+
+bool grouped_mma_supports(const WeightLayout& L, bool has_g_idx, int act_kind) {
+  if (has_g_idx || (act_kind != 0 && act_kind != 1)) return false;
+  switch (L.format) {
+    case kIntPacked:
+      return (L.bits == 4 && int_layout_fits(L, act_kind, 32)) || (L.bits == 8 && int_layout_fits(L, act_kind, 16));
+    case kIntUnpacked: return L.bits == 8 && int_layout_fits(L, act_kind, 16);
+    case kMxfp4: return act_kind == 0 && L.strategy == kGroup && L.group_size == 32 && L.scale_kind == 4 && L.cols % 32 == 0;
+    case kDense: return L.data_kind == act_kind && L.cols % 8 == 0;
+    default: return false;
+  }
+}
+
+cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16, int act_kind, bool has_g_idx,
+                               int num_slots, cudaStream_t stream) {
+  if (in16 == nullptr || !grouped_mma_supports(p.layout, has_g_idx, act_kind)) return cudaErrorNotSupported;
+  if (p.max_active == 0 || p.layout.rows == 0) return cudaSuccess;
+  const bool bf16 = act_kind == 0;
+  // Slots per pass: the mean per expert plus three standard deviations of a uniform routing.
+  const double mean = static_cast<double>(num_slots) / p.num_local_experts;
+  const int n = static_cast<int>(std::min<double>(mean + 3.0 * std::sqrt(mean) + 1.0, num_slots));
+  switch (p.layout.format) {
+    case kIntPacked:
+      if (p.layout.bits == 4)
+        return bf16 ? launch_traits<Int4<true>, true>(p, in16, n, stream) : launch_traits<Int4<false>, false>(p, in16, n, stream);
+      return bf16 ? launch_traits<Int8<true, false>, true>(p, in16, n, stream)
+                  : launch_traits<Int8<false, false>, false>(p, in16, n, stream);
+    case kIntUnpacked:
+      return bf16 ? launch_traits<Int8<true, true>, true>(p, in16, n, stream)
+                  : launch_traits<Int8<false, true>, false>(p, in16, n, stream);
+    case kMxfp4: return launch_traits<Mxfp4, true>(p, in16, n, stream);
+    default:
+      return bf16 ? launch_traits<Dense<true>, true>(p, in16, n, stream) : launch_traits<Dense<false>, false>(p, in16, n, stream);
+  }
+}
+
+}  // namespace qmoe::cuda
