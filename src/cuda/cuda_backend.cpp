@@ -87,12 +87,13 @@ cuda::WeightLayout layout_of(const QuantWeight& w, bool round) {
   return L;
 }
 
-// The tensor-core kernel when the input is available as 16-bit (`in16`), else the decode GEMV where
-// the layout allows it, else the generic one. An expert gets at most one slot per token (a token's
-// top-k ids are distinct), so `tokens` bounds the slots per expert without looking at the routing.
-cudaError_t grouped_gemm(const cuda::GroupedGemmParams& p, const uint16_t* in16, int act_kind, bool has_g_idx, int tokens,
-                         cudaStream_t stream) {
-  cudaError_t err = cuda::launch_grouped_mma(p, in16, act_kind, has_g_idx, tokens * p.top_k, stream);
+// The tensor-core kernel when the input is available as 16-bit values or codes (`in16`, with
+// `in_scale` for codes), else the decode GEMV where the layout allows it, else the generic one. An
+// expert gets at most one slot per token (a token's top-k ids are distinct), so `tokens` bounds the
+// slots per expert without looking at the routing.
+cudaError_t grouped_gemm(const cuda::GroupedGemmParams& p, const uint16_t* in16, const float* in_scale, int act_kind,
+                         bool has_g_idx, int tokens, cudaStream_t stream) {
+  cudaError_t err = cuda::launch_grouped_mma(p, in16, in_scale, act_kind, has_g_idx, tokens * p.top_k, stream);
   if (err == cudaErrorNotSupported) err = cuda::launch_grouped_gemv(p, has_g_idx, tokens, stream);
   return err == cudaErrorNotSupported ? cuda::launch_grouped_gemm(p, stream) : err;
 }
@@ -117,7 +118,7 @@ struct CudaMoeLayer::Impl {
   bool w13_has_g_idx = false, w2_has_g_idx = false;
   DeviceBuffer expert_map, correction_bias;
   // Workspace (max_tokens).
-  DeviceBuffer x, x16, u, act, act16, y, ids, weights_buf, counts, offsets, sorted_slots, slot_expert, amax, active, num_active;
+  DeviceBuffer x, x16, x_scale, u, act, act16, act_scale, y, ids, weights_buf, counts, offsets, sorted_slots, slot_expert, amax, active, num_active;
   int64_t weight_bytes = 0;
 };
 
@@ -165,6 +166,8 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
   m.act = DeviceBuffer(sizeof(float) * T * k * I);
   m.x16 = DeviceBuffer(sizeof(uint16_t) * T * H);
   m.act16 = DeviceBuffer(sizeof(uint16_t) * T * k * I);
+  m.x_scale = DeviceBuffer(sizeof(float) * T);
+  m.act_scale = DeviceBuffer(sizeof(float) * T * k);
   m.y = DeviceBuffer(sizeof(float) * T * k * H);
   m.ids = DeviceBuffer(sizeof(int32_t) * T * k);
   m.weights_buf = DeviceBuffer(sizeof(float) * T * k);
@@ -235,23 +238,28 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   check(cuda::launch_grouping(gp, stream), "grouping");
 
   const cpu::ActQuantParams q1 = cpu::gemm1_act_quant(L), q2 = cpu::gemm2_act_quant(L);
+  const int a1 = static_cast<int>(q1.kind), a2 = static_cast<int>(q2.kind);
   // The tensor-core kernels take GEMM inputs that are exactly 16-bit: bf16/f16 hidden states, not
-  // quantized, and (after a rescale or the activation) rounded back to the input dtype.
+  // quantized, and (after a rescale or the activation) rounded back to the input dtype; or the codes
+  // of an activation quantization with one scale per row.
   const bool x_is_16_bit = kind != 2 && (options.round_intermediate || !L.routing.router_weight_on_input);
   const bool act_is_16_bit = kind != 2 && options.round_intermediate;
-  const bool mma1 = x_is_16_bit && q1.kind == ActQuant::kNone &&
-                    cuda::grouped_mma_supports(m.w13_layout, m.w13_has_g_idx, kind);
-  const bool mma2 = act_is_16_bit && q2.kind == ActQuant::kNone &&
-                    cuda::grouped_mma_supports(m.w2_layout, m.w2_has_g_idx, kind);
-  uint16_t* x16 = mma1 ? m.x16.get<uint16_t>() : nullptr;
-  uint16_t* act16 = mma2 ? m.act16.get<uint16_t>() : nullptr;
+  const bool mma1 = x_is_16_bit && a1 == 0 && cuda::grouped_mma_supports(m.w13_layout, m.w13_has_g_idx, kind);
+  const bool mma2 = act_is_16_bit && a2 == 0 && cuda::grouped_mma_supports(m.w2_layout, m.w2_has_g_idx, kind);
+  const bool codes1 = cuda::grouped_mma_supports_codes(m.w13_layout, m.w13_has_g_idx, a1);
+  const bool codes2 = cuda::grouped_mma_supports_codes(m.w2_layout, m.w2_has_g_idx, a2);
+  uint16_t* x16 = mma1 || codes1 ? m.x16.get<uint16_t>() : nullptr;
+  uint16_t* act16 = mma2 || codes2 ? m.act16.get<uint16_t>() : nullptr;
+  float* x_scale = codes1 ? m.x_scale.get<float>() : nullptr;
+  float* act_scale = codes2 ? m.act_scale.get<float>() : nullptr;
   check(cuda::launch_convert_input(hidden, kind, tokens, H, L.routing.router_weight_on_input ? rp.weights : nullptr,
-                                   options.round_intermediate, m.x.get<float>(), x16, stream),
+                                   options.round_intermediate, m.x.get<float>(), mma1 ? x16 : nullptr, stream),
         "convert");
-  auto to_cuda = [](const cpu::ActQuantParams& q) {
-    return cuda::ActQuantParams{static_cast<int>(q.kind), q.group_size, q.static_scale, q.global_scale};
+  auto to_cuda = [](const cpu::ActQuantParams& q, uint16_t* codes16, float* row_scale) {
+    return cuda::ActQuantParams{static_cast<int>(q.kind), q.group_size, q.static_scale, q.global_scale, codes16, row_scale};
   };
-  check(cuda::launch_fake_quantize(to_cuda(q1), m.x.get<float>(), H, nullptr, tokens, nullptr, m.amax.get<float>(), stream),
+  check(cuda::launch_fake_quantize(to_cuda(q1, codes1 ? x16 : nullptr, x_scale), m.x.get<float>(), H, nullptr, tokens,
+                                   nullptr, m.amax.get<float>(), stream),
         "gemm1 input quantization");
 
   cuda::GroupedGemmParams g1;
@@ -267,7 +275,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g1.in_by_token = true;
   g1.top_k = k;
   g1.out = m.u.get<float>();
-  if (gemms) check(grouped_gemm(g1, x16, kind, m.w13_has_g_idx, tokens, stream), "gemm1");
+  if (gemms) check(grouped_gemm(g1, x16, x_scale, codes1 ? a1 : kind, m.w13_has_g_idx, tokens, stream), "gemm1");
 
   cuda::ActivationParams ap;
   ap.activation = static_cast<int>(L.activation);
@@ -281,9 +289,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   ap.max_slots = static_cast<int>(num_slots);
   ap.u = m.u.get<float>();
   ap.act = m.act.get<float>();
-  ap.act16 = act16;
+  ap.act16 = mma2 ? act16 : nullptr;
   check(cuda::launch_activation(ap, stream), "activation");
-  check(cuda::launch_fake_quantize(to_cuda(q2), m.act.get<float>(), I, gp.sorted_slots, static_cast<int>(num_slots),
+  check(cuda::launch_fake_quantize(to_cuda(q2, codes2 ? act16 : nullptr, act_scale), m.act.get<float>(), I, gp.sorted_slots, static_cast<int>(num_slots),
                                    gp.expert_offsets + E, m.amax.get<float>(), stream),
         "gemm2 input quantization");
 
@@ -293,7 +301,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g2.in = m.act.get<float>();
   g2.in_by_token = false;
   g2.out = m.y.get<float>();
-  if (gemms) check(grouped_gemm(g2, act16, kind, m.w2_has_g_idx, tokens, stream), "gemm2");
+  if (gemms) check(grouped_gemm(g2, act16, act_scale, codes2 ? a2 : kind, m.w2_has_g_idx, tokens, stream), "gemm2");
 
   cuda::CombineParams cp;
   cp.y = m.y.get<float>();

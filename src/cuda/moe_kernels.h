@@ -65,9 +65,13 @@ cudaError_t launch_grouped_gemv(const GroupedGemmParams& p, bool has_g_idx, int 
 // columns stored as t0 t4 t1 t5 t2 t6 t3 t7 (see launch_convert_input). Returns
 // cudaErrorNotSupported, launching nothing, for layouts it does not take.
 // `num_slots` (tokens * top_k, a host-side count) sizes the slots per pass.
+// With `in_scale` (activation-quantizing schemes, see ActQuantParams::codes16) `in16` holds f16
+// codes and out = (sum of code products) * weight scale (channel/tensor) * in_scale[input row];
+// act_kind is then the ActQuant mode.
 bool grouped_mma_supports(const WeightLayout& L, bool has_g_idx, int act_kind);
-cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16, int act_kind, bool has_g_idx,
-                               int num_slots, cudaStream_t stream);
+bool grouped_mma_supports_codes(const WeightLayout& L, bool has_g_idx, int act_quant);
+cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16, const float* in_scale, int act_kind,
+                               bool has_g_idx, int num_slots, cudaStream_t stream);
 
 struct RoutingParams {
   const float* logits = nullptr;           // [tokens, num_experts]
@@ -108,7 +112,13 @@ struct ActQuantParams {
   int group_size = 0;
   float static_scale = 0.0f;
   float global_scale = 0.0f;
+  // Optional outputs for the tensor-core kernels (FP8 per-token/per-tensor/static and INT8 per-token
+  // modes): each row's codes as f16 bits, permuted as launch_convert_input's x16, and its scale.
+  uint16_t* codes16 = nullptr;  // [rows, cols]
+  float* row_scale = nullptr;   // [rows]
 };
+// Whether a mode can write codes16/row_scale (one scale per row, codes exact in f16).
+inline bool act_quant_has_codes(int kind) { return kind == 1 || kind == 2 || kind == 3 || kind == 5; }
 // Quantizes rows of `x` [*, cols]: all `num_rows` rows when row_ids is null, else the rows listed in
 // row_ids[0 .. *num_rows_dev) (device count). `amax` is a device float used by per-tensor modes.
 cudaError_t launch_fake_quantize(const ActQuantParams& q, float* x, int64_t cols, const int32_t* row_ids,

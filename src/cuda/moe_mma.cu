@@ -204,6 +204,53 @@ struct Dense {
   }
 };
 
+// Activation-quantizing schemes run on codes: the mma multiplies weight codes by input codes (both
+// exact in f16) and the epilogue applies the weight scale (channel or tensor) and the input row's
+// scale. kCodes marks these traits; their Row is empty.
+
+// FP8 E4M3 weights: bytes j and j + 4 of a group into one e4m3x2, converted exactly in one cvt.
+struct Fp8Codes {
+  static constexpr int kElems = 16;
+  static constexpr int kScaleBytes = 0;
+  static constexpr bool kCodes = true;
+  struct Row {};
+  __device__ static Row row(uint32_t, int) { return {}; }
+  __device__ static void group(const uint4& raw, int g, const Row&, uint32_t (&pairs)[4]) {
+    const uint32_t lo = g == 0 ? raw.x : raw.z, hi = g == 0 ? raw.y : raw.w;  // t0..t3, t4..t7
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint16_t two = static_cast<uint16_t>(__byte_perm(lo, hi, j | ((4 + j) << 4)));
+      asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(pairs[j]) : "h"(two));
+    }
+  }
+};
+
+// INT8 weights (int8 storage): 0x6400 | (q + 128) is f16 1024 + q + 128; subtracting 1152 gives q.
+struct Int8Codes {
+  static constexpr int kElems = 16;
+  static constexpr int kScaleBytes = 0;
+  static constexpr bool kCodes = true;
+  struct Row {};
+  __device__ static Row row(uint32_t, int) { return {}; }
+  __device__ static void group(const uint4& raw, int g, const Row&, uint32_t (&pairs)[4]) {
+    const uint32_t lo = g == 0 ? raw.x : raw.z, hi = g == 0 ? raw.y : raw.w;
+    constexpr uint32_t k1152 = 0x64806480u;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t two = __byte_perm(lo, hi, j | ((4 + j) << 8));  // bytes j, j + 4 in the halves
+      uint32_t bits;  // (two & 0x00FF00FF) ^ 0x64806480: the f16 bits of 1024 + (q + 128)
+      asm("lop3.b32 %0, %1, %2, %3, 0x6A;" : "=r"(bits) : "r"(two), "r"(0x00FF00FFu), "r"(k1152));
+      pairs[j] = sub2<false>(bits, k1152);
+    }
+  }
+};
+
+// Whether a traits type runs on codes (absent member: false).
+template <class T>
+constexpr bool codes_of(...) { return false; }
+template <class T>
+constexpr bool codes_of(decltype(T::kCodes)*) { return T::kCodes; }
+
 // ---- the kernel -----------------------------------------------------------------------------------
 
 constexpr int kM = 2;      // m16 tiles per warp: each B fragment (the inputs) serves 32 weight rows
@@ -230,8 +277,8 @@ __device__ __forceinline__ uint4 load_inputs(const uint4* p) {
 // (r = lane / 4, q = lane % 4) owns rows r + 8 j (j < kRows) of its warp tile and chunk 4 * step + q
 // of each of its steps (ks, ks + k_splits, ...).
 template <class T, bool kBf16, int kN>
-__global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmParams p, const uint16_t* in16, int m_tiles,
-                                                                  int k_splits) {
+__global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmParams p, const uint16_t* in16,
+                                                                  const float* in_scale, int m_tiles, int k_splits) {
   __shared__ float partial[kWarps][kN * kM * 4][32];  // (warp, accumulator, lane) of the k slices
   int e, m0, m1;
   if (!block_expert(p, &e, &m0, &m1)) return;  // block-uniform
@@ -352,7 +399,10 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmPar
             const int64_t row = row0 + 16 * m + (j < 2 ? 0 : 8);
             if (i >= count || row >= L.rows) continue;
             const int slot = p.sorted_slots[s0 + i];
-            p.out[static_cast<int64_t>(slot) * L.rows + row] = acc[n][m][j] + (w.bias ? w.bias[row] : 0.0f);
+            float v = acc[n][m][j];
+            if constexpr (codes_of<T>(nullptr))
+              v = v * scale_at(L, w, row, 0) * in_scale[p.in_by_token ? slot / p.top_k : slot];
+            p.out[static_cast<int64_t>(slot) * L.rows + row] = v + (w.bias ? w.bias[row] : 0.0f);
           }
     }
   }
@@ -365,7 +415,8 @@ constexpr int kMinStepsPerWarp = 2;
 // Slots per pass over the weights (8, 16 or 32): a perf choice only, as an expert with more slots
 // loops; sized from the expected slots so that most experts take one pass.
 template <class T, bool kBf16>
-cudaError_t launch_traits(const GroupedGemmParams& p, const uint16_t* in16, int slots_per_pass, cudaStream_t stream) {
+cudaError_t launch_traits(const GroupedGemmParams& p, const uint16_t* in16, const float* in_scale, int slots_per_pass,
+                          cudaStream_t stream) {
   const int64_t steps = (p.layout.cols / T::kElems + 3) / 4;
   int k_splits = kWarps;
   while (k_splits > 1 && steps < static_cast<int64_t>(k_splits) * kMinStepsPerWarp) k_splits /= 2;
@@ -374,11 +425,11 @@ cudaError_t launch_traits(const GroupedGemmParams& p, const uint16_t* in16, int 
   const dim3 grid(static_cast<unsigned>((p.layout.rows + rows_per_block - 1) / rows_per_block),
                   static_cast<unsigned>(p.max_active));
   if (slots_per_pass <= 8)
-    grouped_mma_kernel<T, kBf16, 1><<<grid, kWarps * 32, 0, stream>>>(p, in16, m_tiles, k_splits);
+    grouped_mma_kernel<T, kBf16, 1><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m_tiles, k_splits);
   else if (slots_per_pass <= 16)
-    grouped_mma_kernel<T, kBf16, 2><<<grid, kWarps * 32, 0, stream>>>(p, in16, m_tiles, k_splits);
+    grouped_mma_kernel<T, kBf16, 2><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m_tiles, k_splits);
   else
-    grouped_mma_kernel<T, kBf16, 4><<<grid, kWarps * 32, 0, stream>>>(p, in16, m_tiles, k_splits);
+    grouped_mma_kernel<T, kBf16, 4><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m_tiles, k_splits);
   return cudaGetLastError();
 }
 
@@ -404,26 +455,40 @@ bool grouped_mma_supports(const WeightLayout& L, bool has_g_idx, int act_kind) {
   }
 }
 
-cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16, int act_kind, bool has_g_idx,
-                               int num_slots, cudaStream_t stream) {
-  if (in16 == nullptr || !grouped_mma_supports(p.layout, has_g_idx, act_kind)) return cudaErrorNotSupported;
+bool grouped_mma_supports_codes(const WeightLayout& L, bool has_g_idx, int act_quant) {
+  if (has_g_idx || !act_quant_has_codes(act_quant)) return false;
+  if (L.strategy != kChannel && L.strategy != kTensor) return false;  // one weight scale per row
+  if (act_quant == 5) return L.format == kIntUnpacked && L.bits == 8 && L.cols % 16 == 0;
+  return L.format == kFp8 && L.cols % 16 == 0;
+}
+
+cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16, const float* in_scale, int act_kind,
+                               bool has_g_idx, int num_slots, cudaStream_t stream) {
+  if (in16 == nullptr) return cudaErrorNotSupported;
+  if (in_scale ? !grouped_mma_supports_codes(p.layout, has_g_idx, act_kind) : !grouped_mma_supports(p.layout, has_g_idx, act_kind))
+    return cudaErrorNotSupported;
   if (p.max_active == 0 || p.layout.rows == 0) return cudaSuccess;
-  const bool bf16 = act_kind == 0;
   // Slots per pass: the mean per expert plus three standard deviations of a uniform routing.
   const double mean = static_cast<double>(num_slots) / p.num_local_experts;
   const int n = static_cast<int>(std::min<double>(mean + 3.0 * std::sqrt(mean) + 1.0, num_slots));
+  if (in_scale)
+    return p.layout.format == kFp8 ? launch_traits<Fp8Codes, false>(p, in16, in_scale, n, stream)
+                                   : launch_traits<Int8Codes, false>(p, in16, in_scale, n, stream);
+  const bool bf16 = act_kind == 0;
   switch (p.layout.format) {
     case kIntPacked:
       if (p.layout.bits == 4)
-        return bf16 ? launch_traits<Int4<true>, true>(p, in16, n, stream) : launch_traits<Int4<false>, false>(p, in16, n, stream);
-      return bf16 ? launch_traits<Int8<true, false>, true>(p, in16, n, stream)
-                  : launch_traits<Int8<false, false>, false>(p, in16, n, stream);
+        return bf16 ? launch_traits<Int4<true>, true>(p, in16, nullptr, n, stream)
+                    : launch_traits<Int4<false>, false>(p, in16, nullptr, n, stream);
+      return bf16 ? launch_traits<Int8<true, false>, true>(p, in16, nullptr, n, stream)
+                  : launch_traits<Int8<false, false>, false>(p, in16, nullptr, n, stream);
     case kIntUnpacked:
-      return bf16 ? launch_traits<Int8<true, true>, true>(p, in16, n, stream)
-                  : launch_traits<Int8<false, true>, false>(p, in16, n, stream);
-    case kMxfp4: return launch_traits<Mxfp4, true>(p, in16, n, stream);
+      return bf16 ? launch_traits<Int8<true, true>, true>(p, in16, nullptr, n, stream)
+                  : launch_traits<Int8<false, true>, false>(p, in16, nullptr, n, stream);
+    case kMxfp4: return launch_traits<Mxfp4, true>(p, in16, nullptr, n, stream);
     default:
-      return bf16 ? launch_traits<Dense<true>, true>(p, in16, n, stream) : launch_traits<Dense<false>, false>(p, in16, n, stream);
+      return bf16 ? launch_traits<Dense<true>, true>(p, in16, nullptr, n, stream)
+                  : launch_traits<Dense<false>, false>(p, in16, nullptr, n, stream);
   }
 }
 

@@ -250,9 +250,16 @@ __device__ float block_amax(float v) {
   return m;
 }
 
-__device__ float fp8_qdq(float x, float scale) {
+// Row `row` of x quantized to fp8 with `scale`: x = code * scale, and the codes (exact in f16) and
+// the scale for the tensor-core kernels when asked for.
+__device__ void fp8_row(const ActQuantParams& q, float* x, int64_t row, int64_t cols, float scale) {
   const float inv = div_rn(1.0f, scale);
-  return mul_rn(quant::fp8e4m3_to_float(quant::quantize_fp8_act(x, inv)), scale);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float code = quant::fp8e4m3_to_float(quant::quantize_fp8_act(x[row * cols + c], inv));
+    x[row * cols + c] = mul_rn(code, scale);
+    if (q.codes16) q.codes16[row * cols + permuted_col(c)] = quant::float_to_f16(code);
+  }
+  if (q.row_scale && threadIdx.x == 0) q.row_scale[row] = scale;
 }
 
 __device__ int row_of(const int32_t* row_ids, int r) { return row_ids ? row_ids[r] : r; }
@@ -275,22 +282,20 @@ __global__ void fake_quant_kernel(ActQuantParams q, float* x, int64_t cols, cons
   const int r = blockIdx.x;
   const int rows = num_rows_dev ? *num_rows_dev : max_rows;
   if (r >= rows) return;
-  float* row = x + static_cast<int64_t>(row_of(row_ids, r)) * cols;
+  const int64_t row_index = row_of(row_ids, r);
+  float* row = x + row_index * cols;
   switch (q.kind) {
     case 1: {  // fp8 per token
       float m = 0.0f;
       for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, fabsf(row[c]));
-      const float scale = quant::fp8_dynamic_scale(block_amax(m));
-      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) row[c] = fp8_qdq(row[c], scale);
+      fp8_row(q, x, row_index, cols, quant::fp8_dynamic_scale(block_amax(m)));
       return;
     }
-    case 2: {  // fp8 per tensor, dynamic
-      const float scale = quant::fp8_dynamic_scale(*amax);
-      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) row[c] = fp8_qdq(row[c], scale);
+    case 2:  // fp8 per tensor, dynamic
+      fp8_row(q, x, row_index, cols, quant::fp8_dynamic_scale(*amax));
       return;
-    }
     case 3:  // fp8 static
-      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) row[c] = fp8_qdq(row[c], q.static_scale);
+      fp8_row(q, x, row_index, cols, q.static_scale);
       return;
     case 4: {  // fp8 per token group: one warp per group
       const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -311,8 +316,12 @@ __global__ void fake_quant_kernel(ActQuantParams q, float* x, int64_t cols, cons
       float m = 0.0f;
       for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, fabsf(row[c]));
       const float scale = quant::int8_dynamic_scale(block_amax(m));
-      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-        row[c] = mul_rn(static_cast<float>(quant::quantize_int8_act(row[c], scale)), scale);
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        const int code = quant::quantize_int8_act(row[c], scale);
+        row[c] = mul_rn(static_cast<float>(code), scale);
+        if (q.codes16) q.codes16[row_index * cols + permuted_col(c)] = quant::float_to_f16(static_cast<float>(code));
+      }
+      if (q.row_scale && threadIdx.x == 0) q.row_scale[row_index] = scale;
       return;
     }
     case 6: {  // nvfp4: one thread per 16-element block
