@@ -91,7 +91,7 @@ cuda::WeightLayout layout_of(const QuantWeight& w, bool round) {
 // `in_scale` for codes), else the decode GEMV where the layout allows it, else the generic one. An
 // expert gets at most one slot per token (a token's top-k ids are distinct), so `tokens` bounds the
 // slots per expert without looking at the routing.
-cudaError_t grouped_gemm(const cuda::GroupedGemmParams& p, const uint16_t* in16, const float* in_scale, int act_kind,
+cudaError_t grouped_gemm(const cuda::GroupedGemmParams& p, const uint16_t* in16, cuda::InputScales in_scale, int act_kind,
                          bool has_g_idx, int tokens, cudaStream_t stream) {
   cudaError_t err = cuda::launch_grouped_mma(p, in16, in_scale, act_kind, has_g_idx, tokens * p.top_k, stream);
   if (err == cudaErrorNotSupported) err = cuda::launch_grouped_gemv(p, has_g_idx, tokens, stream);
@@ -166,8 +166,10 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
   m.act = DeviceBuffer(sizeof(float) * T * k * I);
   m.x16 = DeviceBuffer(sizeof(uint16_t) * T * H);
   m.act16 = DeviceBuffer(sizeof(uint16_t) * T * k * I);
-  m.x_scale = DeviceBuffer(sizeof(float) * T);
-  m.act_scale = DeviceBuffer(sizeof(float) * T * k);
+  // Input scales: one per row, or one per group of at least 64 columns (the tensor-core kernels'
+  // per-group mode).
+  m.x_scale = DeviceBuffer(sizeof(float) * T * ((H + 63) / 64));
+  m.act_scale = DeviceBuffer(sizeof(float) * T * k * ((I + 63) / 64));
   m.y = DeviceBuffer(sizeof(float) * T * k * H);
   m.ids = DeviceBuffer(sizeof(int32_t) * T * k);
   m.weights_buf = DeviceBuffer(sizeof(float) * T * k);
@@ -246,8 +248,10 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   const bool act_is_16_bit = kind != 2 && options.round_intermediate;
   const bool mma1 = x_is_16_bit && a1 == 0 && cuda::grouped_mma_supports(m.w13_layout, m.w13_has_g_idx, kind);
   const bool mma2 = act_is_16_bit && a2 == 0 && cuda::grouped_mma_supports(m.w2_layout, m.w2_has_g_idx, kind);
-  const bool codes1 = cuda::grouped_mma_supports_codes(m.w13_layout, m.w13_has_g_idx, a1);
-  const bool codes2 = cuda::grouped_mma_supports_codes(m.w2_layout, m.w2_has_g_idx, a2);
+  const int group1 = q1.kind == ActQuant::kFp8Group ? q1.group_size : 0;
+  const int group2 = q2.kind == ActQuant::kFp8Group ? q2.group_size : 0;
+  const bool codes1 = cuda::grouped_mma_supports_codes(m.w13_layout, m.w13_has_g_idx, a1, group1);
+  const bool codes2 = cuda::grouped_mma_supports_codes(m.w2_layout, m.w2_has_g_idx, a2, group2);
   uint16_t* x16 = mma1 || codes1 ? m.x16.get<uint16_t>() : nullptr;
   uint16_t* act16 = mma2 || codes2 ? m.act16.get<uint16_t>() : nullptr;
   float* x_scale = codes1 ? m.x_scale.get<float>() : nullptr;
@@ -275,7 +279,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g1.in_by_token = true;
   g1.top_k = k;
   g1.out = m.u.get<float>();
-  if (gemms) check(grouped_gemm(g1, x16, x_scale, codes1 ? a1 : kind, m.w13_has_g_idx, tokens, stream), "gemm1");
+  if (gemms) check(grouped_gemm(g1, x16, {x_scale, group1}, codes1 ? a1 : kind, m.w13_has_g_idx, tokens, stream), "gemm1");
 
   cuda::ActivationParams ap;
   ap.activation = static_cast<int>(L.activation);
@@ -301,7 +305,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g2.in = m.act.get<float>();
   g2.in_by_token = false;
   g2.out = m.y.get<float>();
-  if (gemms) check(grouped_gemm(g2, act16, act_scale, codes2 ? a2 : kind, m.w2_has_g_idx, tokens, stream), "gemm2");
+  if (gemms) check(grouped_gemm(g2, act16, {act_scale, group2}, codes2 ? a2 : kind, m.w2_has_g_idx, tokens, stream), "gemm2");
 
   cuda::CombineParams cp;
   cp.y = m.y.get<float>();

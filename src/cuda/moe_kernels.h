@@ -66,11 +66,15 @@ cudaError_t launch_grouped_gemv(const GroupedGemmParams& p, bool has_g_idx, int 
 // cudaErrorNotSupported, launching nothing, for layouts it does not take.
 // `num_slots` (tokens * top_k, a host-side count) sizes the slots per pass.
 // With `in_scale` (activation-quantizing schemes, see ActQuantParams::codes16) `in16` holds f16
-// codes and out = (sum of code products) * weight scale (channel/tensor) * in_scale[input row];
-// act_kind is then the ActQuant mode.
+// codes and out = sum over k of code products * weight scale * input scale (in_scale[input row,
+// k / act_group], act_group 0 for one scale per row); act_kind is then the ActQuant mode.
+struct InputScales {
+  const float* scale = nullptr;  // [input rows, ceil(k / group)] (device)
+  int group = 0;                 // columns per scale; 0: one per row
+};
 bool grouped_mma_supports(const WeightLayout& L, bool has_g_idx, int act_kind);
-bool grouped_mma_supports_codes(const WeightLayout& L, bool has_g_idx, int act_quant);
-cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16, const float* in_scale, int act_kind,
+bool grouped_mma_supports_codes(const WeightLayout& L, bool has_g_idx, int act_quant, int act_group);
+cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, int act_kind,
                                bool has_g_idx, int num_slots, cudaStream_t stream);
 
 struct RoutingParams {
@@ -112,13 +116,14 @@ struct ActQuantParams {
   int group_size = 0;
   float static_scale = 0.0f;
   float global_scale = 0.0f;
-  // Optional outputs for the tensor-core kernels (FP8 per-token/per-tensor/static and INT8 per-token
-  // modes): each row's codes as f16 bits, permuted as launch_convert_input's x16, and its scale.
+  // Optional outputs for the tensor-core kernels (FP8 per-token/per-tensor/static/per-group and
+  // INT8 per-token modes): each row's codes as f16 bits, permuted as launch_convert_input's x16, and
+  // its scales (one per row; per group: ceil(cols / group_size) per row).
   uint16_t* codes16 = nullptr;  // [rows, cols]
-  float* row_scale = nullptr;   // [rows]
+  float* row_scale = nullptr;   // [rows, scales per row]
 };
-// Whether a mode can write codes16/row_scale (one scale per row, codes exact in f16).
-inline bool act_quant_has_codes(int kind) { return kind == 1 || kind == 2 || kind == 3 || kind == 5; }
+// Whether a mode can write codes16/row_scale (codes exact in f16).
+inline bool act_quant_has_codes(int kind) { return kind >= 1 && kind <= 5; }
 // Quantizes rows of `x` [*, cols]: all `num_rows` rows when row_ids is null, else the rows listed in
 // row_ids[0 .. *num_rows_dev) (device count). `amax` is a device float used by per-tensor modes.
 cudaError_t launch_fake_quantize(const ActQuantParams& q, float* x, int64_t cols, const int32_t* row_ids,

@@ -253,7 +253,9 @@ constexpr bool codes_of(decltype(T::kCodes)*) { return T::kCodes; }
 
 // ---- the kernel -----------------------------------------------------------------------------------
 
-constexpr int kM = 2;      // m16 tiles per warp: each B fragment (the inputs) serves 32 weight rows
+// m16 tiles per warp: each B fragment (the inputs) serves 16 kM weight rows. Measured on the H200
+// (2026-11-29): kM 4 with kBatch 1 was 1.2-1.6x slower at 1-8 tokens; kBatch 4 was 1.1-1.6x slower.
+constexpr int kM = 2;
 constexpr int kRows = 2 * kM;  // rows per lane: r, r + 8, r + 16, r + 24
 constexpr int kBatch = 2;  // steps whose weights each lane loads before decoding them
 
@@ -276,9 +278,12 @@ __device__ __forceinline__ uint4 load_inputs(const uint4* p) {
 // are m_tiles row tiles x k_splits slices of the reduction, summed through shared memory. A lane
 // (r = lane / 4, q = lane % 4) owns rows r + 8 j (j < kRows) of its warp tile and chunk 4 * step + q
 // of each of its steps (ks, ks + k_splits, ...).
-template <class T, bool kBf16, int kN>
+// kStepScale (codes of 128x128-block weights): every step's products are scaled by the step's
+// weight-block and input-group scales before they join the accumulators (a step's 16 * 4 columns
+// lie in one block and one input group).
+template <class T, bool kBf16, int kN, bool kStepScale>
 __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmParams p, const uint16_t* in16,
-                                                                  const float* in_scale, int m_tiles, int k_splits) {
+                                                                  InputScales in_scale, int m_tiles, int k_splits) {
   __shared__ float partial[kWarps][kN * kM * 4][32];  // (warp, accumulator, lane) of the k slices
   int e, m0, m1;
   if (!block_expert(p, &e, &m0, &m1)) return;  // block-uniform
@@ -316,6 +321,17 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmPar
       x[n] = reinterpret_cast<const uint4*>(in16 + static_cast<int64_t>(p.in_by_token ? slot / p.top_k : slot) * K);
       live |= (i < count ? 1u : 0u) << n;
     }
+    // Input rows of this lane's accumulator columns (slots 8 n + 2 q + h), or -1.
+    int crow[kN][2];
+#pragma unroll
+    for (int n = 0; n < kN; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = 8 * n + 2 * q + h;
+        const int slot = i < count ? p.sorted_slots[s0 + i] : -1;
+        crow[n][h] = slot < 0 ? -1 : p.in_by_token ? slot / p.top_k : slot;
+      }
+    const int scales_per_row = in_scale.group > 0 ? static_cast<int>((K + in_scale.group - 1) / in_scale.group) : 1;
     float acc[kN][kM][4] = {};
     for (int st = ks; st < steps; st += k_splits * kBatch) {
       uint4 raw[kBatch][kRows];
@@ -349,6 +365,8 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmPar
         typename T::Row rp[kRows];
 #pragma unroll
         for (int j = 0; j < kRows; ++j) rp[j] = T::row(sbits[b][j], zero[b][j]);
+        float step_acc[kN][kM][4] = {};
+        float(&dst)[kN][kM][4] = kStepScale ? step_acc : acc;
 #pragma unroll
         for (int g = 0; g < kGroups; ++g) {
           uint32_t f[kRows][4];
@@ -362,9 +380,27 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmPar
 #pragma unroll
             for (int m = 0; m < kM; ++m) {
               // Tile m: rows (2m, 2m + 1) of the lane's four, i.e. r + 16 m and r + 16 m + 8.
-              mma<kBf16>(acc[n][m], f[2 * m][0], f[2 * m + 1][0], f[2 * m][1], f[2 * m + 1][1], bv.x, bv.y);
-              mma<kBf16>(acc[n][m], f[2 * m][2], f[2 * m + 1][2], f[2 * m][3], f[2 * m + 1][3], bv.z, bv.w);
+              mma<kBf16>(dst[n][m], f[2 * m][0], f[2 * m + 1][0], f[2 * m][1], f[2 * m + 1][1], bv.x, bv.y);
+              mma<kBf16>(dst[n][m], f[2 * m][2], f[2 * m + 1][2], f[2 * m][3], f[2 * m + 1][3], bv.z, bv.w);
             }
+          }
+        }
+        if constexpr (kStepScale) {
+          const int64_t k0 = static_cast<int64_t>(st + b * k_splits) * 4 * T::kElems;  // the step's first column
+          // The warp's rows share one weight block (block rows are a multiple of 16 kM).
+          const float sw = scale_at(L, w, row0 < L.rows ? row0 : 0, k0 / L.block_cols);
+          const int g = in_scale.group > 0 ? static_cast<int>(k0 / in_scale.group) : 0;
+#pragma unroll
+          for (int n = 0; n < kN; ++n) {
+            if (8 * n >= count) break;  // warp-uniform
+            float sx[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+              sx[h] = crow[n][h] < 0 ? 0.0f : sw * in_scale.scale[static_cast<int64_t>(crow[n][h]) * scales_per_row + g];
+#pragma unroll
+            for (int m = 0; m < kM; ++m)
+#pragma unroll
+              for (int j = 0; j < 4; ++j) acc[n][m][j] = fmaf(step_acc[n][m][j], sx[j & 1], acc[n][m][j]);
           }
         }
       }
@@ -400,8 +436,8 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmPar
             if (i >= count || row >= L.rows) continue;
             const int slot = p.sorted_slots[s0 + i];
             float v = acc[n][m][j];
-            if constexpr (codes_of<T>(nullptr))
-              v = v * scale_at(L, w, row, 0) * in_scale[p.in_by_token ? slot / p.top_k : slot];
+            if constexpr (codes_of<T>(nullptr) && !kStepScale)
+              v = v * scale_at(L, w, row, 0) * in_scale.scale[static_cast<int64_t>(crow[n][j & 1]) * scales_per_row];
             p.out[static_cast<int64_t>(slot) * L.rows + row] = v + (w.bias ? w.bias[row] : 0.0f);
           }
     }
@@ -410,12 +446,13 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmPar
 
 // Reduction split: as many warps per row tile as keep at least kMinStepsPerWarp steps each, so
 // short reductions (w2 of small experts) give rows to more warps instead.
-constexpr int kMinStepsPerWarp = 2;
+// 4 beat 2 on the H200 by up to 1.3x (Qwen3 at 8-64 tokens) and was never slower.
+constexpr int kMinStepsPerWarp = 4;
 
 // Slots per pass over the weights (8, 16 or 32): a perf choice only, as an expert with more slots
 // loops; sized from the expected slots so that most experts take one pass.
-template <class T, bool kBf16>
-cudaError_t launch_traits(const GroupedGemmParams& p, const uint16_t* in16, const float* in_scale, int slots_per_pass,
+template <class T, bool kBf16, bool kStepScale = false>
+cudaError_t launch_traits(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, int slots_per_pass,
                           cudaStream_t stream) {
   const int64_t steps = (p.layout.cols / T::kElems + 3) / 4;
   int k_splits = kWarps;
@@ -425,11 +462,11 @@ cudaError_t launch_traits(const GroupedGemmParams& p, const uint16_t* in16, cons
   const dim3 grid(static_cast<unsigned>((p.layout.rows + rows_per_block - 1) / rows_per_block),
                   static_cast<unsigned>(p.max_active));
   if (slots_per_pass <= 8)
-    grouped_mma_kernel<T, kBf16, 1><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m_tiles, k_splits);
+    grouped_mma_kernel<T, kBf16, 1, kStepScale><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m_tiles, k_splits);
   else if (slots_per_pass <= 16)
-    grouped_mma_kernel<T, kBf16, 2><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m_tiles, k_splits);
+    grouped_mma_kernel<T, kBf16, 2, kStepScale><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m_tiles, k_splits);
   else
-    grouped_mma_kernel<T, kBf16, 4><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m_tiles, k_splits);
+    grouped_mma_kernel<T, kBf16, 4, kStepScale><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m_tiles, k_splits);
   return cudaGetLastError();
 }
 
@@ -455,40 +492,48 @@ bool grouped_mma_supports(const WeightLayout& L, bool has_g_idx, int act_kind) {
   }
 }
 
-bool grouped_mma_supports_codes(const WeightLayout& L, bool has_g_idx, int act_quant) {
-  if (has_g_idx || !act_quant_has_codes(act_quant)) return false;
-  if (L.strategy != kChannel && L.strategy != kTensor) return false;  // one weight scale per row
-  if (act_quant == 5) return L.format == kIntUnpacked && L.bits == 8 && L.cols % 16 == 0;
-  return L.format == kFp8 && L.cols % 16 == 0;
+bool grouped_mma_supports_codes(const WeightLayout& L, bool has_g_idx, int act_quant, int act_group) {
+  if (has_g_idx || !act_quant_has_codes(act_quant) || L.cols % 16 != 0) return false;
+  if (act_quant == 5) return L.format == kIntUnpacked && L.bits == 8 && (L.strategy == kChannel || L.strategy == kTensor);
+  if (L.format != kFp8) return false;
+  // A step (64 columns of 8-bit codes) lies in one input group and one weight block column, and a
+  // warp's 16 kM rows in one weight block row.
+  if (act_quant == 4 && (act_group <= 0 || act_group % 64 != 0)) return false;
+  if (L.strategy == kBlock) return L.block_cols % 64 == 0 && L.block_rows % (16 * kM) == 0;
+  return act_quant != 4 && (L.strategy == kChannel || L.strategy == kTensor);
 }
 
-cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16, const float* in_scale, int act_kind,
+cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, int act_kind,
                                bool has_g_idx, int num_slots, cudaStream_t stream) {
   if (in16 == nullptr) return cudaErrorNotSupported;
-  if (in_scale ? !grouped_mma_supports_codes(p.layout, has_g_idx, act_kind) : !grouped_mma_supports(p.layout, has_g_idx, act_kind))
+  const bool codes = in_scale.scale != nullptr;
+  if (codes ? !grouped_mma_supports_codes(p.layout, has_g_idx, act_kind, in_scale.group)
+            : !grouped_mma_supports(p.layout, has_g_idx, act_kind))
     return cudaErrorNotSupported;
   if (p.max_active == 0 || p.layout.rows == 0) return cudaSuccess;
   // Slots per pass: the mean per expert plus three standard deviations of a uniform routing.
   const double mean = static_cast<double>(num_slots) / p.num_local_experts;
   const int n = static_cast<int>(std::min<double>(mean + 3.0 * std::sqrt(mean) + 1.0, num_slots));
-  if (in_scale)
-    return p.layout.format == kFp8 ? launch_traits<Fp8Codes, false>(p, in16, in_scale, n, stream)
-                                   : launch_traits<Int8Codes, false>(p, in16, in_scale, n, stream);
+  if (codes) {
+    if (p.layout.format == kIntUnpacked) return launch_traits<Int8Codes, false>(p, in16, in_scale, n, stream);
+    return p.layout.strategy == kBlock ? launch_traits<Fp8Codes, false, true>(p, in16, in_scale, n, stream)
+                                       : launch_traits<Fp8Codes, false>(p, in16, in_scale, n, stream);
+  }
   const bool bf16 = act_kind == 0;
   switch (p.layout.format) {
     case kIntPacked:
       if (p.layout.bits == 4)
-        return bf16 ? launch_traits<Int4<true>, true>(p, in16, nullptr, n, stream)
-                    : launch_traits<Int4<false>, false>(p, in16, nullptr, n, stream);
-      return bf16 ? launch_traits<Int8<true, false>, true>(p, in16, nullptr, n, stream)
-                  : launch_traits<Int8<false, false>, false>(p, in16, nullptr, n, stream);
+        return bf16 ? launch_traits<Int4<true>, true>(p, in16, in_scale, n, stream)
+                    : launch_traits<Int4<false>, false>(p, in16, in_scale, n, stream);
+      return bf16 ? launch_traits<Int8<true, false>, true>(p, in16, in_scale, n, stream)
+                  : launch_traits<Int8<false, false>, false>(p, in16, in_scale, n, stream);
     case kIntUnpacked:
-      return bf16 ? launch_traits<Int8<true, true>, true>(p, in16, nullptr, n, stream)
-                  : launch_traits<Int8<false, true>, false>(p, in16, nullptr, n, stream);
-    case kMxfp4: return launch_traits<Mxfp4, true>(p, in16, nullptr, n, stream);
+      return bf16 ? launch_traits<Int8<true, true>, true>(p, in16, in_scale, n, stream)
+                  : launch_traits<Int8<false, true>, false>(p, in16, in_scale, n, stream);
+    case kMxfp4: return launch_traits<Mxfp4, true>(p, in16, in_scale, n, stream);
     default:
-      return bf16 ? launch_traits<Dense<true>, true>(p, in16, nullptr, n, stream)
-                  : launch_traits<Dense<false>, false>(p, in16, nullptr, n, stream);
+      return bf16 ? launch_traits<Dense<true>, true>(p, in16, in_scale, n, stream)
+                  : launch_traits<Dense<false>, false>(p, in16, in_scale, n, stream);
   }
 }
 

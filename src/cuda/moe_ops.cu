@@ -307,8 +307,13 @@ __global__ void fake_quant_kernel(ActQuantParams q, float* x, int64_t cols, cons
         const float scale = div_rn(fmaxf(m, 1e-10f), quant::kFp8E4M3Max);
         for (int64_t i = lane; i < n; i += 32) {
           const float v = row[g0 + i];
-          row[g0 + i] = mul_rn(quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(div_rn(v, scale))), scale);
+          const float code = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(div_rn(v, scale)));
+          row[g0 + i] = mul_rn(code, scale);
+          if (q.codes16) q.codes16[row_index * cols + permuted_col(g0 + i)] = quant::float_to_f16(code);
         }
+        // Scales of a row: one per group, (cols + group_size - 1) / group_size of them.
+        if (q.row_scale && lane == 0)
+          q.row_scale[row_index * ((cols + q.group_size - 1) / q.group_size) + g0 / q.group_size] = scale;
       }
       return;
     }
