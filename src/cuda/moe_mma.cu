@@ -93,7 +93,7 @@ struct ScaleRow {
 };
 __device__ __forceinline__ int group_shift_of(const WeightLayout& L) {
   int shift = 31;
-  if (L.strategy == kGroup)  // a power of two (grouped_mma_supports)
+  if (L.strategy == kGroup || L.strategy == kTensorGroup)  // a power of two (grouped_mma_supports)
     for (shift = 0; (int64_t{1} << shift) < L.group_size;) ++shift;
   return shift;
 }
@@ -189,6 +189,34 @@ struct Mxfp4 {
   }
 };
 
+// NVFP4 (weight-only, weights kept unrounded): e2m1 times its fp8 block scale (one per 16 elements,
+// two per chunk) is exact in bf16 (<= 6 significant bits), so the mma sums exact products and the
+// epilogue divides by the expert's global scale: e2m1 * (s / g) of formats.h up to fp32 rounding.
+struct Nvfp4 {
+  static constexpr int kElems = 32;
+  static constexpr int kScaleBytes = 1;
+  static constexpr bool kDividesByGlobal = true;
+  struct Row {
+    uint32_t scale2[2];
+  };
+  // Both block scales of the chunk (element i is even: the 2 bytes are one aligned u16).
+  __device__ static uint32_t load_scale(const void* scale, int i) {
+    return __ldg(reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(scale) + i));
+  }
+  __device__ static Row row(uint32_t two, int) {
+    Row r;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t bits = quant::float_to_bf16(quant::fp8e4m3_to_float(static_cast<uint8_t>(two >> (8 * h))));
+      r.scale2[h] = bits * 0x10001u;
+    }
+    return r;
+  }
+  __device__ static void group(const uint4& raw, int g, const Row& p, uint32_t (&pairs)[4]) {
+    Mxfp4::group(raw, g, Mxfp4::Row{p.scale2[g / 2]}, pairs);  // words 0-1: block 0, words 2-3: block 1
+  }
+};
+
 // Unquantized bf16/f16 weights: 8 elements per chunk, pairs by byte permutes.
 template <bool kBf16>
 struct Dense {
@@ -244,6 +272,24 @@ struct Int8Codes {
     }
   }
 };
+
+// The stored scale bits of element i of the scale tensor (2 bytes: bf16/f16, 1: E8M0), unless the
+// traits type reads its own (load_scale).
+template <class T>
+__device__ __forceinline__ uint32_t load_scale_of(const void* scale, int i, ...) {
+  if constexpr (T::kScaleBytes == 2) return __ldg(static_cast<const uint16_t*>(scale) + i);
+  return __ldg(static_cast<const uint8_t*>(scale) + i);
+}
+template <class T>
+__device__ __forceinline__ uint32_t load_scale_of(const void* scale, int i, decltype(&T::load_scale)) {
+  return T::load_scale(scale, i);
+}
+
+// Whether the epilogue divides by the expert's global scale (absent member: false).
+template <class T>
+constexpr bool divides_by_global(...) { return false; }
+template <class T>
+constexpr bool divides_by_global(decltype(T::kDividesByGlobal)*) { return T::kDividesByGlobal; }
 
 // Whether a traits type runs on codes (absent member: false).
 template <class T>
@@ -347,8 +393,7 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmPar
           raw[b][j] = in_k ? load_weights(wrow[j] + cc) : make_uint4(0, 0, 0, 0);
           sbits[b][j] = 0;
           zero[b][j] = 0;
-          if constexpr (T::kScaleBytes == 2) sbits[b][j] = __ldg(static_cast<const uint16_t*>(w.scale) + srow[j].scale_offset + grp);
-          if constexpr (T::kScaleBytes == 1) sbits[b][j] = __ldg(static_cast<const uint8_t*>(w.scale) + srow[j].scale_offset + grp);
+          if constexpr (T::kScaleBytes > 0) sbits[b][j] = load_scale_of<T>(w.scale, srow[j].scale_offset + grp, nullptr);
           if (T::kScaleBytes > 0 && w.zero_point) zero[b][j] = __ldg(w.zero_point + srow[j].zero_offset + grp);
         }
       }
@@ -438,6 +483,7 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmPar
             float v = acc[n][m][j];
             if constexpr (codes_of<T>(nullptr) && !kStepScale)
               v = v * scale_at(L, w, row, 0) * in_scale.scale[static_cast<int64_t>(crow[n][j & 1]) * scales_per_row];
+            if constexpr (divides_by_global<T>(nullptr)) v = __fdiv_rn(v, w.global_scale);
             p.out[static_cast<int64_t>(slot) * L.rows + row] = v + (w.bias ? w.bias[row] : 0.0f);
           }
     }
@@ -487,6 +533,8 @@ bool grouped_mma_supports(const WeightLayout& L, bool has_g_idx, int act_kind) {
       return (L.bits == 4 && int_layout_fits(L, act_kind, 32)) || (L.bits == 8 && int_layout_fits(L, act_kind, 16));
     case kIntUnpacked: return L.bits == 8 && int_layout_fits(L, act_kind, 16);
     case kMxfp4: return act_kind == 0 && L.strategy == kGroup && L.group_size == 32 && L.scale_kind == 4 && L.cols % 32 == 0;
+    case kNvfp4:  // weights kept unrounded (see Nvfp4); fp8 block scales per 16 elements
+      return act_kind == 0 && !L.round_to_scale_dtype && L.group_size == 16 && L.scale_kind == 3 && L.cols % 32 == 0;
     case kDense: return L.data_kind == act_kind && L.cols % 8 == 0;
     default: return false;
   }
@@ -531,6 +579,7 @@ cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16,
       return bf16 ? launch_traits<Int8<true, true>, true>(p, in16, in_scale, n, stream)
                   : launch_traits<Int8<false, true>, false>(p, in16, in_scale, n, stream);
     case kMxfp4: return launch_traits<Mxfp4, true>(p, in16, in_scale, n, stream);
+    case kNvfp4: return launch_traits<Nvfp4, true>(p, in16, in_scale, n, stream);
     default:
       return bf16 ? launch_traits<Dense<true>, true>(p, in16, in_scale, n, stream)
                   : launch_traits<Dense<false>, false>(p, in16, in_scale, n, stream);
