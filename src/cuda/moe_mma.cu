@@ -291,6 +291,23 @@ constexpr bool divides_by_global(...) { return false; }
 template <class T>
 constexpr bool divides_by_global(decltype(T::kDividesByGlobal)*) { return T::kDividesByGlobal; }
 
+// INT4 weights for W4A8 (activation codes): q - z is exact in f16 (1024 + u - (1032 + z)); the
+// group scale is applied per step (kStepScale) or, channel-wise, in the epilogue.
+struct Int4Codes {
+  static constexpr int kElems = 32;
+  static constexpr int kScaleBytes = 0;
+  static constexpr bool kCodes = true;
+  struct Row {
+    uint32_t offset2;
+  };
+  __device__ static Row row(uint32_t, int zero) { return {(0x6408u + zero) * 0x10001u}; }
+  __device__ static void group(const uint4& raw, int g, const Row& p, uint32_t (&pairs)[4]) {
+    const uint32_t word = g == 0 ? raw.x : g == 1 ? raw.y : g == 2 ? raw.z : raw.w;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) pairs[j] = sub2<false>(lop3_and_or(word >> (4 * j), 0x000F000Fu, 0x64006400u), p.offset2);
+  }
+};
+
 // Whether a traits type runs on codes (absent member: false).
 template <class T>
 constexpr bool codes_of(...) { return false; }
@@ -324,9 +341,9 @@ __device__ __forceinline__ uint4 load_inputs(const uint4* p) {
 // are m_tiles row tiles x k_splits slices of the reduction, summed through shared memory. A lane
 // (r = lane / 4, q = lane % 4) owns rows r + 8 j (j < kRows) of its warp tile and chunk 4 * step + q
 // of each of its steps (ks, ks + k_splits, ...).
-// kStepScale (codes of 128x128-block weights): every step's products are scaled by the step's
-// weight-block and input-group scales before they join the accumulators (a step's 16 * 4 columns
-// lie in one block and one input group).
+// kStepScale (codes of 128x128-block or grouped weights): every step's products are scaled by the
+// step's weight scales (per row) and input scales before they join the accumulators (a step's
+// columns lie in one weight block or group and one input group).
 template <class T, bool kBf16, int kN, bool kStepScale>
 __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmParams p, const uint16_t* in16,
                                                                   InputScales in_scale, int m_tiles, int k_splits) {
@@ -394,7 +411,7 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmPar
           sbits[b][j] = 0;
           zero[b][j] = 0;
           if constexpr (T::kScaleBytes > 0) sbits[b][j] = load_scale_of<T>(w.scale, srow[j].scale_offset + grp, nullptr);
-          if (T::kScaleBytes > 0 && w.zero_point) zero[b][j] = __ldg(w.zero_point + srow[j].zero_offset + grp);
+          if (w.zero_point) zero[b][j] = __ldg(w.zero_point + srow[j].zero_offset + grp);
         }
       }
 #pragma unroll
@@ -432,8 +449,11 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmPar
         }
         if constexpr (kStepScale) {
           const int64_t k0 = static_cast<int64_t>(st + b * k_splits) * 4 * T::kElems;  // the step's first column
-          // The warp's rows share one weight block (block rows are a multiple of 16 kM).
-          const float sw = scale_at(L, w, row0 < L.rows ? row0 : 0, k0 / L.block_cols);
+          // Weight scale of each accumulator row (rows r + 8 i, i < kRows): a 128x128 block or a group.
+          const int64_t wg = L.strategy == kBlock ? k0 / L.block_cols : k0 >> shift;
+          float sw[kRows];
+#pragma unroll
+          for (int i = 0; i < kRows; ++i) sw[i] = scale_at(L, w, row0 + 8 * i < L.rows ? row0 + 8 * i : 0, wg);
           const int g = in_scale.group > 0 ? static_cast<int>(k0 / in_scale.group) : 0;
 #pragma unroll
           for (int n = 0; n < kN; ++n) {
@@ -441,11 +461,12 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmPar
             float sx[2];
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-              sx[h] = crow[n][h] < 0 ? 0.0f : sw * in_scale.scale[static_cast<int64_t>(crow[n][h]) * scales_per_row + g];
+              sx[h] = crow[n][h] < 0 ? 0.0f : in_scale.scale[static_cast<int64_t>(crow[n][h]) * scales_per_row + g];
 #pragma unroll
             for (int m = 0; m < kM; ++m)
 #pragma unroll
-              for (int j = 0; j < 4; ++j) acc[n][m][j] = fmaf(step_acc[n][m][j], sx[j & 1], acc[n][m][j]);
+              for (int j = 0; j < 4; ++j)
+                acc[n][m][j] = fmaf(step_acc[n][m][j], sw[2 * m + (j >> 1)] * sx[j & 1], acc[n][m][j]);
           }
         }
       }
@@ -542,6 +563,11 @@ bool grouped_mma_supports(const WeightLayout& L, bool has_g_idx, int act_kind) {
 
 bool grouped_mma_supports_codes(const WeightLayout& L, bool has_g_idx, int act_quant, int act_group) {
   if (has_g_idx || !act_quant_has_codes(act_quant) || L.cols % 16 != 0) return false;
+  if (L.format == kIntPacked && L.bits == 4) {  // W4A8: a step (128 columns) inside one group
+    if (act_quant == 4 || L.cols % 32 != 0) return false;
+    if (L.strategy == kGroup) return L.group_size % 128 == 0 && (L.group_size & (L.group_size - 1)) == 0;
+    return L.strategy == kChannel || L.strategy == kTensor;
+  }
   if (act_quant == 5) return L.format == kIntUnpacked && L.bits == 8 && (L.strategy == kChannel || L.strategy == kTensor);
   if (L.format != kFp8) return false;
   // A step (64 columns of 8-bit codes) lies in one input group and one weight block column, and a
@@ -564,6 +590,9 @@ cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16,
   const int n = static_cast<int>(std::min<double>(mean + 3.0 * std::sqrt(mean) + 1.0, num_slots));
   if (codes) {
     if (p.layout.format == kIntUnpacked) return launch_traits<Int8Codes, false>(p, in16, in_scale, n, stream);
+    if (p.layout.format == kIntPacked)
+      return p.layout.strategy == kGroup ? launch_traits<Int4Codes, false, true>(p, in16, in_scale, n, stream)
+                                         : launch_traits<Int4Codes, false>(p, in16, in_scale, n, stream);
     return p.layout.strategy == kBlock ? launch_traits<Fp8Codes, false, true>(p, in16, in_scale, n, stream)
                                        : launch_traits<Fp8Codes, false>(p, in16, in_scale, n, stream);
   }
