@@ -449,11 +449,18 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmPar
         }
         if constexpr (kStepScale) {
           const int64_t k0 = static_cast<int64_t>(st + b * k_splits) * 4 * T::kElems;  // the step's first column
-          // Weight scale of each accumulator row (rows r + 8 i, i < kRows): a 128x128 block or a group.
+          // Weight scale of each accumulator row (rows r + 8 i, i < kRows): one 128x128 block for the
+          // whole warp (block rows are a multiple of 16 kM), or each row's group.
           const int64_t wg = L.strategy == kBlock ? k0 / L.block_cols : k0 >> shift;
           float sw[kRows];
+          if (L.strategy == kBlock) {
+            const float s0 = scale_at(L, w, row0 < L.rows ? row0 : 0, wg);
 #pragma unroll
-          for (int i = 0; i < kRows; ++i) sw[i] = scale_at(L, w, row0 + 8 * i < L.rows ? row0 + 8 * i : 0, wg);
+            for (int i = 0; i < kRows; ++i) sw[i] = s0;
+          } else {
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) sw[i] = scale_at(L, w, row0 + 8 * i < L.rows ? row0 + 8 * i : 0, wg);
+          }
           const int g = in_scale.group > 0 ? static_cast<int>(k0 / in_scale.group) : 0;
 #pragma unroll
           for (int n = 0; n < kN; ++n) {
