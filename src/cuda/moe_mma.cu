@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "cuda/moe_kernels.h"
 #include "cuda/weight_access.cuh"
@@ -57,26 +58,20 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
+// op(a, b) on two 16-bit lanes (bf16x2 or f16x2) held as raw bits.
+template <bool kBf16, class Op>
+__device__ __forceinline__ uint32_t lanes2(uint32_t a, uint32_t b, Op op) {
+  using T2 = std::conditional_t<kBf16, __nv_bfloat162, __half2>;
+  const T2 r = op(*reinterpret_cast<const T2*>(&a), *reinterpret_cast<const T2*>(&b));
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
 template <bool kBf16>
 __device__ __forceinline__ uint32_t sub2(uint32_t a, uint32_t b) {
-  if constexpr (kBf16) {
-    const __nv_bfloat162 r = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
-    return *reinterpret_cast<const uint32_t*>(&r);
-  } else {
-    const __half2 r = __hsub2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
-    return *reinterpret_cast<const uint32_t*>(&r);
-  }
+  return lanes2<kBf16>(a, b, [](auto x, auto y) { return __hsub2(x, y); });
 }
-
 template <bool kBf16>
 __device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t b) {
-  if constexpr (kBf16) {
-    const __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
-    return *reinterpret_cast<const uint32_t*>(&r);
-  } else {
-    const __half2 r = __hmul2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
-    return *reinterpret_cast<const uint32_t*>(&r);
-  }
+  return lanes2<kBf16>(a, b, [](auto x, auto y) { return __hmul2(x, y); });
 }
 
 // (a & b) | c in one instruction.
