@@ -49,16 +49,6 @@ DeviceBuffer upload(const void* src, size_t bytes) {
   return b;
 }
 
-int scale_kind_of(DType d) {
-  switch (d) {
-    case DType::kBF16: return 0;
-    case DType::kF16: return 1;
-    case DType::kF32: return 2;
-    case DType::kF8E4M3: return 3;
-    default: return 4;
-  }
-}
-
 int act_kind_of(DType d) {
   switch (d) {
     case DType::kBF16: return 0;
@@ -68,33 +58,14 @@ int act_kind_of(DType d) {
   }
 }
 
-cuda::WeightLayout layout_of(const QuantWeight& w, bool round) {
-  cuda::WeightLayout L;
-  L.format = static_cast<int>(w.format);
-  L.bits = w.bits;
-  L.strategy = static_cast<int>(w.strategy);
-  L.scale_kind = w.scale.empty() ? 2 : scale_kind_of(w.scale.dtype());
-  L.data_kind = w.format == WeightFormat::kDense ? scale_kind_of(w.data.dtype()) : 0;
-  L.round_to_scale_dtype = round;
-  L.rows = w.rows;
-  L.cols = w.cols;
-  L.group_size = w.group_size;
-  L.block_rows = w.block_rows;
-  L.block_cols = w.block_cols;
-  L.words_per_row = w.format == WeightFormat::kIntPacked ? w.data.dim(1) : 0;
-  L.scale_cols = w.scale.rank() == 2 ? w.scale.dim(1) : 1;
-  L.zp_cols = w.zero_point.rank() == 2 ? w.zero_point.dim(1) : 0;
-  return L;
-}
-
-// The tensor-core kernel when the input is available as 16-bit values or codes (`in16`, with
+// The kernel plan_gemm_kernel picked: the tensor-core one (16-bit inputs or codes in `in16`, with
 // `in_scale` for codes), else the decode GEMV where the layout allows it, else the generic one. An
 // expert gets at most one slot per token (a token's top-k ids are distinct), so `tokens` bounds the
 // slots per expert without looking at the routing.
-cudaError_t grouped_gemm(const cuda::GroupedGemmParams& p, const uint16_t* in16, cuda::InputScales in_scale, int act_kind,
-                         bool has_g_idx, int tokens, cudaStream_t stream) {
-  cudaError_t err = cuda::launch_grouped_mma(p, in16, in_scale, act_kind, has_g_idx, tokens * p.top_k, stream);
-  if (err == cudaErrorNotSupported) err = cuda::launch_grouped_gemv(p, has_g_idx, tokens, stream);
+cudaError_t grouped_gemm(const cuda::GroupedGemmParams& p, GemmKernel kernel, const uint16_t* in16,
+                         cuda::InputScales in_scale, bool bf16, bool has_g_idx, int tokens, cudaStream_t stream) {
+  if (kernel != GemmKernel::kCudaCore) return cuda::launch_grouped_mma(p, in16, in_scale, bf16, tokens * p.top_k, stream);
+  const cudaError_t err = cuda::launch_grouped_gemv(p, has_g_idx, tokens, stream);
   return err == cudaErrorNotSupported ? cuda::launch_grouped_gemm(p, stream) : err;
 }
 
@@ -148,8 +119,8 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
     }
   }
   if (E > 0) {
-    m.w13_layout = layout_of(layer.experts[0].w13, layer.round_weights_to_scale_dtype);
-    m.w2_layout = layout_of(layer.experts[0].w2, layer.round_weights_to_scale_dtype);
+    m.w13_layout = gemm_layout_of(layer.experts[0].w13, layer.round_weights_to_scale_dtype);
+    m.w2_layout = gemm_layout_of(layer.experts[0].w2, layer.round_weights_to_scale_dtype);
     m.w13_has_g_idx = !layer.experts[0].w13.g_idx.empty();
     m.w2_has_g_idx = !layer.experts[0].w2.g_idx.empty();
   }
@@ -240,18 +211,17 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   check(cuda::launch_grouping(gp, stream), "grouping");
 
   const cpu::ActQuantParams q1 = cpu::gemm1_act_quant(L), q2 = cpu::gemm2_act_quant(L);
-  const int a1 = static_cast<int>(q1.kind), a2 = static_cast<int>(q2.kind);
   // The tensor-core kernels take GEMM inputs that are exactly 16-bit: bf16/f16 hidden states, not
   // quantized, and (after a rescale or the activation) rounded back to the input dtype; or the codes
-  // of an activation quantization with one scale per row.
-  const bool x_is_16_bit = kind != 2 && (options.round_intermediate || !L.routing.router_weight_on_input);
-  const bool act_is_16_bit = kind != 2 && options.round_intermediate;
-  const bool mma1 = x_is_16_bit && a1 == 0 && cuda::grouped_mma_supports(m.w13_layout, m.w13_has_g_idx, kind);
-  const bool mma2 = act_is_16_bit && a2 == 0 && cuda::grouped_mma_supports(m.w2_layout, m.w2_has_g_idx, kind);
-  const int group1 = q1.kind == ActQuant::kFp8Group ? q1.group_size : 0;
-  const int group2 = q2.kind == ActQuant::kFp8Group ? q2.group_size : 0;
-  const bool codes1 = cuda::grouped_mma_supports_codes(m.w13_layout, m.w13_has_g_idx, a1, group1);
-  const bool codes2 = cuda::grouped_mma_supports_codes(m.w2_layout, m.w2_has_g_idx, a2, group2);
+  // of an activation quantization (config/gemm_plan.h decides).
+  const GemmInput in1{static_cast<int>(q1.kind), q1.kind == ActQuant::kFp8Group ? q1.group_size : 0, kind,
+                      options.round_intermediate || !L.routing.router_weight_on_input};
+  const GemmInput in2{static_cast<int>(q2.kind), q2.kind == ActQuant::kFp8Group ? q2.group_size : 0, kind,
+                      options.round_intermediate};
+  const GemmKernel k1 = plan_gemm_kernel(m.w13_layout, m.w13_has_g_idx, in1);
+  const GemmKernel k2 = plan_gemm_kernel(m.w2_layout, m.w2_has_g_idx, in2);
+  const bool mma1 = k1 == GemmKernel::kTensorCore16, codes1 = k1 == GemmKernel::kTensorCoreCodes;
+  const bool mma2 = k2 == GemmKernel::kTensorCore16, codes2 = k2 == GemmKernel::kTensorCoreCodes;
   uint16_t* x16 = mma1 || codes1 ? m.x16.get<uint16_t>() : nullptr;
   uint16_t* act16 = mma2 || codes2 ? m.act16.get<uint16_t>() : nullptr;
   float* x_scale = codes1 ? m.x_scale.get<float>() : nullptr;
@@ -279,7 +249,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g1.in_by_token = true;
   g1.top_k = k;
   g1.out = m.u.get<float>();
-  if (gemms) check(grouped_gemm(g1, x16, {x_scale, group1}, codes1 ? a1 : kind, m.w13_has_g_idx, tokens, stream), "gemm1");
+  if (gemms) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, m.w13_has_g_idx, tokens, stream), "gemm1");
 
   cuda::ActivationParams ap;
   ap.activation = static_cast<int>(L.activation);
@@ -305,7 +275,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g2.in = m.act.get<float>();
   g2.in_by_token = false;
   g2.out = m.y.get<float>();
-  if (gemms) check(grouped_gemm(g2, act16, {act_scale, group2}, codes2 ? a2 : kind, m.w2_has_g_idx, tokens, stream), "gemm2");
+  if (gemms) check(grouped_gemm(g2, k2, act16, {act_scale, in2.act_group}, kind == 0, m.w2_has_g_idx, tokens, stream), "gemm2");
 
   cuda::CombineParams cp;
   cp.y = m.y.get<float>();

@@ -6,25 +6,12 @@
 
 #include <cstdint>
 
+#include "config/gemm_plan.h"
+
 namespace qmoe::cuda {
 
-// How every expert of one projection (w13 or w2) is stored: the canonical checkpoint layout.
-struct WeightLayout {
-  int format = 0;    // qmoe::WeightFormat
-  int bits = 0;
-  int strategy = 0;  // qmoe::Strategy
-  int scale_kind = 0;  // 0 BF16, 1 F16, 2 F32, 3 F8_E4M3, 4 U8 (E8M0)
-  int data_kind = 0;   // dense weights: 0 BF16, 1 F16, 2 F32
-  bool round_to_scale_dtype = true;
-  int64_t rows = 0;
-  int64_t cols = 0;
-  int64_t group_size = 0;
-  int64_t block_rows = 0;
-  int64_t block_cols = 0;
-  int64_t words_per_row = 0;  // packed int rows (int32 words)
-  int64_t scale_cols = 1;     // second dimension of the scale tensor
-  int64_t zp_cols = 0;        // second dimension of the zero-point tensor; 0 when symmetric
-};
+// How every expert of one projection is stored (the canonical layout; see config/gemm_plan.h).
+using WeightLayout = GemmLayout;
 
 // One expert's tensors on the device (canonical layout, see qmoe::QuantWeight).
 struct ExpertTensors {
@@ -60,22 +47,19 @@ cudaError_t launch_grouped_gemm(const GroupedGemmParams& p, cudaStream_t stream)
 // nothing, for layouts it does not take (act-order, odd sizes).
 cudaError_t launch_grouped_gemv(const GroupedGemmParams& p, bool has_g_idx, int max_slots_per_expert,
                                 cudaStream_t stream);
-// The tensor-core decode variant for 16-bit GEMM inputs (weight-only and unquantized schemes). It
-// reads `in16` [rows, k]: the input rows as bf16 (act_kind 0) or f16 (1) bits with each group of 8
-// columns stored as t0 t4 t1 t5 t2 t6 t3 t7 (see launch_convert_input). Returns
-// cudaErrorNotSupported, launching nothing, for layouts it does not take.
-// `num_slots` (tokens * top_k, a host-side count) sizes the slots per pass.
-// With `in_scale` (activation-quantizing schemes, see ActQuantParams::codes16) `in16` holds f16
-// codes and out = sum over k of code products * weight scale * input scale (in_scale[input row,
-// k / act_group], act_group 0 for one scale per row); act_kind is then the ActQuant mode.
+// The tensor-core decode variant (moe_mma.cu), for the layouts and inputs plan_gemm_kernel gives a
+// tensor-core kernel. It reads `in16` [rows, k]: the input rows as bf16 (`bf16`) or f16 bits, or
+// with `in_scale.scale` the f16 codes of an activation quantization (ActQuantParams::codes16); each
+// group of 8 columns stored as t0 t4 t1 t5 t2 t6 t3 t7 (see launch_convert_input). With codes,
+// out = sum over k of code products * weight scale * input scale (in_scale[input row,
+// k / in_scale.group], group 0 for one scale per row). `num_slots` (tokens * top_k, a host-side
+// count) sizes the slots per pass (plan_mma_launch).
 struct InputScales {
   const float* scale = nullptr;  // [input rows, ceil(k / group)] (device)
   int group = 0;                 // columns per scale; 0: one per row
 };
-bool grouped_mma_supports(const WeightLayout& L, bool has_g_idx, int act_kind);
-bool grouped_mma_supports_codes(const WeightLayout& L, bool has_g_idx, int act_quant, int act_group);
-cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, int act_kind,
-                               bool has_g_idx, int num_slots, cudaStream_t stream);
+cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, bool bf16,
+                               int num_slots, cudaStream_t stream);
 
 struct RoutingParams {
   const float* logits = nullptr;           // [tokens, num_experts]
@@ -122,8 +106,7 @@ struct ActQuantParams {
   uint16_t* codes16 = nullptr;  // [rows, cols]
   float* row_scale = nullptr;   // [rows, scales per row]
 };
-// Whether a mode can write codes16/row_scale (codes exact in f16).
-inline bool act_quant_has_codes(int kind) { return kind >= 1 && kind <= 5; }
+
 // Quantizes rows of `x` [*, cols]: all `num_rows` rows when row_ids is null, else the rows listed in
 // row_ids[0 .. *num_rows_dev) (device count). `amax` is a device float used by per-tensor modes.
 cudaError_t launch_fake_quantize(const ActQuantParams& q, float* x, int64_t cols, const int32_t* row_ids,

@@ -25,7 +25,7 @@
 namespace qmoe::cuda {
 namespace {
 
-constexpr int kWarps = 8;
+constexpr int kWarps = kMmaWarps;
 
 // ---- operand helpers ------------------------------------------------------------------------------
 
@@ -313,7 +313,7 @@ constexpr bool codes_of(decltype(T::kCodes)*) { return T::kCodes; }
 
 // m16 tiles per warp: each B fragment (the inputs) serves 16 kM weight rows. Measured on the H200
 // (2026-11-29): kM 4 with kBatch 1 was 1.2-1.6x slower at 1-8 tokens; kBatch 4 was 1.1-1.6x slower.
-constexpr int kM = 2;
+constexpr int kM = kMmaTilesPerWarp;
 constexpr int kRows = 2 * kM;  // rows per lane: r, r + 8, r + 16, r + 24
 constexpr int kBatch = 2;  // steps whose weights each lane loads before decoding them
 
@@ -513,84 +513,28 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmPar
   }
 }
 
-// Reduction split: as many warps per row tile as keep at least kMinStepsPerWarp steps each, so
-// short reductions (w2 of small experts) give rows to more warps instead.
-// 4 beat 2 on the H200 by up to 1.3x (Qwen3 at 8-64 tokens) and was never slower.
-constexpr int kMinStepsPerWarp = 4;
-
-// Slots per pass over the weights (8, 16 or 32): a perf choice only, as an expert with more slots
-// loops; sized from the expected slots so that most experts take one pass.
 template <class T, bool kBf16, bool kStepScale = false>
-cudaError_t launch_traits(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, int slots_per_pass,
+cudaError_t launch_traits(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, int num_slots,
                           cudaStream_t stream) {
-  const int64_t steps = (p.layout.cols / T::kElems + 3) / 4;
-  int k_splits = kWarps;
-  while (k_splits > 1 && steps < static_cast<int64_t>(k_splits) * kMinStepsPerWarp) k_splits /= 2;
-  const int m_tiles = kWarps / k_splits;
-  const int64_t rows_per_block = 16 * kM * m_tiles;
-  const dim3 grid(static_cast<unsigned>((p.layout.rows + rows_per_block - 1) / rows_per_block),
-                  static_cast<unsigned>(p.max_active));
-  if (slots_per_pass <= 8)
-    grouped_mma_kernel<T, kBf16, 1, kStepScale><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m_tiles, k_splits);
-  else if (slots_per_pass <= 16)
-    grouped_mma_kernel<T, kBf16, 2, kStepScale><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m_tiles, k_splits);
+  const MmaLaunch m = plan_mma_launch(p.layout, num_slots, p.num_local_experts);
+  const dim3 grid(static_cast<unsigned>(m.row_blocks), static_cast<unsigned>(p.max_active));
+  if (m.slots_per_pass == 8)
+    grouped_mma_kernel<T, kBf16, 1, kStepScale><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m.m_tiles, m.k_splits);
+  else if (m.slots_per_pass == 16)
+    grouped_mma_kernel<T, kBf16, 2, kStepScale><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m.m_tiles, m.k_splits);
   else
-    grouped_mma_kernel<T, kBf16, 4, kStepScale><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m_tiles, k_splits);
+    grouped_mma_kernel<T, kBf16, 4, kStepScale><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m.m_tiles, m.k_splits);
   return cudaGetLastError();
-}
-
-// Packed INT4/INT8 and int8 storage: scales of the activation dtype, rounded to it, groups that hold
-// whole chunks.
-bool int_layout_fits(const WeightLayout& L, int act_kind, int elems) {
-  if (!L.round_to_scale_dtype || L.scale_kind != act_kind || L.cols % elems != 0) return false;
-  if (L.strategy == kGroup) return L.group_size % elems == 0 && (L.group_size & (L.group_size - 1)) == 0;
-  return L.strategy == kChannel || L.strategy == kTensor;
 }
 
 }  // namespace
 
-bool grouped_mma_supports(const WeightLayout& L, bool has_g_idx, int act_kind) {
-  if (has_g_idx || (act_kind != 0 && act_kind != 1)) return false;
-  switch (L.format) {
-    case kIntPacked:
-      return (L.bits == 4 && int_layout_fits(L, act_kind, 32)) || (L.bits == 8 && int_layout_fits(L, act_kind, 16));
-    case kIntUnpacked: return L.bits == 8 && int_layout_fits(L, act_kind, 16);
-    case kMxfp4: return act_kind == 0 && L.strategy == kGroup && L.group_size == 32 && L.scale_kind == 4 && L.cols % 32 == 0;
-    case kNvfp4:  // weights kept unrounded (see Nvfp4); fp8 block scales per 16 elements
-      return act_kind == 0 && !L.round_to_scale_dtype && L.group_size == 16 && L.scale_kind == 3 && L.cols % 32 == 0;
-    case kDense: return L.data_kind == act_kind && L.cols % 8 == 0;
-    default: return false;
-  }
-}
-
-bool grouped_mma_supports_codes(const WeightLayout& L, bool has_g_idx, int act_quant, int act_group) {
-  if (has_g_idx || !act_quant_has_codes(act_quant) || L.cols % 16 != 0) return false;
-  if (L.format == kIntPacked && L.bits == 4) {  // W4A8: a step (128 columns) inside one group
-    if (act_quant == 4 || L.cols % 32 != 0) return false;
-    if (L.strategy == kGroup) return L.group_size % 128 == 0 && (L.group_size & (L.group_size - 1)) == 0;
-    return L.strategy == kChannel || L.strategy == kTensor;
-  }
-  if (act_quant == 5) return L.format == kIntUnpacked && L.bits == 8 && (L.strategy == kChannel || L.strategy == kTensor);
-  if (L.format != kFp8) return false;
-  // A step (64 columns of 8-bit codes) lies in one input group and one weight block column, and a
-  // warp's 16 kM rows in one weight block row.
-  if (act_quant == 4 && (act_group <= 0 || act_group % 64 != 0)) return false;
-  if (L.strategy == kBlock) return L.block_cols % 64 == 0 && L.block_rows % (16 * kM) == 0;
-  return act_quant != 4 && (L.strategy == kChannel || L.strategy == kTensor);
-}
-
-cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, int act_kind,
-                               bool has_g_idx, int num_slots, cudaStream_t stream) {
-  if (in16 == nullptr) return cudaErrorNotSupported;
-  const bool codes = in_scale.scale != nullptr;
-  if (codes ? !grouped_mma_supports_codes(p.layout, has_g_idx, act_kind, in_scale.group)
-            : !grouped_mma_supports(p.layout, has_g_idx, act_kind))
-    return cudaErrorNotSupported;
+cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, bool bf16,
+                               int num_slots, cudaStream_t stream) {
+  if (in16 == nullptr) return cudaErrorInvalidValue;
   if (p.max_active == 0 || p.layout.rows == 0) return cudaSuccess;
-  // Slots per pass: the mean per expert plus three standard deviations of a uniform routing.
-  const double mean = static_cast<double>(num_slots) / p.num_local_experts;
-  const int n = static_cast<int>(std::min<double>(mean + 3.0 * std::sqrt(mean) + 1.0, num_slots));
-  if (codes) {
+  const int n = num_slots;
+  if (in_scale.scale) {
     if (p.layout.format == kIntUnpacked) return launch_traits<Int8Codes, false>(p, in16, in_scale, n, stream);
     if (p.layout.format == kIntPacked)
       return p.layout.strategy == kGroup ? launch_traits<Int4Codes, false, true>(p, in16, in_scale, n, stream)
@@ -598,7 +542,6 @@ cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16,
     return p.layout.strategy == kBlock ? launch_traits<Fp8Codes, false, true>(p, in16, in_scale, n, stream)
                                        : launch_traits<Fp8Codes, false>(p, in16, in_scale, n, stream);
   }
-  const bool bf16 = act_kind == 0;
   switch (p.layout.format) {
     case kIntPacked:
       if (p.layout.bits == 4)

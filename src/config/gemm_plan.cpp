@@ -1,0 +1,135 @@
+// The CUDA backend's kernel choice and tensor-core launch shape (see gemm_plan.h).
+#include "config/gemm_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "qmoe/moe.h"
+
+namespace qmoe {
+namespace {
+
+constexpr int kDense = static_cast<int>(WeightFormat::kDense);
+constexpr int kIntPacked = static_cast<int>(WeightFormat::kIntPacked);
+constexpr int kIntUnpacked = static_cast<int>(WeightFormat::kIntUnpacked);
+constexpr int kFp8 = static_cast<int>(WeightFormat::kFp8);
+constexpr int kNvfp4 = static_cast<int>(WeightFormat::kNvfp4);
+constexpr int kMxfp4 = static_cast<int>(WeightFormat::kMxfp4);
+constexpr int kTensor = static_cast<int>(Strategy::kTensor);
+constexpr int kChannel = static_cast<int>(Strategy::kChannel);
+constexpr int kGroup = static_cast<int>(Strategy::kGroup);
+constexpr int kBlock = static_cast<int>(Strategy::kBlock);
+constexpr int kFp8Group = static_cast<int>(ActQuant::kFp8Group);
+constexpr int kInt8PerToken = static_cast<int>(ActQuant::kInt8PerToken);
+
+int dtype_kind(DType d) {
+  switch (d) {
+    case DType::kBF16: return 0;
+    case DType::kF16: return 1;
+    case DType::kF32: return 2;
+    case DType::kF8E4M3: return 3;
+    default: return 4;
+  }
+}
+
+bool power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+// Packed INT4/INT8 and int8 storage on 16-bit inputs: scales of the activation dtype, rounded to it,
+// groups that hold whole chunks.
+bool int_layout_fits(const GemmLayout& L, int act_kind, int elems) {
+  if (!L.round_to_scale_dtype || L.scale_kind != act_kind || L.cols % elems != 0) return false;
+  if (L.strategy == kGroup) return L.group_size % elems == 0 && power_of_two(L.group_size);
+  return L.strategy == kChannel || L.strategy == kTensor;
+}
+
+bool takes_16_bit(const GemmLayout& L, int act_kind) {
+  if (act_kind != 0 && act_kind != 1) return false;
+  switch (L.format) {
+    case kIntPacked:
+      return (L.bits == 4 && int_layout_fits(L, act_kind, 32)) || (L.bits == 8 && int_layout_fits(L, act_kind, 16));
+    case kIntUnpacked: return L.bits == 8 && int_layout_fits(L, act_kind, 16);
+    case kMxfp4: return act_kind == 0 && L.strategy == kGroup && L.group_size == 32 && L.scale_kind == 4 && L.cols % 32 == 0;
+    case kNvfp4:  // weights kept unrounded; fp8 block scales per 16 elements
+      return act_kind == 0 && !L.round_to_scale_dtype && L.group_size == 16 && L.scale_kind == 3 && L.cols % 32 == 0;
+    case kDense: return L.data_kind == act_kind && L.cols % 8 == 0;
+    default: return false;
+  }
+}
+
+// Codes of one scale per row (FP8 per-token, per-tensor, static; INT8 per-token) or per group (FP8).
+bool takes_codes(const GemmLayout& L, int act_quant, int act_group) {
+  if (act_quant < 1 || act_quant > kInt8PerToken || L.cols % 16 != 0) return false;
+  if (L.format == kIntPacked && L.bits == 4) {  // W4A8: a step (128 columns) inside one group
+    if (act_quant == kFp8Group || L.cols % 32 != 0) return false;
+    if (L.strategy == kGroup) return L.group_size % 128 == 0 && power_of_two(L.group_size);
+    return L.strategy == kChannel || L.strategy == kTensor;
+  }
+  if (act_quant == kInt8PerToken)
+    return L.format == kIntUnpacked && L.bits == 8 && (L.strategy == kChannel || L.strategy == kTensor);
+  if (L.format != kFp8) return false;
+  // A step (64 columns of 8-bit codes) lies in one input group and one weight block column, and a
+  // warp's rows in one weight block row.
+  if (act_quant == kFp8Group && (act_group <= 0 || act_group % 64 != 0)) return false;
+  if (L.strategy == kBlock) return L.block_cols % 64 == 0 && L.block_rows % (16 * kMmaTilesPerWarp) == 0;
+  return act_quant != kFp8Group && (L.strategy == kChannel || L.strategy == kTensor);
+}
+
+}  // namespace
+
+GemmLayout gemm_layout_of(const QuantWeight& w, bool round_to_scale_dtype) {
+  GemmLayout L;
+  L.format = static_cast<int>(w.format);
+  L.bits = w.bits;
+  L.strategy = static_cast<int>(w.strategy);
+  L.scale_kind = w.scale.empty() ? 2 : dtype_kind(w.scale.dtype());
+  L.data_kind = w.format == WeightFormat::kDense ? dtype_kind(w.data.dtype()) : 0;
+  L.round_to_scale_dtype = round_to_scale_dtype;
+  L.rows = w.rows;
+  L.cols = w.cols;
+  L.group_size = w.group_size;
+  L.block_rows = w.block_rows;
+  L.block_cols = w.block_cols;
+  L.words_per_row = w.format == WeightFormat::kIntPacked ? w.data.dim(1) : 0;
+  L.scale_cols = w.scale.rank() == 2 ? w.scale.dim(1) : 1;
+  L.zp_cols = w.zero_point.rank() == 2 ? w.zero_point.dim(1) : 0;
+  return L;
+}
+
+std::string to_string(GemmKernel k) {
+  switch (k) {
+    case GemmKernel::kTensorCore16: return "tensor-core (16-bit inputs)";
+    case GemmKernel::kTensorCoreCodes: return "tensor-core (activation codes)";
+    case GemmKernel::kCudaCore: return "CUDA-core GEMV/generic";
+  }
+  return "?";
+}
+
+GemmKernel plan_gemm_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput& in) {
+  if (has_g_idx) return GemmKernel::kCudaCore;  // act order: groups are not contiguous
+  if (in.act_quant == 0)
+    return in.exactly_16_bit && takes_16_bit(L, in.act_kind) ? GemmKernel::kTensorCore16 : GemmKernel::kCudaCore;
+  return takes_codes(L, in.act_quant, in.act_group) ? GemmKernel::kTensorCoreCodes : GemmKernel::kCudaCore;
+}
+
+int mma_elems_per_chunk(const GemmLayout& L) {
+  if (L.format == kDense) return 8;
+  if (L.format == kNvfp4 || L.format == kMxfp4 || (L.format == kIntPacked && L.bits == 4)) return 32;
+  return 16;  // 8-bit integers and FP8
+}
+
+MmaLaunch plan_mma_launch(const GemmLayout& L, int64_t num_slots, int num_local_experts) {
+  MmaLaunch m;
+  const int64_t steps = (L.cols / mma_elems_per_chunk(L) + 3) / 4;
+  m.k_splits = kMmaWarps;
+  while (m.k_splits > 1 && steps < static_cast<int64_t>(m.k_splits) * kMmaMinStepsPerWarp) m.k_splits /= 2;
+  m.m_tiles = kMmaWarps / m.k_splits;
+  const int64_t rows_per_block = 16 * kMmaTilesPerWarp * m.m_tiles;
+  m.row_blocks = (L.rows + rows_per_block - 1) / rows_per_block;
+  // Slots per pass: the mean per expert plus three standard deviations of a uniform routing.
+  const double mean = static_cast<double>(num_slots) / std::max(num_local_experts, 1);
+  const int expected = static_cast<int>(std::min<double>(mean + 3.0 * std::sqrt(mean) + 1.0, static_cast<double>(num_slots)));
+  m.slots_per_pass = expected <= 8 ? 8 : expected <= 16 ? 16 : 32;
+  return m;
+}
+
+}  // namespace qmoe

@@ -1,0 +1,72 @@
+// Which grouped-GEMM kernel of the CUDA backend runs a projection, and how the tensor-core kernel is
+// launched: pure functions of the weight layout and the GEMM's input, tested on the CPU
+// (tests/cpu/test_gemm_plan.cpp). No CUDA types: used by the CUDA host code, the kernels and tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace qmoe {
+
+struct QuantWeight;
+
+// How every expert of one projection (w13 or w2) is stored: the canonical checkpoint layout, in
+// plain ints so that device code can read it.
+struct GemmLayout {
+  int format = 0;    // qmoe::WeightFormat
+  int bits = 0;
+  int strategy = 0;  // qmoe::Strategy
+  int scale_kind = 0;  // 0 BF16, 1 F16, 2 F32, 3 F8_E4M3, 4 U8 (E8M0)
+  int data_kind = 0;   // dense weights: 0 BF16, 1 F16, 2 F32
+  bool round_to_scale_dtype = true;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t group_size = 0;
+  int64_t block_rows = 0;
+  int64_t block_cols = 0;
+  int64_t words_per_row = 0;  // packed int rows (int32 words)
+  int64_t scale_cols = 1;     // second dimension of the scale tensor
+  int64_t zp_cols = 0;        // second dimension of the zero-point tensor; 0 when symmetric
+};
+GemmLayout gemm_layout_of(const QuantWeight& w, bool round_to_scale_dtype);
+
+// The GEMM's input: its activation quantization (qmoe::ActQuant as an int, 0 = none) with the
+// group size of per-group modes, and the model's activation dtype (0 BF16, 1 F16, 2 F32).
+struct GemmInput {
+  int act_quant = 0;
+  int act_group = 0;
+  int act_kind = 0;
+  bool exactly_16_bit = true;  // unquantized input values are exact in the activation dtype
+};
+
+// The kernels, in the order the backend tries them.
+enum class GemmKernel {
+  kTensorCore16,     // moe_mma.cu on the 16-bit input (weight-only and unquantized schemes)
+  kTensorCoreCodes,  // moe_mma.cu on the activation codes (W8A8, W4A8)
+  kCudaCore,         // moe_gemv.cu where its layout fits, else moe_gemm.cu
+};
+std::string to_string(GemmKernel k);
+GemmKernel plan_gemm_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput& in);
+
+// The tensor-core kernel's shape: 8 warps per block, each owning kMmaTilesPerWarp tiles of 16 rows;
+// a step is 4 lanes x one 16-byte chunk of a row.
+inline constexpr int kMmaWarps = 8;
+inline constexpr int kMmaTilesPerWarp = 2;
+// Reduction split: as many warps per row tile as keep at least this many steps each, so short
+// reductions (w2 of small experts) give rows to more warps instead. 4 beat 2 on the H200 by up to
+// 1.3x (Qwen3-30B-A3B at 8-64 tokens) and was never slower.
+inline constexpr int kMmaMinStepsPerWarp = 4;
+
+// Elements per 16-byte chunk of a row in the kernel that plan_gemm_kernel picked.
+int mma_elems_per_chunk(const GemmLayout& L);
+
+struct MmaLaunch {
+  int k_splits = 1;        // warps sharing a row tile's reduction
+  int m_tiles = 1;         // row tiles per block (k_splits * m_tiles = kMmaWarps)
+  int64_t row_blocks = 0;  // grid x: blocks over the rows (grid y: active experts)
+  int slots_per_pass = 8;  // 8, 16 or 32 slots per pass over the weights (an expert with more loops)
+};
+// num_slots = tokens * top_k, known on the host (the routing is not).
+MmaLaunch plan_mma_launch(const GemmLayout& L, int64_t num_slots, int num_local_experts);
+
+}  // namespace qmoe

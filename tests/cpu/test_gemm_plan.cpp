@@ -1,0 +1,162 @@
+// The CUDA backend's kernel plan (config/gemm_plan.h): which grouped GEMM each scheme gets and the
+// tensor-core launch shape. Pure functions, so they are tested here, on the CPU; the kernels
+// themselves are tested on the GPU (tests/cuda).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "config/gemm_plan.h"
+#include "cpu/moe_math.h"
+#include "qmoe/synthetic.h"
+
+namespace qmoe {
+namespace {
+
+GemmInput input_of(const cpu::ActQuantParams& q, int act_kind = 0, bool exactly_16_bit = true) {
+  return {static_cast<int>(q.kind), q.kind == ActQuant::kFp8Group ? q.group_size : 0, act_kind, exactly_16_bit};
+}
+
+struct SchemeCase {
+  const char* scheme;
+  GemmKernel kernel;  // both projections, bf16 model
+};
+
+TEST(GemmPlan, EverySyntheticSchemeGetsItsKernel) {
+  const MoeShape shape{"small", 4, 2, 256, 128};
+  const SchemeCase cases[] = {
+      {"bf16", GemmKernel::kTensorCore16},
+      {"w4a16_g128", GemmKernel::kTensorCore16},
+      {"w4a16_g32", GemmKernel::kTensorCore16},
+      {"w4a16_asym_g128", GemmKernel::kTensorCore16},
+      {"w8a16", GemmKernel::kTensorCore16},
+      {"mxfp4", GemmKernel::kTensorCore16},
+      {"nvfp4a16", GemmKernel::kTensorCore16},
+      {"nvfp4_w4a4", GemmKernel::kCudaCore},  // NVFP4 activations have no code path
+      {"fp8_tensor", GemmKernel::kTensorCoreCodes},
+      {"fp8_channel", GemmKernel::kTensorCoreCodes},
+      {"fp8_block", GemmKernel::kTensorCoreCodes},
+      {"int8", GemmKernel::kTensorCoreCodes},
+      {"w4a8_fp8", GemmKernel::kTensorCoreCodes},
+      {"w4a8_int8", GemmKernel::kTensorCoreCodes},
+  };
+  ASSERT_EQ(std::size(cases), synthetic_schemes().size());
+  for (const SchemeCase& c : cases) {
+    const MoeLayer layer = synthetic_layer(c.scheme, shape, 7, 1);
+    const ExpertWeights& ew = layer.experts[0];
+    const GemmLayout w13 = gemm_layout_of(ew.w13, layer.round_weights_to_scale_dtype);
+    const GemmLayout w2 = gemm_layout_of(ew.w2, layer.round_weights_to_scale_dtype);
+    EXPECT_EQ(plan_gemm_kernel(w13, false, input_of(cpu::gemm1_act_quant(layer))), c.kernel) << c.scheme << " w13";
+    EXPECT_EQ(plan_gemm_kernel(w2, false, input_of(cpu::gemm2_act_quant(layer))), c.kernel) << c.scheme << " w2";
+  }
+}
+
+GemmLayout layout_of_scheme(const std::string& scheme) {
+  const MoeLayer layer = synthetic_layer(scheme, {"small", 4, 2, 256, 128}, 3, 1);
+  return gemm_layout_of(layer.experts[0].w13, layer.round_weights_to_scale_dtype);
+}
+
+TEST(GemmPlan, InputsTheTensorCoresCannotTakeFallBack) {
+  const GemmLayout int4 = layout_of_scheme("w4a16_g128"), dense = layout_of_scheme("bf16");
+  const GemmLayout mxfp4 = layout_of_scheme("mxfp4"), fp8 = layout_of_scheme("fp8_channel");
+  const GemmLayout block = layout_of_scheme("fp8_block");
+  // F32 models, f16 inputs against bf16 scales or weights, MXFP4 (bf16 values) on f16 inputs.
+  for (const GemmLayout& L : {int4, dense, mxfp4}) {
+    EXPECT_EQ(plan_gemm_kernel(L, false, {0, 0, 2, true}), GemmKernel::kCudaCore);
+    EXPECT_EQ(plan_gemm_kernel(L, false, {0, 0, 1, true}), GemmKernel::kCudaCore);
+    // Inputs not exactly 16-bit (fp32 intermediates after a rescale or the activation).
+    EXPECT_EQ(plan_gemm_kernel(L, false, {0, 0, 0, false}), GemmKernel::kCudaCore);
+    // Act order: groups are not contiguous in k.
+    EXPECT_EQ(plan_gemm_kernel(L, true, {0, 0, 0, true}), GemmKernel::kCudaCore);
+  }
+  // An f16 model with f16 scales takes the f16 kernel.
+  GemmLayout int4_f16 = int4;
+  int4_f16.scale_kind = 1;
+  EXPECT_EQ(plan_gemm_kernel(int4_f16, false, {0, 0, 1, true}), GemmKernel::kTensorCore16);
+  // Codes do not depend on the 16-bit-ness of the unquantized input.
+  EXPECT_EQ(plan_gemm_kernel(fp8, false, {static_cast<int>(ActQuant::kFp8PerToken), 0, 0, false}),
+            GemmKernel::kTensorCoreCodes);
+  // Per-group FP8 activations need groups of whole 64-column steps, and a block weight (or none).
+  const int group = static_cast<int>(ActQuant::kFp8Group);
+  EXPECT_EQ(plan_gemm_kernel(block, false, {group, 128, 0, true}), GemmKernel::kTensorCoreCodes);
+  EXPECT_EQ(plan_gemm_kernel(block, false, {group, 32, 0, true}), GemmKernel::kCudaCore);
+  EXPECT_EQ(plan_gemm_kernel(fp8, false, {group, 128, 0, true}), GemmKernel::kCudaCore);
+  // NVFP4 weight-only keeps its weights unrounded; a rounded NVFP4 layout is not the kernel's.
+  GemmLayout nvfp4 = layout_of_scheme("nvfp4a16");
+  nvfp4.round_to_scale_dtype = true;
+  EXPECT_EQ(plan_gemm_kernel(nvfp4, false, {0, 0, 0, true}), GemmKernel::kCudaCore);
+  // A group layout without a group size is never given to the kernel.
+  GemmLayout no_group = int4;
+  no_group.group_size = 0;
+  EXPECT_EQ(plan_gemm_kernel(no_group, false, {0, 0, 0, true}), GemmKernel::kCudaCore);
+}
+
+GemmLayout sized(const GemmLayout& base, int64_t rows, int64_t cols) {
+  GemmLayout L = base;
+  L.rows = rows;
+  L.cols = cols;
+  return L;
+}
+
+TEST(GemmPlan, LaunchShapeOfModelProjections) {
+  const GemmLayout int4 = layout_of_scheme("w4a16_g128"), fp8 = layout_of_scheme("fp8_channel");
+  const GemmLayout mxfp4 = layout_of_scheme("mxfp4");
+  EXPECT_EQ(mma_elems_per_chunk(int4), 32);
+  EXPECT_EQ(mma_elems_per_chunk(fp8), 16);
+  EXPECT_EQ(mma_elems_per_chunk(layout_of_scheme("bf16")), 8);
+  // Qwen3-30B-A3B w13 at 1 token: 2048 / 32 = 64 chunks, 16 steps of 4 chunks: 4 warps per row
+  // tile keep 4 steps each; 2 tiles of 32 rows per block; 1536 / 64 = 24 blocks.
+  MmaLaunch m = plan_mma_launch(sized(int4, 1536, 2048), 8, 128);
+  EXPECT_EQ(m.k_splits, 4);
+  EXPECT_EQ(m.m_tiles, 2);
+  EXPECT_EQ(m.row_blocks, 24);
+  EXPECT_EQ(m.slots_per_pass, 8);
+  // Its w2: 768 columns are 6 steps, too few to split: 8 tiles per block, 2048 / 256 = 8 blocks.
+  m = plan_mma_launch(sized(int4, 2048, 768), 8, 128);
+  EXPECT_EQ(m.k_splits, 1);
+  EXPECT_EQ(m.m_tiles, 8);
+  EXPECT_EQ(m.row_blocks, 8);
+  // Mixtral w2 FP8: 14336 / 16 = 896 chunks, 224 steps: all 8 warps split the reduction.
+  m = plan_mma_launch(sized(fp8, 4096, 14336), 2, 8);
+  EXPECT_EQ(m.k_splits, 8);
+  EXPECT_EQ(m.row_blocks, 4096 / 32);
+  // gpt-oss w13 MXFP4: 2880 / 32 = 90 chunks, 23 steps (the last partial): 4-way split.
+  m = plan_mma_launch(sized(mxfp4, 5760, 2880), 4, 128);
+  EXPECT_EQ(m.k_splits, 4);
+  EXPECT_EQ(m.row_blocks, 5760 / 64);
+}
+
+TEST(GemmPlan, SlotsPerPassFollowTheExpectedLoad) {
+  const GemmLayout L = sized(layout_of_scheme("w4a16_g128"), 512, 2048);
+  // Mean slots per expert m; pass size >= m + 3 sqrt(m) + 1 (truncated), capped by the slots.
+  EXPECT_EQ(plan_mma_launch(L, 8, 128).slots_per_pass, 8);    // Qwen3, 1 token
+  EXPECT_EQ(plan_mma_launch(L, 512, 128).slots_per_pass, 16);  // Qwen3, 64 tokens: 4 + 6 + 1
+  EXPECT_EQ(plan_mma_launch(L, 16, 8).slots_per_pass, 8);      // Mixtral, 8 tokens: 2 + 4.2 + 1
+  EXPECT_EQ(plan_mma_launch(L, 128, 8).slots_per_pass, 32);    // Mixtral, 64 tokens: 16 + 12 + 1
+  EXPECT_EQ(plan_mma_launch(L, 2, 256).slots_per_pass, 8);
+  EXPECT_EQ(plan_mma_launch(L, 4096, 8).slots_per_pass, 32);  // more loop over the weights
+}
+
+TEST(GemmPlan, LaunchShapeInvariants) {
+  const GemmLayout base = layout_of_scheme("w4a16_g128");
+  for (int64_t cols : {32, 64, 128, 256, 512, 768, 1440, 2048, 2880, 4096, 7168, 14336})
+    for (int64_t rows : {1, 31, 32, 100, 256, 1536, 28672}) {
+      const MmaLaunch m = plan_mma_launch(sized(base, rows, cols), 64, 16);
+      const int64_t steps = (cols / 32 + 3) / 4;
+      EXPECT_EQ(m.k_splits * m.m_tiles, kMmaWarps);
+      EXPECT_EQ(m.k_splits & (m.k_splits - 1), 0);
+      if (m.k_splits > 1) EXPECT_GE(steps, int64_t{m.k_splits} * kMmaMinStepsPerWarp);
+      if (m.k_splits < kMmaWarps) EXPECT_LT(steps, int64_t{2} * m.k_splits * kMmaMinStepsPerWarp);
+      const int64_t rows_per_block = 16 * kMmaTilesPerWarp * m.m_tiles;
+      EXPECT_GE(m.row_blocks * rows_per_block, rows);
+      EXPECT_LT((m.row_blocks - 1) * rows_per_block, rows);
+    }
+}
+
+TEST(GemmPlan, KernelNames) {
+  EXPECT_EQ(to_string(GemmKernel::kTensorCore16), "tensor-core (16-bit inputs)");
+  EXPECT_EQ(to_string(GemmKernel::kTensorCoreCodes), "tensor-core (activation codes)");
+  EXPECT_EQ(to_string(GemmKernel::kCudaCore), "CUDA-core GEMV/generic");
+}
+
+}  // namespace
+}  // namespace qmoe
