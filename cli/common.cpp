@@ -79,7 +79,9 @@ std::string vllm_kernel_family(const DispatchDecision& d, Target target) {
 
 std::string qmoe_kernel_family(const DispatchDecision& d, Target target) {
 #if defined(QMOE_WITH_CUDA)
-  if (target != Target::kCpu) return "cuda: dequantizing grouped GEMV, correctness-first (see bench/RESULTS.md)";
+  if (target != Target::kCpu)
+    return "cuda: tensor-core decode GEMMs for weight-only, unquantized and FP8/INT8/W4A8 schemes, CUDA-core GEMV for "
+           "the rest (`qmoe run` prints the plan of each GEMM; bench/RESULTS.md)";
 #else
   if (target != Target::kCpu) return "cuda backend: not in this build";
 #endif

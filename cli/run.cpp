@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cli/common.h"
+#include "config/gemm_plan.h"
 #include "qmoe/checkpoint.h"
 #include "qmoe/compare.h"
 #include "qmoe/error.h"
@@ -128,6 +129,9 @@ int run_run(const RunArgs& args) {
   if (!args.output.empty()) write_safetensors(args.output, {{"output", &out}}, {{"producer", "qmoe run"}});
 
   const DispatchDecision& d = layer.decision;
+  // What the CUDA backend runs (or would run, in a CPU-only build) for these inputs.
+  const int act_kind = x.dtype() == DType::kBF16 ? 0 : x.dtype() == DType::kF16 ? 1 : 2;
+  const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, options.round_intermediate);
   if (args.json) {
     nlohmann::ordered_json j;
     j["checkpoint"] = args.dir;
@@ -137,6 +141,7 @@ int run_run(const RunArgs& args) {
     j["vllm_class"] = d.vllm_class;
     j["target"] = to_string(args.target);
     j["activation_quantization"] = to_string(layer.act_quant);
+    j["cuda_gemms"] = {{"w13", to_string(plan.k1)}, {"w2", to_string(plan.k2)}};
     j["backend"] = backend->name();
     j["tokens"] = x.dim(0);
     j["experts"] = layer.num_experts;
@@ -159,6 +164,7 @@ int run_run(const RunArgs& args) {
     fmt::print("scheme    {}\n", describe_scheme(d.scheme));
     fmt::print("method    {} ({}), decided for {}\n", to_string(d.method), d.vllm_class, to_string(args.target));
     fmt::print("act quant {}\n", to_string(layer.act_quant));
+    fmt::print("cuda gemm w13: {}; w2: {}\n", to_string(plan.k1), to_string(plan.k2));
     for (const auto& n : d.notes) fmt::print("note      {}\n", n);
     for (const auto& n : layer.notes) fmt::print("note      {}\n", n);
     fmt::print("weights   {} loaded in {:.3f} s\n", human_bytes(static_cast<uint64_t>(layer.weight_bytes())), load_s);

@@ -111,6 +111,23 @@ GemmKernel plan_gemm_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput
   return takes_codes(L, in.act_quant, in.act_group) ? GemmKernel::kTensorCoreCodes : GemmKernel::kCudaCore;
 }
 
+LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_intermediate) {
+  LayerGemmPlan p;
+  const int act_quant = static_cast<int>(layer.act_quant);
+  const int act_group = layer.act_quant == ActQuant::kFp8Group ? layer.act_group_size : 0;
+  p.in1 = {act_quant, act_group, act_kind, act_kind != 2 && (round_intermediate || !layer.routing.router_weight_on_input)};
+  p.in2 = {act_quant, act_group, act_kind, act_kind != 2 && round_intermediate};
+  if (layer.experts.empty()) return p;
+  const ExpertWeights& ew = layer.experts[0];
+  p.w13 = gemm_layout_of(ew.w13, layer.round_weights_to_scale_dtype);
+  p.w2 = gemm_layout_of(ew.w2, layer.round_weights_to_scale_dtype);
+  p.w13_has_g_idx = !ew.w13.g_idx.empty();
+  p.w2_has_g_idx = !ew.w2.g_idx.empty();
+  p.k1 = plan_gemm_kernel(p.w13, p.w13_has_g_idx, p.in1);
+  p.k2 = plan_gemm_kernel(p.w2, p.w2_has_g_idx, p.in2);
+  return p;
+}
+
 int mma_elems_per_chunk(const GemmLayout& L) {
   if (L.format == kDense) return 8;
   if (L.format == kNvfp4 || L.format == kMxfp4 || (L.format == kIntPacked && L.bits == 4)) return 32;

@@ -9,6 +9,7 @@
 namespace qmoe {
 
 struct QuantWeight;
+struct MoeLayer;
 
 // How every expert of one projection (w13 or w2) is stored: the canonical checkpoint layout, in
 // plain ints so that device code can read it.
@@ -47,6 +48,18 @@ enum class GemmKernel {
 };
 std::string to_string(GemmKernel k);
 GemmKernel plan_gemm_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput& in);
+
+// Both GEMMs of a layer: layouts (of the first local expert; all share them), inputs and kernels, for
+// hidden states of `act_kind` and the forward's rounding option (ForwardOptions::round_intermediate):
+// GEMM1's input is exactly 16-bit unless a router weight rescaled it without rounding, GEMM2's
+// unless the activation output is kept in fp32.
+struct LayerGemmPlan {
+  GemmLayout w13, w2;
+  bool w13_has_g_idx = false, w2_has_g_idx = false;
+  GemmInput in1, in2;
+  GemmKernel k1 = GemmKernel::kCudaCore, k2 = GemmKernel::kCudaCore;
+};
+LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_intermediate);
 
 // The tensor-core kernel's shape: 8 warps per block, each owning kMmaTilesPerWarp tiles of 16 rows;
 // a step is 4 lanes x one 16-byte chunk of a row.

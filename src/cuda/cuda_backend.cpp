@@ -211,15 +211,11 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   check(cuda::launch_grouping(gp, stream), "grouping");
 
   const cpu::ActQuantParams q1 = cpu::gemm1_act_quant(L), q2 = cpu::gemm2_act_quant(L);
-  // The tensor-core kernels take GEMM inputs that are exactly 16-bit: bf16/f16 hidden states, not
-  // quantized, and (after a rescale or the activation) rounded back to the input dtype; or the codes
-  // of an activation quantization (config/gemm_plan.h decides).
-  const GemmInput in1{static_cast<int>(q1.kind), q1.kind == ActQuant::kFp8Group ? q1.group_size : 0, kind,
-                      options.round_intermediate || !L.routing.router_weight_on_input};
-  const GemmInput in2{static_cast<int>(q2.kind), q2.kind == ActQuant::kFp8Group ? q2.group_size : 0, kind,
-                      options.round_intermediate};
-  const GemmKernel k1 = plan_gemm_kernel(m.w13_layout, m.w13_has_g_idx, in1);
-  const GemmKernel k2 = plan_gemm_kernel(m.w2_layout, m.w2_has_g_idx, in2);
+  // The tensor-core kernels take GEMM inputs that are exactly 16-bit, or the codes of an activation
+  // quantization (config/gemm_plan.h decides).
+  const LayerGemmPlan plan = plan_layer_gemms(L, kind, options.round_intermediate);
+  const GemmInput &in1 = plan.in1, &in2 = plan.in2;
+  const GemmKernel k1 = plan.k1, k2 = plan.k2;
   const bool mma1 = k1 == GemmKernel::kTensorCore16, codes1 = k1 == GemmKernel::kTensorCoreCodes;
   const bool mma2 = k2 == GemmKernel::kTensorCore16, codes2 = k2 == GemmKernel::kTensorCoreCodes;
   uint16_t* x16 = mma1 || codes1 ? m.x16.get<uint16_t>() : nullptr;

@@ -69,6 +69,12 @@ TEST_P(CliFixture, InspectAndRunWork) {
     EXPECT_TRUE(r.at("pass").get<bool>());
     ASSERT_EQ(r.at("checks").size(), 2u) << run.out;  // the reference and the fixture's torch output
     for (const auto& c : r.at("checks")) EXPECT_TRUE(c.at("pass").get<bool>()) << c.dump();
+    // Group act order (g_idx) keeps the CUDA backend off the tensor cores: its groups are not
+    // contiguous in k.
+    if (GetParam().find("actorder_group") != std::string::npos)
+      EXPECT_EQ(r.at("cuda_gemms").at("w13").get<std::string>(), "CUDA-core GEMV/generic") << run.out;
+    else
+      EXPECT_FALSE(r.at("cuda_gemms").at("w13").get<std::string>().empty());
   }
 }
 
@@ -91,6 +97,7 @@ TEST(Cli, RunRandomInputsWritesTheOutput) {
   EXPECT_THAT(r.out, HasSubstr("CompressedTensorsWNA16MarlinMoEMethod"));
   EXPECT_THAT(r.out, HasSubstr("PASS"));
   EXPECT_THAT(r.out, HasSubstr("ms per forward"));
+  EXPECT_THAT(r.out, HasSubstr("cuda gemm w13: tensor-core (16-bit inputs); w2: tensor-core (16-bit inputs)"));
   const auto tensors = read_safetensors(out);
   ASSERT_TRUE(tensors.count("output"));
   EXPECT_EQ(tensors.at("output").shape(), (std::vector<int64_t>{5, 256}));

@@ -152,6 +152,33 @@ TEST(GemmPlan, LaunchShapeInvariants) {
     }
 }
 
+TEST(GemmPlan, LayerPlanFollowsDtypeAndRounding) {
+  MoeLayer layer = synthetic_layer("w4a16_g128", {"small", 4, 1, 256, 128}, 5, 1);
+  LayerGemmPlan p = plan_layer_gemms(layer, 0, true);
+  EXPECT_EQ(p.k1, GemmKernel::kTensorCore16);
+  EXPECT_EQ(p.k2, GemmKernel::kTensorCore16);
+  EXPECT_EQ(p.w13.rows, 256);  // gate and up stacked
+  EXPECT_EQ(p.w2.cols, 128);
+  // fp32 intermediates: the activation output is not 16-bit, the hidden states still are.
+  p = plan_layer_gemms(layer, 0, false);
+  EXPECT_EQ(p.k1, GemmKernel::kTensorCore16);
+  EXPECT_EQ(p.k2, GemmKernel::kCudaCore);
+  // A router weight on the input rescales the hidden states: 16-bit only when rounded back.
+  layer.routing.router_weight_on_input = true;
+  EXPECT_EQ(plan_layer_gemms(layer, 0, false).k1, GemmKernel::kCudaCore);
+  EXPECT_EQ(plan_layer_gemms(layer, 0, true).k1, GemmKernel::kTensorCore16);
+  // F32 hidden states; f16 hidden states against bf16 scales.
+  EXPECT_EQ(plan_layer_gemms(layer, 2, true).k1, GemmKernel::kCudaCore);
+  EXPECT_EQ(plan_layer_gemms(layer, 1, true).k2, GemmKernel::kCudaCore);
+  // Activation codes, with the per-group FP8 group size carried to the kernel.
+  const MoeLayer block = synthetic_layer("fp8_block", {"small", 4, 1, 256, 128}, 5, 1);
+  p = plan_layer_gemms(block, 0, false);
+  EXPECT_EQ(p.k1, GemmKernel::kTensorCoreCodes);
+  EXPECT_EQ(p.k2, GemmKernel::kTensorCoreCodes);
+  EXPECT_EQ(p.in1.act_group, 128);
+  EXPECT_EQ(p.in1.act_quant, static_cast<int>(ActQuant::kFp8Group));
+}
+
 TEST(GemmPlan, KernelNames) {
   EXPECT_EQ(to_string(GemmKernel::kTensorCore16), "tensor-core (16-bit inputs)");
   EXPECT_EQ(to_string(GemmKernel::kTensorCoreCodes), "tensor-core (activation codes)");
