@@ -774,8 +774,11 @@ def w4a8_fp8_weight(raw, name, args) -> torch.Tensor:
     q = unpack_from_int32(raw[f"{name}.weight_packed"], args.num_bits,
                           raw[f"{name}.weight_shape"]).double()
     s = raw[f"{name}.weight_scale"].float()
-    chan = s.abs().amax(-1, keepdim=True) / FP8_MAX
-    s8 = to_fp8(s / chan / 8.0)
+    # convert_bf16_scales_to_fp8: dynamic per-token fp8 quantization of each row's group scales
+    # (scale floored at 1/(448*512), x / scale, saturated), then fp8(q / 8) and chan * 8.
+    chan = torch.clamp(s.abs().amax(-1, keepdim=True) / FP8_MAX, min=1.0 / (FP8_MAX * 512.0))
+    code = to_fp8(torch.clamp(s / chan, -FP8_MAX, FP8_MAX))
+    s8 = to_fp8(code / 8.0)
     eff = s8.double() * (chan * 8.0).double()
     return q * eff.repeat_interleave(args.group_size, dim=1)
 

@@ -460,9 +460,10 @@ QuantWeight stack_gate_up(QuantWeight gate, QuantWeight up, MoeMethod method, co
   return w;
 }
 
-// vLLM's W4A8-FP8 (CUTLASS) scale conversion: per output row, chan = max|s| / 448, group scales
-// stored as fp8(s / chan / 8) and the channel scale as chan * 8. The effective group scale is
-// their product, which is what the CPU reference uses.
+// vLLM's W4A8-FP8 (CUTLASS) scale conversion (convert_bf16_scales_to_fp8): each output row's group
+// scales go through its dynamic per-token FP8 quantization, chan = max(max|s| / 448, 1 / (448 * 512))
+// and q = fp8(clamp(s / chan)); the kernel then stores fp8(q / 8) and chan * 8. The effective group
+// scale is their product, which is what both backends use.
 void convert_w4a8_fp8_scales(QuantWeight& w) {
   Tensor eff(DType::kF32, w.scale.shape());
   const int64_t groups = w.scale.rank() == 2 ? w.scale.dim(1) : 1;
@@ -470,9 +471,10 @@ void convert_w4a8_fp8_scales(QuantWeight& w) {
   for (int64_t r = 0; r < rows; ++r) {
     float amax = 0.0f;
     for (int64_t g = 0; g < groups; ++g) amax = std::max(amax, std::fabs(to_float(w.scale, r * groups + g)));
-    const float chan = amax / quant::kFp8E4M3Max;
+    const float chan = quant::fp8_dynamic_scale(amax);  // amax / 448 with the 1 / (448 * 512) floor
     for (int64_t g = 0; g < groups; ++g) {
-      const float s8 = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(to_float(w.scale, r * groups + g) / chan / 8.0f));
+      const float q = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(to_float(w.scale, r * groups + g) / chan));
+      const float s8 = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(q / 8.0f));
       eff.data<float>()[r * groups + g] = s8 * (chan * 8.0f);
     }
   }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "qmoe/checkpoint.h"
@@ -420,6 +421,50 @@ TEST(BadCheckpoint, GroupSizeMustDivideTheInputSize) {
   // NVFP4 (tensor_group 16) with a hidden size of 40: rejected before any scale is read.
   const std::string msg = load_error("nvfp4a16", nullptr, [](nlohmann::json& cfg) { cfg["hidden_size"] = 40; });
   EXPECT_THAT(msg, HasSubstr("not a multiple of group_size 16"));
+}
+
+TEST(W4A8Fp8Scales, FollowVllmsConversionIncludingTheScaleFloor) {
+  // vLLM converts each row's group scales with its dynamic per-token fp8 quantization: chan =
+  // max(max|s| / 448, 1 / (448 * 512)), q = fp8(s / chan), stored fp8(q / 8) and chan * 8.
+  test::TempDir dir("w4a8_scales");
+  test::copy_fixture("w4a8_fp8", dir);
+  const std::string model = dir.file("model.safetensors");
+  std::map<std::string, Tensor> tensors = read_safetensors(model);
+  Tensor& s = tensors.at("model.layers.0.mlp.experts.0.gate_proj.weight_scale");  // BF16 [256, 2]
+  ASSERT_EQ(s.dtype(), DType::kBF16);
+  const uint16_t tiny = quant::float_to_bf16(3e-4f), big = quant::float_to_bf16(0.05f);
+  const uint16_t small = quant::float_to_bf16(9.25e-6f);
+  s.data<uint16_t>()[0] = s.data<uint16_t>()[1] = tiny;  // row 0: both groups below 1/512
+  s.data<uint16_t>()[2] = big;                            // row 1: one large, one tiny group
+  s.data<uint16_t>()[3] = small;
+  std::vector<std::pair<std::string, const Tensor*>> list;
+  for (const auto& [name, t] : tensors) list.emplace_back(name, &t);
+  write_safetensors(model, list);
+  const Checkpoint ckpt(dir.path());
+  const MoeLayer layer = load_moe_layer(ckpt, load_model_config(ckpt.config_path()), 0, {});
+  const Tensor& eff = layer.experts[0].w13.scale;  // F32 [2I, 2], gate rows first
+  ASSERT_EQ(eff.dtype(), DType::kF32);
+
+  // Row 0 by hand: bf16(3e-4) = 0x399D = 2.9945e-4; the floor gives chan = 1 / 229376, s / chan =
+  // 68.69, which fp8 rounds to 72 (step 8 in [64, 128)); fp8(72 / 8) = 9; scale 9 * 8 / 229376.
+  // Without the floor chan would be s / 448 and the scale s itself (4.8 % lower).
+  EXPECT_EQ(tiny, 0x399D);
+  EXPECT_FLOAT_EQ(eff.data<float>()[0], 72.0f / 229376.0f);
+  EXPECT_FLOAT_EQ(eff.data<float>()[1], 72.0f / 229376.0f);
+  // Row 1: the large group is exactly 448 * chan; the small one is quantized twice (fp8, then fp8
+  // of an eighth, in fp8's subnormal range), which can round differently from quantizing s / chan / 8
+  // once. Step by step with independent arithmetic (e4m3 steps: 2^-7 in [2^-4, 2^-3), subnormals
+  // 2^-9):
+  const double chan = static_cast<double>(quant::bf16_to_float(big)) / 448.0;
+  EXPECT_NEAR(eff.data<float>()[2], quant::bf16_to_float(big), 1e-7 * quant::bf16_to_float(big));
+  const double ratio = quant::bf16_to_float(small) / static_cast<float>(chan);
+  ASSERT_GT(ratio, 1.0 / 16);
+  ASSERT_LT(ratio, 1.0 / 8);
+  const double q = std::nearbyint(ratio * 128.0) / 128.0;       // fp8 in [2^-4, 2^-3)
+  const double s8 = std::nearbyint(q / 8.0 * 512.0) / 512.0;     // fp8 subnormal (ties to even)
+  const double once = std::nearbyint(ratio / 8.0 * 512.0) / 512.0;
+  EXPECT_NE(s8, once) << "the case should exercise the double rounding";
+  EXPECT_NEAR(eff.data<float>()[3], s8 * 8.0 * chan, 1e-6 * s8 * 8.0 * chan);
 }
 
 TEST(FloatTypedWna16, IsReadAsPackedIntegersLikeVllm) {
