@@ -416,7 +416,8 @@ QuantWeight stack_gate_up(QuantWeight gate, QuantWeight up, MoeMethod method, co
   }
   if (w.format == WeightFormat::kFp8 && w.strategy == Strategy::kTensor) {
     // vLLM (per-tensor FP8): dequantize each half to fp16 with its own scale and requantize both
-    // with the larger scale, so w13 has one scale per expert.
+    // with the larger scale, so w13 has one scale per expert. It does so even when the scales are
+    // equal, and the fp16 round trip can then still move values (fp16 underflow of tiny weights).
     const float s_gate = to_float(w.scale, 0), s_up = to_float(up.scale, 0);
     const float s_max = std::max(s_gate, s_up);
     const float inv = 1.0f / s_max;
@@ -427,10 +428,8 @@ QuantWeight stack_gate_up(QuantWeight gate, QuantWeight up, MoeMethod method, co
         q[i] = quant::quantize_fp8_act(deq, inv);
       }
     };
-    if (s_gate != s_up) {
-      requant(w.data, s_gate);
-      requant(up.data, s_up);
-    }
+    requant(w.data, s_gate);
+    requant(up.data, s_up);
     w.data = concat_rows(w.data, up.data);
     w.scale = Tensor(DType::kF32, {1});
     w.scale.data<float>()[0] = s_max;

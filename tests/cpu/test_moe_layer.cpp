@@ -467,6 +467,33 @@ TEST(W4A8Fp8Scales, FollowVllmsConversionIncludingTheScaleFloor) {
   EXPECT_NEAR(eff.data<float>()[3], s8 * 8.0 * chan, 1e-6 * s8 * 8.0 * chan);
 }
 
+TEST(Fp8PerTensorW13, IsRequantizedThroughFp16EvenWhenGateAndUpScalesAreEqual) {
+  // vLLM dequantizes each half to fp16 and requantizes with max(s_gate, s_up) whatever the scales;
+  // with equal tiny scales the fp16 round trip flushes tiny weights to zero.
+  test::TempDir dir("fp8_equal_scales");
+  test::copy_fixture("fp8_static", dir);
+  const std::string model = dir.file("model.safetensors");
+  std::map<std::string, Tensor> tensors = read_safetensors(model);
+  const std::string gate = "model.layers.0.mlp.experts.0.gate_proj", up = "model.layers.0.mlp.experts.0.up_proj";
+  const uint16_t s = quant::float_to_bf16(1e-6f);
+  tensors.at(gate + ".weight_scale").data<uint16_t>()[0] = s;
+  tensors.at(up + ".weight_scale").data<uint16_t>()[0] = s;
+  uint8_t* q = tensors.at(gate + ".weight").data<uint8_t>();
+  q[0] = 0x01;  // 2^-9 * 1e-6 = 1.9e-9: below fp16's smallest subnormal (6e-8), flushed to 0
+  q[1] = 0x7E;  // 448 * 1e-6: a normal fp16, back to 448 exactly
+  q[2] = 0x81;  // -2^-9: flushed to -0
+  std::vector<std::pair<std::string, const Tensor*>> list;
+  for (const auto& [name, t] : tensors) list.emplace_back(name, &t);
+  write_safetensors(model, list);
+  const Checkpoint ckpt(dir.path());
+  const MoeLayer layer = load_moe_layer(ckpt, load_model_config(ckpt.config_path()), 0, {});
+  const QuantWeight& w13 = layer.experts[0].w13;
+  EXPECT_EQ(w13.scale.data<float>()[0], quant::bf16_to_float(s));
+  EXPECT_EQ(w13.data.data<uint8_t>()[0], 0x00);
+  EXPECT_EQ(w13.data.data<uint8_t>()[1], 0x7E);
+  EXPECT_EQ(w13.data.data<uint8_t>()[2] & 0x7F, 0x00);
+}
+
 TEST(FloatTypedWna16, IsReadAsPackedIntegersLikeVllm) {
   // vLLM's WNA16 predicate ignores the weights' type: a pack-quantized scheme that says
   // type "float" still goes to the WNA16 method, which reads the tensors as packed integers.
