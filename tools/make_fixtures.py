@@ -790,7 +790,8 @@ def requant_w13_per_tensor(raw, g, u):
     smax = torch.maximum(s_g, s_u)
     halves = []
     for name, s in ((g, s_g), (u, s_u)):
-        deq = (raw[f"{name}.weight"].float() * s).to(torch.float16)
+        # On the GPU fp16 * (fp32 0-dim CUDA tensor) casts the scale to fp16 first.
+        deq = (raw[f"{name}.weight"].float() * s.half().float()).to(torch.float16)
         q = to_fp8(torch.clamp(deq.float() * (1.0 / smax), -FP8_MAX, FP8_MAX))
         halves.append(q.double() * smax.double())
     return torch.cat(halves)

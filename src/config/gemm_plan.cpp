@@ -125,6 +125,14 @@ LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_i
   p.w2_has_g_idx = !ew.w2.g_idx.empty();
   p.k1 = plan_gemm_kernel(p.w13, p.w13_has_g_idx, p.in1);
   p.k2 = plan_gemm_kernel(p.w2, p.w2_has_g_idx, p.in2);
+  // The 8-bit code kernels have no zero points (vLLM's W8A8 methods take symmetric weights only, so
+  // this guards against layers built some other way).
+  auto zero_point_guard = [](GemmKernel k, const QuantWeight& w) {
+    const bool int4 = w.format == WeightFormat::kIntPacked && w.bits == 4;
+    return k == GemmKernel::kTensorCoreCodes && !w.zero_point.empty() && !int4 ? GemmKernel::kCudaCore : k;
+  };
+  p.k1 = zero_point_guard(p.k1, ew.w13);
+  p.k2 = zero_point_guard(p.k2, ew.w2);
   return p;
 }
 

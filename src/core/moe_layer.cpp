@@ -418,13 +418,16 @@ QuantWeight stack_gate_up(QuantWeight gate, QuantWeight up, MoeMethod method, co
     // vLLM (per-tensor FP8): dequantize each half to fp16 with its own scale and requantize both
     // with the larger scale, so w13 has one scale per expert. It does so even when the scales are
     // equal, and the fp16 round trip can then still move values (fp16 underflow of tiny weights).
+    // The dequantization is an fp16 tensor times the fp32 scale on the GPU, whose kernel casts the
+    // scale to fp16 first: f16(q * f16(s)).
     const float s_gate = to_float(w.scale, 0), s_up = to_float(up.scale, 0);
     const float s_max = std::max(s_gate, s_up);
     const float inv = 1.0f / s_max;
     auto requant = [&](Tensor& data, float s_own) {
+      const float s_own_f16 = quant::round_to_f16(s_own);
       uint8_t* q = data.data<uint8_t>();
       for (int64_t i = 0; i < data.numel(); ++i) {
-        const float deq = quant::round_to_f16(quant::fp8e4m3_to_float(q[i]) * s_own);
+        const float deq = quant::round_to_f16(quant::fp8e4m3_to_float(q[i]) * s_own_f16);
         q[i] = quant::quantize_fp8_act(deq, inv);
       }
     };

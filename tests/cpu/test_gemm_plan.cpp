@@ -179,6 +179,19 @@ TEST(GemmPlan, LayerPlanFollowsDtypeAndRounding) {
   EXPECT_EQ(p.in1.act_quant, static_cast<int>(ActQuant::kFp8Group));
 }
 
+TEST(GemmPlan, EightBitCodesWithZeroPointsFallBack) {
+  // vLLM's W8A8 methods take symmetric weights only; a layer with 8-bit zero points built some other
+  // way must not reach the code kernels, which have none. INT4 (W4A8) handles them.
+  MoeLayer int8 = synthetic_layer("int8", {"small", 4, 1, 256, 128}, 5, 1);
+  EXPECT_EQ(plan_layer_gemms(int8, 0, true).k1, GemmKernel::kTensorCoreCodes);
+  for (ExpertWeights& ew : int8.experts) ew.w13.zero_point = Tensor(DType::kI8, {ew.w13.rows, 1});
+  EXPECT_EQ(plan_layer_gemms(int8, 0, true).k1, GemmKernel::kCudaCore);
+  EXPECT_EQ(plan_layer_gemms(int8, 0, true).k2, GemmKernel::kTensorCoreCodes);
+  MoeLayer w4a8 = synthetic_layer("w4a8_fp8", {"small", 4, 1, 256, 128}, 5, 1);
+  for (ExpertWeights& ew : w4a8.experts) ew.w13.zero_point = Tensor(DType::kI8, {ew.w13.rows, 2});
+  EXPECT_EQ(plan_layer_gemms(w4a8, 0, true).k1, GemmKernel::kTensorCoreCodes);
+}
+
 TEST(GemmPlan, KernelNames) {
   EXPECT_EQ(to_string(GemmKernel::kTensorCore16), "tensor-core (16-bit inputs)");
   EXPECT_EQ(to_string(GemmKernel::kTensorCoreCodes), "tensor-core (activation codes)");

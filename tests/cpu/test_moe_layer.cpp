@@ -494,6 +494,28 @@ TEST(Fp8PerTensorW13, IsRequantizedThroughFp16EvenWhenGateAndUpScalesAreEqual) {
   EXPECT_EQ(w13.data.data<uint8_t>()[2] & 0x7F, 0x00);
 }
 
+TEST(Fp8PerTensorW13, DequantizesWithTheScaleRoundedToFp16LikeVllmsKernel) {
+  // fp16 weights times an fp32 0-dim CUDA tensor: the kernel casts the scale to fp16 first. For a
+  // scale in fp16's subnormal range that moves codes. bf16(2e-7) = 2.0023e-7 becomes 1.7881e-7 in
+  // fp16; 448 * 1.7881e-7 = 8.011e-5 (a normal fp16), divided by 2.0023e-7 gives 400.07, which fp8
+  // rounds to 416 (code 0x7D; steps of 32 in [256, 448]). With the fp32 scale it would stay 448.
+  test::TempDir dir("fp8_f16_scale");
+  test::copy_fixture("fp8_static", dir);
+  const std::string model = dir.file("model.safetensors");
+  std::map<std::string, Tensor> tensors = read_safetensors(model);
+  const std::string gate = "model.layers.0.mlp.experts.0.gate_proj", up = "model.layers.0.mlp.experts.0.up_proj";
+  const uint16_t s = quant::float_to_bf16(2e-7f);
+  tensors.at(gate + ".weight_scale").data<uint16_t>()[0] = s;
+  tensors.at(up + ".weight_scale").data<uint16_t>()[0] = s;
+  tensors.at(gate + ".weight").data<uint8_t>()[0] = 0x7E;  // 448
+  std::vector<std::pair<std::string, const Tensor*>> list;
+  for (const auto& [name, t] : tensors) list.emplace_back(name, &t);
+  write_safetensors(model, list);
+  const Checkpoint ckpt(dir.path());
+  const MoeLayer layer = load_moe_layer(ckpt, load_model_config(ckpt.config_path()), 0, {});
+  EXPECT_EQ(layer.experts[0].w13.data.data<uint8_t>()[0], 0x7D);
+}
+
 TEST(FloatTypedWna16, IsReadAsPackedIntegersLikeVllm) {
   // vLLM's WNA16 predicate ignores the weights' type: a pack-quantized scheme that says
   // type "float" still goes to the WNA16 method, which reads the tensors as packed integers.
