@@ -207,10 +207,10 @@ TEST(ExpertParallelMap, InvalidMapsAreRejected) {
 
 // Copies a fixture, lets `mutate` edit its tensors (and optionally config.json), and returns the
 // message of the qmoe::Error raised by loading layer 0 ("" if none).
-std::string load_error(const std::string& fixture, const std::function<void(std::map<std::string, Tensor>&)>& mutate,
-                       const std::function<void(nlohmann::json&)>& mutate_config = nullptr,
-                       Target target = Target::kSm90) {
-  test::TempDir dir("bad_" + fixture);
+using TensorEdit = std::function<void(std::map<std::string, Tensor>&)>;
+
+// Copies a fixture into `dir` and lets `mutate` edit its tensors.
+void copy_fixture_edited(const std::string& fixture, const test::TempDir& dir, const TensorEdit& mutate) {
   test::copy_fixture(fixture, dir);
   const std::string model = dir.file("model.safetensors");
   std::map<std::string, Tensor> tensors = read_safetensors(model);
@@ -218,6 +218,13 @@ std::string load_error(const std::string& fixture, const std::function<void(std:
   std::vector<std::pair<std::string, const Tensor*>> list;
   for (const auto& [name, t] : tensors) list.emplace_back(name, &t);
   write_safetensors(model, list);
+}
+
+std::string load_error(const std::string& fixture, const TensorEdit& mutate,
+                       const std::function<void(nlohmann::json&)>& mutate_config = nullptr,
+                       Target target = Target::kSm90) {
+  test::TempDir dir("bad_" + fixture);
+  copy_fixture_edited(fixture, dir, mutate);
   if (mutate_config) {
     nlohmann::json cfg = nlohmann::json::parse(test::read_text(dir.file("config.json")));
     mutate_config(cfg);
@@ -427,19 +434,15 @@ TEST(W4A8Fp8Scales, FollowVllmsConversionIncludingTheScaleFloor) {
   // vLLM converts each row's group scales with its dynamic per-token fp8 quantization: chan =
   // max(max|s| / 448, 1 / (448 * 512)), q = fp8(s / chan), stored fp8(q / 8) and chan * 8.
   test::TempDir dir("w4a8_scales");
-  test::copy_fixture("w4a8_fp8", dir);
-  const std::string model = dir.file("model.safetensors");
-  std::map<std::string, Tensor> tensors = read_safetensors(model);
-  Tensor& s = tensors.at("model.layers.0.mlp.experts.0.gate_proj.weight_scale");  // BF16 [256, 2]
-  ASSERT_EQ(s.dtype(), DType::kBF16);
   const uint16_t tiny = quant::float_to_bf16(3e-4f), big = quant::float_to_bf16(0.05f);
   const uint16_t small = quant::float_to_bf16(9.25e-6f);
-  s.data<uint16_t>()[0] = s.data<uint16_t>()[1] = tiny;  // row 0: both groups below 1/512
-  s.data<uint16_t>()[2] = big;                            // row 1: one large, one tiny group
-  s.data<uint16_t>()[3] = small;
-  std::vector<std::pair<std::string, const Tensor*>> list;
-  for (const auto& [name, t] : tensors) list.emplace_back(name, &t);
-  write_safetensors(model, list);
+  copy_fixture_edited("w4a8_fp8", dir, [&](std::map<std::string, Tensor>& tensors) {
+    Tensor& s = tensors.at("model.layers.0.mlp.experts.0.gate_proj.weight_scale");  // BF16 [256, 2]
+    ASSERT_EQ(s.dtype(), DType::kBF16);
+    s.data<uint16_t>()[0] = s.data<uint16_t>()[1] = tiny;  // row 0: both groups below 1/512
+    s.data<uint16_t>()[2] = big;                            // row 1: one large, one tiny group
+    s.data<uint16_t>()[3] = small;
+  });
   const Checkpoint ckpt(dir.path());
   const MoeLayer layer = load_moe_layer(ckpt, load_model_config(ckpt.config_path()), 0, {});
   const Tensor& eff = layer.experts[0].w13.scale;  // F32 [2I, 2], gate rows first
@@ -467,24 +470,26 @@ TEST(W4A8Fp8Scales, FollowVllmsConversionIncludingTheScaleFloor) {
   EXPECT_NEAR(eff.data<float>()[3], s8 * 8.0 * chan, 1e-6 * s8 * 8.0 * chan);
 }
 
+const std::string kExpert0Gate = "model.layers.0.mlp.experts.0.gate_proj";
+
+// Expert 0's gate and up per-tensor scales (BF16 [1]) of an FP8 fixture, both set to `bits`.
+void set_expert0_w13_scales(std::map<std::string, Tensor>& tensors, uint16_t bits) {
+  tensors.at(kExpert0Gate + ".weight_scale").data<uint16_t>()[0] = bits;
+  tensors.at("model.layers.0.mlp.experts.0.up_proj.weight_scale").data<uint16_t>()[0] = bits;
+}
+
 TEST(Fp8PerTensorW13, IsRequantizedThroughFp16EvenWhenGateAndUpScalesAreEqual) {
   // vLLM dequantizes each half to fp16 and requantizes with max(s_gate, s_up) whatever the scales;
   // with equal tiny scales the fp16 round trip flushes tiny weights to zero.
   test::TempDir dir("fp8_equal_scales");
-  test::copy_fixture("fp8_static", dir);
-  const std::string model = dir.file("model.safetensors");
-  std::map<std::string, Tensor> tensors = read_safetensors(model);
-  const std::string gate = "model.layers.0.mlp.experts.0.gate_proj", up = "model.layers.0.mlp.experts.0.up_proj";
   const uint16_t s = quant::float_to_bf16(1e-6f);
-  tensors.at(gate + ".weight_scale").data<uint16_t>()[0] = s;
-  tensors.at(up + ".weight_scale").data<uint16_t>()[0] = s;
-  uint8_t* q = tensors.at(gate + ".weight").data<uint8_t>();
-  q[0] = 0x01;  // 2^-9 * 1e-6 = 1.9e-9: below fp16's smallest subnormal (6e-8), flushed to 0
-  q[1] = 0x7E;  // 448 * 1e-6: a normal fp16, back to 448 exactly
-  q[2] = 0x81;  // -2^-9: flushed to -0
-  std::vector<std::pair<std::string, const Tensor*>> list;
-  for (const auto& [name, t] : tensors) list.emplace_back(name, &t);
-  write_safetensors(model, list);
+  copy_fixture_edited("fp8_static", dir, [&](std::map<std::string, Tensor>& tensors) {
+    set_expert0_w13_scales(tensors, s);
+    uint8_t* q = tensors.at(kExpert0Gate + ".weight").data<uint8_t>();
+    q[0] = 0x01;  // 2^-9 * 1e-6 = 1.9e-9: below fp16's smallest subnormal (6e-8), flushed to 0
+    q[1] = 0x7E;  // 448 * 1e-6: a normal fp16, back to 448 exactly
+    q[2] = 0x81;  // -2^-9: flushed to -0
+  });
   const Checkpoint ckpt(dir.path());
   const MoeLayer layer = load_moe_layer(ckpt, load_model_config(ckpt.config_path()), 0, {});
   const QuantWeight& w13 = layer.experts[0].w13;
@@ -500,17 +505,10 @@ TEST(Fp8PerTensorW13, DequantizesWithTheScaleRoundedToFp16LikeVllmsKernel) {
   // fp16; 448 * 1.7881e-7 = 8.011e-5 (a normal fp16), divided by 2.0023e-7 gives 400.07, which fp8
   // rounds to 416 (code 0x7D; steps of 32 in [256, 448]). With the fp32 scale it would stay 448.
   test::TempDir dir("fp8_f16_scale");
-  test::copy_fixture("fp8_static", dir);
-  const std::string model = dir.file("model.safetensors");
-  std::map<std::string, Tensor> tensors = read_safetensors(model);
-  const std::string gate = "model.layers.0.mlp.experts.0.gate_proj", up = "model.layers.0.mlp.experts.0.up_proj";
-  const uint16_t s = quant::float_to_bf16(2e-7f);
-  tensors.at(gate + ".weight_scale").data<uint16_t>()[0] = s;
-  tensors.at(up + ".weight_scale").data<uint16_t>()[0] = s;
-  tensors.at(gate + ".weight").data<uint8_t>()[0] = 0x7E;  // 448
-  std::vector<std::pair<std::string, const Tensor*>> list;
-  for (const auto& [name, t] : tensors) list.emplace_back(name, &t);
-  write_safetensors(model, list);
+  copy_fixture_edited("fp8_static", dir, [](std::map<std::string, Tensor>& tensors) {
+    set_expert0_w13_scales(tensors, quant::float_to_bf16(2e-7f));
+    tensors.at(kExpert0Gate + ".weight").data<uint8_t>()[0] = 0x7E;  // 448
+  });
   const Checkpoint ckpt(dir.path());
   const MoeLayer layer = load_moe_layer(ckpt, load_model_config(ckpt.config_path()), 0, {});
   EXPECT_EQ(layer.experts[0].w13.data.data<uint8_t>()[0], 0x7D);
