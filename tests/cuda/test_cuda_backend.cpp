@@ -37,7 +37,7 @@ std::mt19937_64& rng() {
 // ---- random layers -----------------------------------------------------------------------------
 
 enum class Scheme { kW4A16G128, kW4A16AsymG32, kW8A16Channel, kW8A16AsymG64, kW8A16Int8Storage, kFp8Channel, kFp8Block,
-                    kFp8TensorStatic, kInt8, kNvfp4, kNvfp4ExactW4A4, kMxfp4, kDense, kW4A8Fp8 };
+                    kFp8TensorStatic, kInt8, kNvfp4, kNvfp4ExactW4A4, kMxfp4, kDense, kW4A8Fp8, kW4A8Int8 };
 
 const char* name_of(Scheme s) {
   switch (s) {
@@ -55,6 +55,7 @@ const char* name_of(Scheme s) {
     case Scheme::kMxfp4: return "mxfp4";
     case Scheme::kDense: return "bf16";
     case Scheme::kW4A8Fp8: return "w4a8_fp8";
+    case Scheme::kW4A8Int8: return "w4a8_int8";
   }
   return "?";
 }
@@ -94,7 +95,8 @@ QuantWeight random_weight(Scheme s, int64_t rows, int64_t cols) {
   switch (s) {
     case Scheme::kW4A16G128:
     case Scheme::kW4A16AsymG32:
-    case Scheme::kW4A8Fp8: {
+    case Scheme::kW4A8Fp8:
+    case Scheme::kW4A8Int8: {
       w.format = WeightFormat::kIntPacked;
       w.bits = 4;
       w.strategy = Strategy::kGroup;
@@ -199,13 +201,13 @@ MoeLayer random_layer(Scheme s, LayerShape shape, Activation act = Activation::k
   L.inter = shape.inter;
   L.activation = act;
   const bool w8a8 = s == Scheme::kFp8Channel || s == Scheme::kFp8Block || s == Scheme::kFp8TensorStatic ||
-                    s == Scheme::kInt8 || s == Scheme::kW4A8Fp8;
+                    s == Scheme::kInt8 || s == Scheme::kW4A8Fp8 || s == Scheme::kW4A8Int8;
   L.round_weights_to_scale_dtype = !w8a8 && s != Scheme::kNvfp4 && s != Scheme::kNvfp4ExactW4A4;
   switch (s) {
     case Scheme::kFp8Channel: case Scheme::kW4A8Fp8: L.act_quant = ActQuant::kFp8PerToken; break;
     case Scheme::kFp8Block: L.act_quant = ActQuant::kFp8Group; L.act_group_size = 128; break;
     case Scheme::kFp8TensorStatic: L.act_quant = ActQuant::kFp8Static; L.w13_input_scale = 0.01f; L.w2_input_scale = 0.002f; break;
-    case Scheme::kInt8: L.act_quant = ActQuant::kInt8PerToken; break;
+    case Scheme::kInt8: case Scheme::kW4A8Int8: L.act_quant = ActQuant::kInt8PerToken; break;
     case Scheme::kNvfp4ExactW4A4: L.act_quant = ActQuant::kNvfp4; L.w13_input_global_scale = 600.0f; L.w2_input_global_scale = 3000.0f; break;
     default: break;
   }
@@ -254,7 +256,8 @@ TEST_P(RandomLayers, MatchTheCpuBackend) {
   std::vector<LayerShape> shapes = {{16, 8, 2048, 768}};
   // gpt-oss-like sizes (2880 = 22.5 x 128, 1440 = 22.5 x 64) only where the scheme's groups divide
   // them, as the loader requires.
-  const bool groups_of_64_or_more = s == Scheme::kW4A16G128 || s == Scheme::kW4A8Fp8 || s == Scheme::kFp8Block ||
+  const bool groups_of_64_or_more = s == Scheme::kW4A16G128 || s == Scheme::kW4A8Fp8 || s == Scheme::kW4A8Int8 ||
+                                    s == Scheme::kFp8Block ||
                                     s == Scheme::kW8A16Int8Storage || s == Scheme::kW8A16AsymG64;
   if (!groups_of_64_or_more && s != Scheme::kNvfp4ExactW4A4) shapes.push_back({8, 4, 2880, 1440});
   for (const LayerShape& shape : shapes) {
@@ -272,7 +275,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, RandomLayers,
                          ::testing::Values(Scheme::kW4A16G128, Scheme::kW4A16AsymG32, Scheme::kW8A16Channel,
                                            Scheme::kW8A16AsymG64, Scheme::kW8A16Int8Storage, Scheme::kFp8Channel, Scheme::kFp8Block, Scheme::kFp8TensorStatic,
                                            Scheme::kInt8, Scheme::kNvfp4, Scheme::kNvfp4ExactW4A4, Scheme::kMxfp4,
-                                           Scheme::kDense, Scheme::kW4A8Fp8),
+                                           Scheme::kDense, Scheme::kW4A8Fp8, Scheme::kW4A8Int8),
                          [](const ::testing::TestParamInfo<Scheme>& info) { return std::string(name_of(info.param)); });
 
 // F16 models: f16 hidden states and f16 scales (or dense f16 weights), so the GEMMs run in f16.
@@ -286,7 +289,8 @@ Tensor bf16_to_f16(const Tensor& t) {
 
 TEST(RandomLayerEdges, HalfPrecisionModels) {
   REQUIRE_GPU();
-  for (Scheme s : {Scheme::kW4A16G128, Scheme::kW4A16AsymG32, Scheme::kW8A16AsymG64, Scheme::kDense}) {
+  for (Scheme s : {Scheme::kW4A16G128, Scheme::kW4A16AsymG32, Scheme::kW8A16AsymG64, Scheme::kW8A16Int8Storage,
+                   Scheme::kDense}) {
     MoeLayer layer = random_layer(s, {16, 4, 1024, 512});
     for (ExpertWeights& ew : layer.experts)
       for (QuantWeight* w : {&ew.w13, &ew.w2}) {
