@@ -85,8 +85,9 @@ struct CudaMoeLayer::Impl {
   int max_tokens = 0;
   std::vector<DeviceBuffer> weights;  // every expert tensor
   DeviceBuffer w13_experts, w2_experts;  // ExpertTensors[num_local]
-  cuda::WeightLayout w13_layout, w2_layout;
-  bool w13_has_g_idx = false, w2_has_g_idx = false;
+  // The GEMM plan (layouts, kernels) for each hidden dtype kind (BF16, F16, F32) and rounding
+  // option, made once here rather than on every forward.
+  LayerGemmPlan plans[3][2];
   DeviceBuffer expert_map, correction_bias;
   // Workspace (max_tokens).
   DeviceBuffer x, x16, x_scale, u, act, act16, act_scale, y, ids, weights_buf, counts, offsets, sorted_slots, slot_expert, amax, active, num_active;
@@ -118,12 +119,8 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
       dst->global_scale = src->global_scale;
     }
   }
-  if (E > 0) {
-    m.w13_layout = gemm_layout_of(layer.experts[0].w13, layer.round_weights_to_scale_dtype);
-    m.w2_layout = gemm_layout_of(layer.experts[0].w2, layer.round_weights_to_scale_dtype);
-    m.w13_has_g_idx = !layer.experts[0].w13.g_idx.empty();
-    m.w2_has_g_idx = !layer.experts[0].w2.g_idx.empty();
-  }
+  for (int kind = 0; kind < 3; ++kind)
+    for (int round = 0; round < 2; ++round) m.plans[kind][round] = plan_layer_gemms(layer, kind, round == 1);
   m.w13_experts = upload(w13.data(), sizeof(cuda::ExpertTensors) * E);
   m.w2_experts = upload(w2.data(), sizeof(cuda::ExpertTensors) * E);
   std::vector<int32_t> map(layer.expert_map.begin(), layer.expert_map.end());
@@ -213,7 +210,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   const cpu::ActQuantParams q1 = cpu::gemm1_act_quant(L), q2 = cpu::gemm2_act_quant(L);
   // The tensor-core kernels take GEMM inputs that are exactly 16-bit, or the codes of an activation
   // quantization (config/gemm_plan.h decides).
-  const LayerGemmPlan plan = plan_layer_gemms(L, kind, options.round_intermediate);
+  const LayerGemmPlan& plan = m.plans[kind][options.round_intermediate ? 1 : 0];
   const GemmInput &in1 = plan.in1, &in2 = plan.in2;
   const GemmKernel k1 = plan.k1, k2 = plan.k2;
   const bool mma1 = k1 == GemmKernel::kTensorCore16, codes1 = k1 == GemmKernel::kTensorCoreCodes;
@@ -233,7 +230,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
         "gemm1 input quantization");
 
   cuda::GroupedGemmParams g1;
-  g1.layout = m.w13_layout;
+  g1.layout = plan.w13;
   g1.experts = m.w13_experts.get<cuda::ExpertTensors>();
   g1.expert_offsets = gp.expert_offsets;
   g1.sorted_slots = gp.sorted_slots;
@@ -245,7 +242,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g1.in_by_token = true;
   g1.top_k = k;
   g1.out = m.u.get<float>();
-  if (gemms) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, m.w13_has_g_idx, tokens, stream), "gemm1");
+  if (gemms) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, plan.w13_has_g_idx, tokens, stream), "gemm1");
 
   cuda::ActivationParams ap;
   ap.activation = static_cast<int>(L.activation);
@@ -266,12 +263,12 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
         "gemm2 input quantization");
 
   cuda::GroupedGemmParams g2 = g1;
-  g2.layout = m.w2_layout;
+  g2.layout = plan.w2;
   g2.experts = m.w2_experts.get<cuda::ExpertTensors>();
   g2.in = m.act.get<float>();
   g2.in_by_token = false;
   g2.out = m.y.get<float>();
-  if (gemms) check(grouped_gemm(g2, k2, act16, {act_scale, in2.act_group}, kind == 0, m.w2_has_g_idx, tokens, stream), "gemm2");
+  if (gemms) check(grouped_gemm(g2, k2, act16, {act_scale, in2.act_group}, kind == 0, plan.w2_has_g_idx, tokens, stream), "gemm2");
 
   cuda::CombineParams cp;
   cp.y = m.y.get<float>();
