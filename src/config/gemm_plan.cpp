@@ -92,6 +92,7 @@ GemmLayout gemm_layout_of(const QuantWeight& w, bool round_to_scale_dtype) {
   L.words_per_row = w.format == WeightFormat::kIntPacked ? w.data.dim(1) : 0;
   L.scale_cols = w.scale.rank() == 2 ? w.scale.dim(1) : 1;
   L.zp_cols = w.zero_point.rank() == 2 ? w.zero_point.dim(1) : 0;
+  L.has_zero_point = !w.zero_point.empty();
   return L;
 }
 

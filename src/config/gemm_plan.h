@@ -27,7 +27,8 @@ struct GemmLayout {
   int64_t block_cols = 0;
   int64_t words_per_row = 0;  // packed int rows (int32 words)
   int64_t scale_cols = 1;     // second dimension of the scale tensor
-  int64_t zp_cols = 0;        // second dimension of the zero-point tensor; 0 when symmetric
+  int64_t zp_cols = 0;        // second dimension of the zero-point tensor; 0 when symmetric or 1-D
+  bool has_zero_point = false;  // asymmetric weights (a zero-point tensor of any rank)
 };
 GemmLayout gemm_layout_of(const QuantWeight& w, bool round_to_scale_dtype);
 

@@ -312,10 +312,14 @@ constexpr bool codes_of(decltype(T::kCodes)*) { return T::kCodes; }
 // ---- the kernel -----------------------------------------------------------------------------------
 
 // m16 tiles per warp: each B fragment (the inputs) serves 16 kM weight rows. Measured on the H200
-// (2026-11-29): kM 4 with kBatch 1 was 1.2-1.6x slower at 1-8 tokens; kBatch 4 was 1.1-1.6x slower.
+// (2026-11-29, before the pipelined stages): 4 tiles was 1.2-1.6x slower at 1-8 tokens.
 constexpr int kM = kMmaTilesPerWarp;
 constexpr int kRows = 2 * kM;  // rows per lane: r, r + 8, r + 16, r + 24
-constexpr int kBatch = 2;  // steps whose weights each lane loads before decoding them
+// Blocks per SM the register budget must allow. One n-tile: 3 pipelined (80 registers, a few
+// spilled; up to 1.1x faster at 1-8 tokens on the H200 than 2 blocks), 4 otherwise (64 registers).
+// More n-tiles: 2 (at 1 block, 4 n-tiles ran up to 1.5x slower).
+template <int kN, bool kPipelined>
+inline constexpr int kMinBlocks = kN > 1 ? 2 : kPipelined ? 3 : 4;
 
 // Streaming 16-byte weight load (read once: keep it out of L1, which holds the inputs). Volatile, as
 // the input loads below, so the compiler keeps every load of a step ahead of its mmas.
@@ -336,48 +340,100 @@ __device__ __forceinline__ uint4 load_inputs(const uint4* p) {
 // are m_tiles row tiles x k_splits slices of the reduction, summed through shared memory. A lane
 // (r = lane / 4, q = lane % 4) owns rows r + 8 j (j < kRows) of its warp tile and chunk 4 * step + q
 // of each of its steps (ks, ks + k_splits, ...).
+// Two register stages. kPipelined: a stage's next weights are loaded as soon as its step is
+// multiplied, so each warp keeps a step's weights in flight while it decodes the other (needs more
+// registers), and the first loads go out before the slot bookkeeping. Otherwise both stages are
+// loaded, then both decoded.
 // kStepScale (codes of 128x128-block or grouped weights): every step's products are scaled by the
 // step's weight scales (per row) and input scales before they join the accumulators (a step's
-// columns lie in one weight block or group and one input group).
-template <class T, bool kBf16, int kN, bool kStepScale>
-__global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmParams p, const uint16_t* in16,
-                                                                  InputScales in_scale, int m_tiles, int k_splits) {
+// columns lie in one weight block or group and one input group). kZero: the weights have zero
+// points (a template flag, as their loads cost issue slots even when predicated off).
+template <class T, bool kBf16, int kN, bool kStepScale, bool kZero, bool kPipelined>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined>) grouped_mma_kernel(GroupedGemmParams p, const uint16_t* in16,
+                                                                     InputScales in_scale, int m_tiles, int k_splits) {
   __shared__ float partial[kWarps][kN * kM * 4][32];  // (warp, accumulator, lane) of the k slices
-  int e, m0, m1;
-  if (!block_expert(p, &e, &m0, &m1)) return;  // block-uniform
+  // The expert: the active count and entry load together, then the expert's tensors and slot range.
+  const int num_active = *p.num_active, active = p.active_experts[blockIdx.y];
+  if (static_cast<int>(blockIdx.y) >= num_active) return;  // block-uniform
+  const ExpertTensors w = p.experts[active];
+  const int m0 = p.expert_offsets[active], m1 = p.expert_offsets[active + 1];
   const WeightLayout& L = p.layout;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int mt = warp % m_tiles, ks = warp / m_tiles;
   const int r = lane / 4, q = lane % 4;
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * m_tiles + mt) * 16 * kM + r;  // + 8 j
-  const ExpertTensors w = p.experts[e];
-  const int64_t K = L.cols;
-  const int chunks = static_cast<int>(K / T::kElems), steps = (chunks + 3) / 4;
+  const int K = static_cast<int>(L.cols);  // < 2^31 (grouped_mma_supports)
+  const int chunks = K / T::kElems, steps = (chunks + 3) / 4;
+  const int full_steps = chunks / 4;  // steps whose four chunks all exist
+  // This warp's full steps ks + i * k_splits, i < my_full; the partial last step, if any, is
+  // handled after them by the warp it falls to.
+  const int my_full = ks < full_steps ? (full_steps - ks + k_splits - 1) / k_splits : 0;
+  const bool my_tail = full_steps < steps && full_steps >= ks && (full_steps - ks) % k_splits == 0;
   const int shift = group_shift_of(L);
   constexpr int kGroups = T::kElems / 8;
-  constexpr int kSb = T::kScaleBytes > 0 ? T::kScaleBytes : 1;
-  // Rows past the end read row 0 and are not stored.
-  const uint4* wrow[kRows];  // (chunks) 16-byte chunks of each of this lane's rows
+  const uint4* wdata = static_cast<const uint4*>(w.data);  // (rows, chunks) 16-byte chunks
+  // 32-bit element offsets of this lane's rows (an expert's tensors hold < 2^31 elements); rows
+  // past the end read row 0 and are not stored.
+  int woff[kRows];
   ScaleRow srow[kRows];
 #pragma unroll
   for (int j = 0; j < kRows; ++j) {
     const int64_t row = row0 + 8 * j < L.rows ? row0 + 8 * j : 0;
-    wrow[j] = static_cast<const uint4*>(w.data) + row * chunks;
+    woff[j] = static_cast<int>(row * chunks);
     srow[j] = scale_row(L, row);
   }
 
+  // One step's weights: this lane's chunk of each of its rows, with the scale bits and zero points
+  // (and, for kStepScale, the rows' fp32 weight scales).
+  struct Stage {
+    uint4 raw[kRows];
+    uint32_t sbits[kRows];
+    int zero[kRows];
+    float sw[kStepScale ? kRows : 1];
+  };
+  // kTail: the step may lack chunks (lanes past the end load chunk 0 and multiply zero inputs).
+  auto load_stage = [&](Stage& s, int st, auto tail) {
+    constexpr bool kTail = decltype(tail)::value;
+    const int c = st * 4 + q;
+    const int cc = !kTail || c < chunks ? c : 0;
+    [[maybe_unused]] const int grp = (cc * T::kElems) >> shift;  // scale group
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) {
+      s.raw[j] = load_weights(wdata + woff[j] + cc);
+      s.sbits[j] = 0;
+      s.zero[j] = 0;
+      if constexpr (T::kScaleBytes > 0) s.sbits[j] = load_scale_of<T>(w.scale, srow[j].scale_offset + grp, nullptr);
+      if constexpr (kZero) s.zero[j] = __ldg(w.zero_point + srow[j].zero_offset + grp);
+    }
+    if constexpr (kStepScale) {
+      // Weight scale of each accumulator row (rows r + 8 i): one 128x128 block for the whole warp
+      // (block rows are a multiple of 16 kM), or each row's group.
+      const int k0 = st * 4 * T::kElems;  // the step's first column
+      if (L.strategy == kBlock) {
+        const float s0 = scale_at(L, w, row0 < L.rows ? row0 : 0, k0 / L.block_cols);
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) s.sw[i] = s0;
+      } else {
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) s.sw[i] = scale_at(L, w, row0 + 8 * i < L.rows ? row0 + 8 * i : 0, k0 >> shift);
+      }
+    }
+  };
+
   for (int s0 = m0; s0 < m1; s0 += 8 * kN) {
+    Stage A, B;
+    if (kPipelined && my_full > 0) load_stage(A, ks, std::false_type{});
+    if (kPipelined && my_full > 1) load_stage(B, ks + k_splits, std::false_type{});
+
     const int count = min(8 * kN, m1 - s0);
-    // (K / 8) permuted 16-bit input row of this lane's B column; absent slots read the first slot's
-    // row and multiply zeros instead (every lane must take part in the mma).
+    // (K / 8) permuted 16-bit input row of this lane's B column. Absent slots read the first slot's
+    // row: the mma's columns are independent and theirs are never stored.
     const uint4* x[kN];
-    uint32_t live = 0;  // bit n: this lane's slot of n-tile n exists
 #pragma unroll
     for (int n = 0; n < kN; ++n) {
       const int i = 8 * n + r;
       const int slot = p.sorted_slots[s0 + (i < count ? i : 0)];
-      x[n] = reinterpret_cast<const uint4*>(in16 + static_cast<int64_t>(p.in_by_token ? slot / p.top_k : slot) * K);
-      live |= (i < count ? 1u : 0u) << n;
+      x[n] = reinterpret_cast<const uint4*>(in16) + (p.in_by_token ? slot / p.top_k : slot) * (K / 8);
     }
     // Input rows of this lane's accumulator columns (slots 8 n + 2 q + h), or -1.
     int crow[kN][2];
@@ -389,90 +445,89 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmPar
         const int slot = i < count ? p.sorted_slots[s0 + i] : -1;
         crow[n][h] = slot < 0 ? -1 : p.in_by_token ? slot / p.top_k : slot;
       }
-    const int scales_per_row = in_scale.group > 0 ? static_cast<int>((K + in_scale.group - 1) / in_scale.group) : 1;
+    const int scales_per_row = in_scale.group > 0 ? (K + in_scale.group - 1) / in_scale.group : 1;
     float acc[kN][kM][4] = {};
-    for (int st = ks; st < steps; st += k_splits * kBatch) {
-      uint4 raw[kBatch][kRows];
-      uint32_t sbits[kBatch][kRows];
-      int zero[kBatch][kRows];
+
+    // Decode the stage's weights and multiply them with the step's inputs.
+    auto compute_stage = [&](const Stage& s, int st, auto tail) {
+      constexpr bool kTail = decltype(tail)::value;
+      const int c = st * 4 + q;
+      const bool in_k = !kTail || c < chunks;
+      const int cx = in_k ? c : 0;
+      // The first n-tile's inputs for the whole step, loaded before decoding.
+      uint4 x0[kGroups];
 #pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int c = (st + b * k_splits) * 4 + q;
-        const bool in_k = st + b * k_splits < steps && c < chunks;
-        const int cc = in_k ? c : 0, grp = (cc * T::kElems) >> shift;  // scale group
+      for (int g = 0; g < kGroups; ++g) x0[g] = load_inputs(x[0] + cx * kGroups + g);
+      typename T::Row rp[kRows];
 #pragma unroll
-        for (int j = 0; j < kRows; ++j) {
-          raw[b][j] = in_k ? load_weights(wrow[j] + cc) : make_uint4(0, 0, 0, 0);
-          sbits[b][j] = 0;
-          zero[b][j] = 0;
-          if constexpr (T::kScaleBytes > 0) sbits[b][j] = load_scale_of<T>(w.scale, srow[j].scale_offset + grp, nullptr);
-          if (w.zero_point) zero[b][j] = __ldg(w.zero_point + srow[j].zero_offset + grp);
+      for (int j = 0; j < kRows; ++j) rp[j] = T::row(s.sbits[j], s.zero[j]);
+      float step_acc[kN][kM][4] = {};
+      float(&dst)[kN][kM][4] = kStepScale ? step_acc : acc;
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) {
+        uint32_t f[kRows][4];
+#pragma unroll
+        for (int j = 0; j < kRows; ++j) T::group(s.raw[j], g, rp[j], f[j]);
+#pragma unroll
+        for (int n = 0; n < kN; ++n) {
+          if (8 * n >= count) break;  // warp-uniform
+          uint4 bv = n == 0 ? x0[g] : load_inputs(x[n] + cx * kGroups + g);
+          if (kTail && !in_k) bv = make_uint4(0, 0, 0, 0);
+#pragma unroll
+          for (int m = 0; m < kM; ++m) {
+            // Tile m: rows (2m, 2m + 1) of the lane's four, i.e. r + 16 m and r + 16 m + 8.
+            mma<kBf16>(dst[n][m], f[2 * m][0], f[2 * m + 1][0], f[2 * m][1], f[2 * m + 1][1], bv.x, bv.y);
+            mma<kBf16>(dst[n][m], f[2 * m][2], f[2 * m + 1][2], f[2 * m][3], f[2 * m + 1][3], bv.z, bv.w);
+          }
         }
       }
+      if constexpr (kStepScale) {
+        const int g = in_scale.group > 0 ? st * 4 * T::kElems / in_scale.group : 0;
 #pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        if (st + b * k_splits >= steps) break;  // warp-uniform
-        const int c = (st + b * k_splits) * 4 + q;
-        const bool in_k = c < chunks;
-        const int cx = in_k ? c : 0;
-        // The first n-tile's inputs for the whole step, loaded before decoding.
-        uint4 x0[kGroups];
+        for (int n = 0; n < kN; ++n) {
+          if (8 * n >= count) break;  // warp-uniform
+          float sx[2];
 #pragma unroll
-        for (int g = 0; g < kGroups; ++g) x0[g] = load_inputs(x[0] + cx * kGroups + g);
-        typename T::Row rp[kRows];
+          for (int h = 0; h < 2; ++h) sx[h] = crow[n][h] < 0 ? 0.0f : in_scale.scale[crow[n][h] * scales_per_row + g];
 #pragma unroll
-        for (int j = 0; j < kRows; ++j) rp[j] = T::row(sbits[b][j], zero[b][j]);
-        float step_acc[kN][kM][4] = {};
-        float(&dst)[kN][kM][4] = kStepScale ? step_acc : acc;
+          for (int m = 0; m < kM; ++m)
 #pragma unroll
-        for (int g = 0; g < kGroups; ++g) {
-          uint32_t f[kRows][4];
-#pragma unroll
-          for (int j = 0; j < kRows; ++j) T::group(raw[b][j], g, rp[j], f[j]);
-#pragma unroll
-          for (int n = 0; n < kN; ++n) {
-            if (8 * n >= count) break;  // warp-uniform
-            const uint4 xv = n == 0 ? x0[g] : load_inputs(x[n] + cx * kGroups + g);
-            const uint4 bv = in_k && ((live >> n) & 1u) ? xv : make_uint4(0, 0, 0, 0);
-#pragma unroll
-            for (int m = 0; m < kM; ++m) {
-              // Tile m: rows (2m, 2m + 1) of the lane's four, i.e. r + 16 m and r + 16 m + 8.
-              mma<kBf16>(dst[n][m], f[2 * m][0], f[2 * m + 1][0], f[2 * m][1], f[2 * m + 1][1], bv.x, bv.y);
-              mma<kBf16>(dst[n][m], f[2 * m][2], f[2 * m + 1][2], f[2 * m][3], f[2 * m + 1][3], bv.z, bv.w);
-            }
-          }
+            for (int j = 0; j < 4; ++j)
+              acc[n][m][j] = fmaf(step_acc[n][m][j], s.sw[2 * m + (j >> 1)] * sx[j & 1], acc[n][m][j]);
         }
-        if constexpr (kStepScale) {
-          const int64_t k0 = static_cast<int64_t>(st + b * k_splits) * 4 * T::kElems;  // the step's first column
-          // Weight scale of each accumulator row (rows r + 8 i, i < kRows): one 128x128 block for the
-          // whole warp (block rows are a multiple of 16 kM), or each row's group.
-          const int64_t wg = L.strategy == kBlock ? k0 / L.block_cols : k0 >> shift;
-          float sw[kRows];
-          if (L.strategy == kBlock) {
-            const float s0 = scale_at(L, w, row0 < L.rows ? row0 : 0, wg);
-#pragma unroll
-            for (int i = 0; i < kRows; ++i) sw[i] = s0;
-          } else {
-#pragma unroll
-            for (int i = 0; i < kRows; ++i) sw[i] = scale_at(L, w, row0 + 8 * i < L.rows ? row0 + 8 * i : 0, wg);
-          }
-          const int g = in_scale.group > 0 ? static_cast<int>(k0 / in_scale.group) : 0;
-#pragma unroll
-          for (int n = 0; n < kN; ++n) {
-            if (8 * n >= count) break;  // warp-uniform
-            float sx[2];
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-              sx[h] = crow[n][h] < 0 ? 0.0f : in_scale.scale[static_cast<int64_t>(crow[n][h]) * scales_per_row + g];
-#pragma unroll
-            for (int m = 0; m < kM; ++m)
-#pragma unroll
-              for (int j = 0; j < 4; ++j)
-                acc[n][m][j] = fmaf(step_acc[n][m][j], sw[2 * m + (j >> 1)] * sx[j & 1], acc[n][m][j]);
-          }
+      }
+    };
+
+    // Branches on i are warp-uniform.
+    if constexpr (kPipelined) {
+      for (int i = 0; i < my_full; i += 2) {
+        const int st = ks + i * k_splits;
+        compute_stage(A, st, std::false_type{});
+        if (i + 2 < my_full) load_stage(A, st + 2 * k_splits, std::false_type{});
+        if (i + 1 < my_full) {
+          compute_stage(B, st + k_splits, std::false_type{});
+          if (i + 3 < my_full) load_stage(B, st + 3 * k_splits, std::false_type{});
         }
+      }
+    } else {
+      int i = 0;
+      for (; i + 1 < my_full; i += 2) {
+        const int st = ks + i * k_splits;
+        load_stage(A, st, std::false_type{});
+        load_stage(B, st + k_splits, std::false_type{});
+        compute_stage(A, st, std::false_type{});
+        compute_stage(B, st + k_splits, std::false_type{});
+      }
+      if (i < my_full) {
+        load_stage(A, ks + i * k_splits, std::false_type{});
+        compute_stage(A, ks + i * k_splits, std::false_type{});
       }
     }
+    if (my_tail) {
+      load_stage(A, full_steps, std::true_type{});
+      compute_stage(A, full_steps, std::true_type{});
+    }
+
     if (k_splits > 1) {
 #pragma unroll
       for (int n = 0; n < kN; ++n)
@@ -505,7 +560,7 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmPar
             const int slot = p.sorted_slots[s0 + i];
             float v = acc[n][m][j];
             if constexpr (codes_of<T>(nullptr) && !kStepScale)
-              v = v * scale_at(L, w, row, 0) * in_scale.scale[static_cast<int64_t>(crow[n][j & 1]) * scales_per_row];
+              v = v * scale_at(L, w, row, 0) * in_scale.scale[crow[n][j & 1] * scales_per_row];
             if constexpr (divides_by_global<T>(nullptr)) v = __fdiv_rn(v, w.global_scale);
             p.out[static_cast<int64_t>(slot) * L.rows + row] = v + (w.bias ? w.bias[row] : 0.0f);
           }
@@ -513,18 +568,36 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmPar
   }
 }
 
-template <class T, bool kBf16, bool kStepScale = false>
+template <class T, bool kBf16, bool kStepScale, bool kZero, int kN>
+void launch_shape(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, const MmaLaunch& m,
+                  cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(m.row_blocks), static_cast<unsigned>(p.max_active));
+  // Pipelining pays where decoding is long enough to hide a load behind (not for dense weights,
+  // which run best at the higher occupancy the single-stage loop allows).
+  constexpr bool kPipelined = T::kElems > 8;
+  grouped_mma_kernel<T, kBf16, kN, kStepScale, kZero, kPipelined>
+      <<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m.m_tiles, m.k_splits);
+}
+
+template <class T, bool kBf16, bool kStepScale = false, bool kZero = false>
 cudaError_t launch_traits(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, int num_slots,
                           cudaStream_t stream) {
   const MmaLaunch m = plan_mma_launch(p.layout, num_slots, p.num_local_experts);
-  const dim3 grid(static_cast<unsigned>(m.row_blocks), static_cast<unsigned>(p.max_active));
   if (m.slots_per_pass == 8)
-    grouped_mma_kernel<T, kBf16, 1, kStepScale><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m.m_tiles, m.k_splits);
+    launch_shape<T, kBf16, kStepScale, kZero, 1>(p, in16, in_scale, m, stream);
   else if (m.slots_per_pass == 16)
-    grouped_mma_kernel<T, kBf16, 2, kStepScale><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m.m_tiles, m.k_splits);
+    launch_shape<T, kBf16, kStepScale, kZero, 2>(p, in16, in_scale, m, stream);
   else
-    grouped_mma_kernel<T, kBf16, 4, kStepScale><<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m.m_tiles, m.k_splits);
+    launch_shape<T, kBf16, kStepScale, kZero, 4>(p, in16, in_scale, m, stream);
   return cudaGetLastError();
+}
+
+// Weight-only integer traits with or without zero points.
+template <class T, bool kBf16, bool kStepScale = false>
+cudaError_t launch_int(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, int num_slots,
+                       cudaStream_t stream) {
+  return p.layout.has_zero_point ? launch_traits<T, kBf16, kStepScale, true>(p, in16, in_scale, num_slots, stream)
+                              : launch_traits<T, kBf16, kStepScale, false>(p, in16, in_scale, num_slots, stream);
 }
 
 }  // namespace
@@ -537,21 +610,21 @@ cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16,
   if (in_scale.scale) {
     if (p.layout.format == kIntUnpacked) return launch_traits<Int8Codes, false>(p, in16, in_scale, n, stream);
     if (p.layout.format == kIntPacked)
-      return p.layout.strategy == kGroup ? launch_traits<Int4Codes, false, true>(p, in16, in_scale, n, stream)
-                                         : launch_traits<Int4Codes, false>(p, in16, in_scale, n, stream);
+      return p.layout.strategy == kGroup ? launch_int<Int4Codes, false, true>(p, in16, in_scale, n, stream)
+                                         : launch_int<Int4Codes, false>(p, in16, in_scale, n, stream);
     return p.layout.strategy == kBlock ? launch_traits<Fp8Codes, false, true>(p, in16, in_scale, n, stream)
                                        : launch_traits<Fp8Codes, false>(p, in16, in_scale, n, stream);
   }
   switch (p.layout.format) {
     case kIntPacked:
       if (p.layout.bits == 4)
-        return bf16 ? launch_traits<Int4<true>, true>(p, in16, in_scale, n, stream)
-                    : launch_traits<Int4<false>, false>(p, in16, in_scale, n, stream);
-      return bf16 ? launch_traits<Int8<true, false>, true>(p, in16, in_scale, n, stream)
-                  : launch_traits<Int8<false, false>, false>(p, in16, in_scale, n, stream);
+        return bf16 ? launch_int<Int4<true>, true>(p, in16, in_scale, n, stream)
+                    : launch_int<Int4<false>, false>(p, in16, in_scale, n, stream);
+      return bf16 ? launch_int<Int8<true, false>, true>(p, in16, in_scale, n, stream)
+                  : launch_int<Int8<false, false>, false>(p, in16, in_scale, n, stream);
     case kIntUnpacked:
-      return bf16 ? launch_traits<Int8<true, true>, true>(p, in16, in_scale, n, stream)
-                  : launch_traits<Int8<false, true>, false>(p, in16, in_scale, n, stream);
+      return bf16 ? launch_int<Int8<true, true>, true>(p, in16, in_scale, n, stream)
+                  : launch_int<Int8<false, true>, false>(p, in16, in_scale, n, stream);
     case kMxfp4: return launch_traits<Mxfp4, true>(p, in16, in_scale, n, stream);
     case kNvfp4: return launch_traits<Nvfp4, true>(p, in16, in_scale, n, stream);
     default:

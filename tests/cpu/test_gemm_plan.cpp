@@ -192,6 +192,20 @@ TEST(GemmPlan, EightBitCodesWithZeroPointsFallBack) {
   EXPECT_EQ(plan_layer_gemms(w4a8, 0, true).k1, GemmKernel::kTensorCoreCodes);
 }
 
+TEST(GemmPlan, LayoutSaysWhetherWeightsHaveZeroPoints) {
+  // The tensor-core kernels pick their zero-point variant from this flag, so a 1-D (per-tensor)
+  // zero-point tensor, whose zp_cols is 0, must set it too.
+  EXPECT_FALSE(layout_of_scheme("w4a16_g128").has_zero_point);
+  const GemmLayout asym = layout_of_scheme("w4a16_asym_g128");
+  EXPECT_TRUE(asym.has_zero_point);
+  EXPECT_GT(asym.zp_cols, 0);
+  QuantWeight w = synthetic_layer("w4a16_g128", {"small", 4, 1, 256, 128}, 5, 1).experts[0].w13;
+  w.zero_point = Tensor(DType::kI8, {1});
+  const GemmLayout tensor_zero = gemm_layout_of(w, true);
+  EXPECT_TRUE(tensor_zero.has_zero_point);
+  EXPECT_EQ(tensor_zero.zp_cols, 0);
+}
+
 TEST(GemmPlan, KernelNames) {
   EXPECT_EQ(to_string(GemmKernel::kTensorCore16), "tensor-core (16-bit inputs)");
   EXPECT_EQ(to_string(GemmKernel::kTensorCoreCodes), "tensor-core (activation codes)");
