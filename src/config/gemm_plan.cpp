@@ -143,14 +143,24 @@ int mma_elems_per_chunk(const GemmLayout& L) {
   return 16;  // 8-bit integers and FP8
 }
 
-MmaLaunch plan_mma_launch(const GemmLayout& L, int64_t num_slots, int num_local_experts) {
+double expected_active_experts(int64_t num_slots, int num_local_experts) {
+  const double E = std::max(num_local_experts, 1);
+  return E * (1.0 - std::pow(1.0 - 1.0 / E, static_cast<double>(std::max<int64_t>(num_slots, 0))));
+}
+
+MmaLaunch plan_mma_launch(const GemmLayout& L, int64_t num_slots, int num_local_experts, int num_sms) {
   MmaLaunch m;
   const int64_t steps = (L.cols / mma_elems_per_chunk(L) + 3) / 4;
-  m.k_splits = kMmaWarps;
-  while (m.k_splits > 1 && steps < static_cast<int64_t>(m.k_splits) * kMmaMinStepsPerWarp) m.k_splits /= 2;
-  m.m_tiles = kMmaWarps / m.k_splits;
-  const int64_t rows_per_block = 16 * kMmaTilesPerWarp * m.m_tiles;
-  m.row_blocks = (L.rows + rows_per_block - 1) / rows_per_block;
+  auto shape = [&](int min_steps) {
+    m.k_splits = kMmaWarps;
+    while (m.k_splits > 1 && steps < static_cast<int64_t>(m.k_splits) * min_steps) m.k_splits /= 2;
+    m.m_tiles = kMmaWarps / m.k_splits;
+    const int64_t rows_per_block = 16 * kMmaTilesPerWarp * m.m_tiles;
+    m.row_blocks = (L.rows + rows_per_block - 1) / rows_per_block;
+  };
+  shape(kMmaLongSlice);
+  const double blocks = static_cast<double>(m.row_blocks) * expected_active_experts(num_slots, num_local_experts);
+  if (blocks < static_cast<double>(kMmaMinWaves) * kMmaBlocksPerSm * std::max(num_sms, 1)) shape(kMmaShortSlice);
   // Slots per pass: the mean per expert plus three standard deviations of a uniform routing.
   const double mean = static_cast<double>(num_slots) / std::max(num_local_experts, 1);
   const int expected = static_cast<int>(std::min<double>(mean + 3.0 * std::sqrt(mean) + 1.0, static_cast<double>(num_slots)));

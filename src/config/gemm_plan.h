@@ -66,10 +66,16 @@ LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_i
 // a step is 4 lanes x one 16-byte chunk of a row.
 inline constexpr int kMmaWarps = 8;
 inline constexpr int kMmaTilesPerWarp = 2;
-// Reduction split: as many warps per row tile as keep at least this many steps each, so short
-// reductions (w2 of small experts) give rows to more warps instead. 4 beat 2 on the H200 by up to
-// 1.3x (Qwen3-30B-A3B at 8-64 tokens) and was never slower.
-inline constexpr int kMmaMinStepsPerWarp = 4;
+// Reduction split: as many warps per row tile as keep at least kMmaLongSlice steps each (a longer
+// slice per warp keeps more loads in flight and amortizes its prologue and reduction: up to 1.3x
+// faster than kMmaShortSlice at 8-128 tokens on the H200), unless the grid would then have fewer
+// than kMmaMinWaves waves of kMmaBlocksPerSm blocks per SM: short grids (1 token on DeepSeek-V3 and
+// Qwen3-30B-A3B) ran up to 1.13x faster with the short slices' smaller, more numerous blocks. Short
+// reductions (w2 of small experts) give rows to more warps instead.
+inline constexpr int kMmaLongSlice = 8;
+inline constexpr int kMmaShortSlice = 4;
+inline constexpr int kMmaMinWaves = 3;
+inline constexpr int kMmaBlocksPerSm = 3;
 
 // Elements per 16-byte chunk of a row in the kernel that plan_gemm_kernel picked.
 int mma_elems_per_chunk(const GemmLayout& L);
@@ -80,7 +86,9 @@ struct MmaLaunch {
   int64_t row_blocks = 0;  // grid x: blocks over the rows (grid y: active experts)
   int slots_per_pass = 8;  // 8, 16 or 32 slots per pass over the weights (an expert with more loops)
 };
-// num_slots = tokens * top_k, known on the host (the routing is not).
-MmaLaunch plan_mma_launch(const GemmLayout& L, int64_t num_slots, int num_local_experts);
+// num_slots = tokens * top_k, known on the host (the routing is not); num_sms: the device's SMs.
+MmaLaunch plan_mma_launch(const GemmLayout& L, int64_t num_slots, int num_local_experts, int num_sms);
+// Distinct experts a uniform routing of num_slots slots is expected to touch.
+double expected_active_experts(int64_t num_slots, int num_local_experts);
 
 }  // namespace qmoe

@@ -88,6 +88,7 @@ struct CudaMoeLayer::Impl {
   // The GEMM plan (layouts, kernels) for each hidden dtype kind (BF16, F16, F32) and rounding
   // option, made once here rather than on every forward.
   LayerGemmPlan plans[3][2];
+  int num_sms = 1;  // of the device current at load
   DeviceBuffer expert_map, correction_bias;
   // Workspace (max_tokens).
   DeviceBuffer x, x16, x_scale, u, act, act16, act_scale, y, ids, weights_buf, counts, offsets, sorted_slots, slot_expert, amax, active, num_active;
@@ -121,6 +122,9 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
   }
   for (int kind = 0; kind < 3; ++kind)
     for (int round = 0; round < 2; ++round) m.plans[kind][round] = plan_layer_gemms(layer, kind, round == 1);
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&m.num_sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
   m.w13_experts = upload(w13.data(), sizeof(cuda::ExpertTensors) * E);
   m.w2_experts = upload(w2.data(), sizeof(cuda::ExpertTensors) * E);
   std::vector<int32_t> map(layer.expert_map.begin(), layer.expert_map.end());
@@ -242,6 +246,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g1.in_by_token = true;
   g1.top_k = k;
   g1.out = m.u.get<float>();
+  g1.num_sms = m.num_sms;
   if (gemms) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, plan.w13_has_g_idx, tokens, stream), "gemm1");
 
   cuda::ActivationParams ap;

@@ -40,6 +40,7 @@ struct GroupedGemmParams {
   bool in_by_token = true;
   int top_k = 1;
   float* out = nullptr;       // [slots, n]
+  int num_sms = 1;            // the device's multiprocessors (launch shape, plan_mma_launch)
 };
 cudaError_t launch_grouped_gemm(const GroupedGemmParams& p, cudaStream_t stream);
 // The decode-oriented variant (16-byte weight loads, weights read once per 1, 4 or 8 slots, picked

@@ -582,7 +582,7 @@ void launch_shape(const GroupedGemmParams& p, const uint16_t* in16, InputScales 
 template <class T, bool kBf16, bool kStepScale = false, bool kZero = false>
 cudaError_t launch_traits(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, int num_slots,
                           cudaStream_t stream) {
-  const MmaLaunch m = plan_mma_launch(p.layout, num_slots, p.num_local_experts);
+  const MmaLaunch m = plan_mma_launch(p.layout, num_slots, p.num_local_experts, p.num_sms);
   if (m.slots_per_pass == 8)
     launch_shape<T, kBf16, kStepScale, kZero, 1>(p, in16, in_scale, m, stream);
   else if (m.slots_per_pass == 16)

@@ -97,30 +97,34 @@ GemmLayout sized(const GemmLayout& base, int64_t rows, int64_t cols) {
   return L;
 }
 
+constexpr int kH200Sms = 132;
+
 TEST(GemmPlan, LaunchShapeOfModelProjections) {
   const GemmLayout int4 = layout_of_scheme("w4a16_g128"), fp8 = layout_of_scheme("fp8_channel");
   const GemmLayout mxfp4 = layout_of_scheme("mxfp4");
   EXPECT_EQ(mma_elems_per_chunk(int4), 32);
   EXPECT_EQ(mma_elems_per_chunk(fp8), 16);
   EXPECT_EQ(mma_elems_per_chunk(layout_of_scheme("bf16")), 8);
-  // Qwen3-30B-A3B w13 at 1 token: 2048 / 32 = 64 chunks, 16 steps of 4 chunks: 4 warps per row
-  // tile keep 4 steps each; 2 tiles of 32 rows per block; 1536 / 64 = 24 blocks.
-  MmaLaunch m = plan_mma_launch(sized(int4, 1536, 2048), 8, 128);
+  // Qwen3-30B-A3B w13 at 1 token: 2048 / 32 = 64 chunks, 16 steps of 4 chunks. Slices of 8 steps
+  // would leave 12 blocks x ~7.8 experts, far below 3 waves: short slices, 4 warps per row tile
+  // keep 4 steps each; 2 tiles of 32 rows per block; 1536 / 64 = 24 blocks.
+  MmaLaunch m = plan_mma_launch(sized(int4, 1536, 2048), 8, 128, kH200Sms);
   EXPECT_EQ(m.k_splits, 4);
   EXPECT_EQ(m.m_tiles, 2);
   EXPECT_EQ(m.row_blocks, 24);
   EXPECT_EQ(m.slots_per_pass, 8);
   // Its w2: 768 columns are 6 steps, too few to split: 8 tiles per block, 2048 / 256 = 8 blocks.
-  m = plan_mma_launch(sized(int4, 2048, 768), 8, 128);
+  m = plan_mma_launch(sized(int4, 2048, 768), 8, 128, kH200Sms);
   EXPECT_EQ(m.k_splits, 1);
   EXPECT_EQ(m.m_tiles, 8);
   EXPECT_EQ(m.row_blocks, 8);
   // Mixtral w2 FP8: 14336 / 16 = 896 chunks, 224 steps: all 8 warps split the reduction.
-  m = plan_mma_launch(sized(fp8, 4096, 14336), 2, 8);
+  m = plan_mma_launch(sized(fp8, 4096, 14336), 2, 8, kH200Sms);
   EXPECT_EQ(m.k_splits, 8);
   EXPECT_EQ(m.row_blocks, 4096 / 32);
-  // gpt-oss w13 MXFP4: 2880 / 32 = 90 chunks, 23 steps (the last partial): 4-way split.
-  m = plan_mma_launch(sized(mxfp4, 5760, 2880), 4, 128);
+  // gpt-oss w13 MXFP4 at 1 token: 2880 / 32 = 90 chunks, 23 steps (the last partial); a short grid:
+  // 4-way split.
+  m = plan_mma_launch(sized(mxfp4, 5760, 2880), 4, 128, kH200Sms);
   EXPECT_EQ(m.k_splits, 4);
   EXPECT_EQ(m.row_blocks, 5760 / 64);
 }
@@ -128,28 +132,57 @@ TEST(GemmPlan, LaunchShapeOfModelProjections) {
 TEST(GemmPlan, SlotsPerPassFollowTheExpectedLoad) {
   const GemmLayout L = sized(layout_of_scheme("w4a16_g128"), 512, 2048);
   // Mean slots per expert m; pass size >= m + 3 sqrt(m) + 1 (truncated), capped by the slots.
-  EXPECT_EQ(plan_mma_launch(L, 8, 128).slots_per_pass, 8);    // Qwen3, 1 token
-  EXPECT_EQ(plan_mma_launch(L, 512, 128).slots_per_pass, 16);  // Qwen3, 64 tokens: 4 + 6 + 1
-  EXPECT_EQ(plan_mma_launch(L, 16, 8).slots_per_pass, 8);      // Mixtral, 8 tokens: 2 + 4.2 + 1
-  EXPECT_EQ(plan_mma_launch(L, 128, 8).slots_per_pass, 32);    // Mixtral, 64 tokens: 16 + 12 + 1
-  EXPECT_EQ(plan_mma_launch(L, 2, 256).slots_per_pass, 8);
-  EXPECT_EQ(plan_mma_launch(L, 4096, 8).slots_per_pass, 32);  // more loop over the weights
+  EXPECT_EQ(plan_mma_launch(L, 8, 128, kH200Sms).slots_per_pass, 8);    // Qwen3, 1 token
+  EXPECT_EQ(plan_mma_launch(L, 512, 128, kH200Sms).slots_per_pass, 16);  // Qwen3, 64 tokens: 4 + 6 + 1
+  EXPECT_EQ(plan_mma_launch(L, 16, 8, kH200Sms).slots_per_pass, 8);      // Mixtral, 8 tokens: 2 + 4.2 + 1
+  EXPECT_EQ(plan_mma_launch(L, 128, 8, kH200Sms).slots_per_pass, 32);    // Mixtral, 64 tokens: 16 + 12 + 1
+  EXPECT_EQ(plan_mma_launch(L, 2, 256, kH200Sms).slots_per_pass, 8);
+  EXPECT_EQ(plan_mma_launch(L, 4096, 8, kH200Sms).slots_per_pass, 32);  // more loop over the weights
+}
+
+TEST(GemmPlan, SliceLengthFollowsTheGridSize) {
+  const GemmLayout int4 = layout_of_scheme("w4a16_g128");
+  // DeepSeek-V3 w13 (4096 x 7168, 56 steps): at 1 token 8 slots touch ~7.9 of 256 experts; 8-step
+  // slices (64 rows per block) would give ~506 blocks, under 3 waves of 3 x 132: 4-step slices.
+  MmaLaunch m = plan_mma_launch(sized(int4, 4096, 7168), 8, 256, kH200Sms);
+  EXPECT_EQ(m.k_splits, 8);
+  EXPECT_EQ(m.row_blocks, 4096 / 32);
+  // At 8 tokens ~56.9 experts x 64 blocks: long slices.
+  m = plan_mma_launch(sized(int4, 4096, 7168), 64, 256, kH200Sms);
+  EXPECT_EQ(m.k_splits, 4);
+  EXPECT_EQ(m.row_blocks, 4096 / 64);
+  // Mixtral w13 (28672 x 4096, 32 steps): 1 token (2 slots, ~1.9 experts x 448 blocks) short,
+  // 8 tokens (16 slots, ~7.2 experts) long.
+  EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 2, 8, kH200Sms).k_splits, 8);
+  EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 16, 8, kH200Sms).k_splits, 4);
+  // A device with fewer SMs fills with fewer blocks.
+  EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 2, 8, 16).k_splits, 4);
+}
+
+TEST(GemmPlan, ExpectedActiveExperts) {
+  EXPECT_DOUBLE_EQ(expected_active_experts(0, 8), 0.0);
+  EXPECT_DOUBLE_EQ(expected_active_experts(1, 8), 1.0);
+  EXPECT_NEAR(expected_active_experts(2, 8), 8.0 * (1.0 - 49.0 / 64.0), 1e-12);  // 1.875
+  EXPECT_NEAR(expected_active_experts(100000, 8), 8.0, 1e-9);
 }
 
 TEST(GemmPlan, LaunchShapeInvariants) {
   const GemmLayout base = layout_of_scheme("w4a16_g128");
   for (int64_t cols : {32, 64, 128, 256, 512, 768, 1440, 2048, 2880, 4096, 7168, 14336})
-    for (int64_t rows : {1, 31, 32, 100, 256, 1536, 28672}) {
-      const MmaLaunch m = plan_mma_launch(sized(base, rows, cols), 64, 16);
-      const int64_t steps = (cols / 32 + 3) / 4;
-      EXPECT_EQ(m.k_splits * m.m_tiles, kMmaWarps);
-      EXPECT_EQ(m.k_splits & (m.k_splits - 1), 0);
-      if (m.k_splits > 1) EXPECT_GE(steps, int64_t{m.k_splits} * kMmaMinStepsPerWarp);
-      if (m.k_splits < kMmaWarps) EXPECT_LT(steps, int64_t{2} * m.k_splits * kMmaMinStepsPerWarp);
-      const int64_t rows_per_block = 16 * kMmaTilesPerWarp * m.m_tiles;
-      EXPECT_GE(m.row_blocks * rows_per_block, rows);
-      EXPECT_LT((m.row_blocks - 1) * rows_per_block, rows);
-    }
+    for (int64_t rows : {1, 31, 32, 100, 256, 1536, 28672})
+      for (int64_t slots : {1, 64, 4096}) {
+        const MmaLaunch m = plan_mma_launch(sized(base, rows, cols), slots, 16, kH200Sms);
+        const int64_t steps = (cols / 32 + 3) / 4;
+        EXPECT_EQ(m.k_splits * m.m_tiles, kMmaWarps);
+        EXPECT_EQ(m.k_splits & (m.k_splits - 1), 0);
+        // The split keeps at least one of the two slice lengths per warp, and is the largest that does.
+        const int min_steps = m.k_splits > 1 && steps >= int64_t{m.k_splits} * kMmaLongSlice ? kMmaLongSlice : kMmaShortSlice;
+        if (m.k_splits > 1) EXPECT_GE(steps, int64_t{m.k_splits} * min_steps);
+        if (m.k_splits < kMmaWarps) EXPECT_LT(steps, int64_t{2} * m.k_splits * kMmaLongSlice);
+        const int64_t rows_per_block = 16 * kMmaTilesPerWarp * m.m_tiles;
+        EXPECT_GE(m.row_blocks * rows_per_block, rows);
+        EXPECT_LT((m.row_blocks - 1) * rows_per_block, rows);
+      }
 }
 
 TEST(GemmPlan, LayerPlanFollowsDtypeAndRounding) {
