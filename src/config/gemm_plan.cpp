@@ -107,6 +107,9 @@ std::string to_string(GemmKernel k) {
 
 GemmKernel plan_gemm_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput& in) {
   if (has_g_idx) return GemmKernel::kCudaCore;  // act order: groups are not contiguous
+  // The tensor-core kernel addresses an expert's weights, and indexes columns, with 32-bit ints.
+  constexpr int64_t kMaxChunks = int64_t{1} << 31;
+  if (L.cols >= kMaxChunks || L.rows * (L.cols / mma_elems_per_chunk(L)) >= kMaxChunks) return GemmKernel::kCudaCore;
   if (in.act_quant == 0)
     return in.exactly_16_bit && takes_16_bit(L, in.act_kind) ? GemmKernel::kTensorCore16 : GemmKernel::kCudaCore;
   return takes_codes(L, in.act_quant, in.act_group) ? GemmKernel::kTensorCoreCodes : GemmKernel::kCudaCore;
@@ -135,6 +138,10 @@ LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_i
   p.k1 = zero_point_guard(p.k1, ew.w13);
   p.k2 = zero_point_guard(p.k2, ew.w2);
   return p;
+}
+
+bool mma_takes_input_rows(int64_t input_rows, int64_t cols) {
+  return input_rows * (cols / 8) < (int64_t{1} << 31);
 }
 
 int mma_elems_per_chunk(const GemmLayout& L) {

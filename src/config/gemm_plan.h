@@ -77,6 +77,11 @@ inline constexpr int kMmaShortSlice = 4;
 inline constexpr int kMmaMinWaves = 3;
 inline constexpr int kMmaBlocksPerSm = 3;
 
+// Whether the tensor-core kernel, which indexes its 16-bit input rows (input_rows x cols) in
+// 16-byte chunks with 32-bit ints, takes them; the backend falls back to the CUDA-core kernels if
+// not.
+bool mma_takes_input_rows(int64_t input_rows, int64_t cols);
+
 // Elements per 16-byte chunk of a row in the kernel that plan_gemm_kernel picked.
 int mma_elems_per_chunk(const GemmLayout& L);
 

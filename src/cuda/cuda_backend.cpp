@@ -64,7 +64,9 @@ int act_kind_of(DType d) {
 // slots per expert without looking at the routing.
 cudaError_t grouped_gemm(const cuda::GroupedGemmParams& p, GemmKernel kernel, const uint16_t* in16,
                          cuda::InputScales in_scale, bool bf16, bool has_g_idx, int tokens, cudaStream_t stream) {
-  if (kernel != GemmKernel::kCudaCore) return cuda::launch_grouped_mma(p, in16, in_scale, bf16, tokens * p.top_k, stream);
+  const int64_t input_rows = p.in_by_token ? tokens : int64_t{tokens} * p.top_k;
+  if (kernel != GemmKernel::kCudaCore && mma_takes_input_rows(input_rows, p.layout.cols))
+    return cuda::launch_grouped_mma(p, in16, in_scale, bf16, tokens * p.top_k, stream);
   const cudaError_t err = cuda::launch_grouped_gemv(p, has_g_idx, tokens, stream);
   return err == cudaErrorNotSupported ? cuda::launch_grouped_gemm(p, stream) : err;
 }
@@ -151,6 +153,8 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
   m.slot_expert = DeviceBuffer(sizeof(int32_t) * T * k);
   m.amax = DeviceBuffer(sizeof(float));
   m.active = DeviceBuffer(sizeof(int32_t) * std::max(E, 1));
+  // Defined contents: the GEMM blocks read their entry before checking it against the active count.
+  check(cudaMemset(m.active.get<int32_t>(), 0, sizeof(int32_t) * std::max(E, 1)), "cudaMemset");
   m.num_active = DeviceBuffer(sizeof(int32_t));
 }
 

@@ -88,7 +88,7 @@ struct ScaleRow {
 };
 __device__ __forceinline__ int group_shift_of(const WeightLayout& L) {
   int shift = 31;
-  if (L.strategy == kGroup || L.strategy == kTensorGroup)  // a power of two (grouped_mma_supports)
+  if (L.strategy == kGroup || L.strategy == kTensorGroup)  // a power of two (plan_gemm_kernel)
     for (shift = 0; (int64_t{1} << shift) < L.group_size;) ++shift;
   return shift;
 }
@@ -362,7 +362,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined>) group
   const int mt = warp % m_tiles, ks = warp / m_tiles;
   const int r = lane / 4, q = lane % 4;
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * m_tiles + mt) * 16 * kM + r;  // + 8 j
-  const int K = static_cast<int>(L.cols);  // < 2^31 (grouped_mma_supports)
+  const int K = static_cast<int>(L.cols);  // < 2^31 (plan_gemm_kernel)
   const int chunks = K / T::kElems, steps = (chunks + 3) / 4;
   const int full_steps = chunks / 4;  // steps whose four chunks all exist
   // This warp's full steps ks + i * k_splits, i < my_full; the partial last step, if any, is
@@ -372,8 +372,8 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined>) group
   const int shift = group_shift_of(L);
   constexpr int kGroups = T::kElems / 8;
   const uint4* wdata = static_cast<const uint4*>(w.data);  // (rows, chunks) 16-byte chunks
-  // 32-bit element offsets of this lane's rows (an expert's tensors hold < 2^31 elements); rows
-  // past the end read row 0 and are not stored.
+  // 32-bit offsets (in 16-byte chunks) of this lane's rows: an expert's tensor holds < 2^31 chunks
+  // (plan_gemm_kernel). Rows past the end read row 0 and are not stored.
   int woff[kRows];
   ScaleRow srow[kRows];
 #pragma unroll
@@ -426,8 +426,9 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined>) group
     if (kPipelined && my_full > 1) load_stage(B, ks + k_splits, std::false_type{});
 
     const int count = min(8 * kN, m1 - s0);
-    // (K / 8) permuted 16-bit input row of this lane's B column. Absent slots read the first slot's
-    // row: the mma's columns are independent and theirs are never stored.
+    // (K / 8) permuted 16-bit input row of this lane's B column (a 32-bit offset: the backend checks
+    // mma_takes_input_rows). Absent slots read the first slot's row: the mma's columns are
+    // independent and theirs are never stored.
     const uint4* x[kN];
 #pragma unroll
     for (int n = 0; n < kN; ++n) {
@@ -573,7 +574,7 @@ void launch_shape(const GroupedGemmParams& p, const uint16_t* in16, InputScales 
                   cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(m.row_blocks), static_cast<unsigned>(p.max_active));
   // Pipelining pays where decoding is long enough to hide a load behind (not for dense weights,
-  // which run best at the higher occupancy the single-stage loop allows).
+  // which run best at the higher occupancy their load-both-then-decode loop allows).
   constexpr bool kPipelined = T::kElems > 8;
   grouped_mma_kernel<T, kBf16, kN, kStepScale, kZero, kPipelined>
       <<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m.m_tiles, m.k_splits);

@@ -152,7 +152,7 @@ TEST(GemmPlan, SliceLengthFollowsTheGridSize) {
   EXPECT_EQ(m.k_splits, 4);
   EXPECT_EQ(m.row_blocks, 4096 / 64);
   // Mixtral w13 (28672 x 4096, 32 steps): 1 token (2 slots, ~1.9 experts x 448 blocks) short,
-  // 8 tokens (16 slots, ~7.2 experts) long.
+  // 8 tokens (16 slots, ~7.1 experts) long.
   EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 2, 8, kH200Sms).k_splits, 8);
   EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 16, 8, kH200Sms).k_splits, 4);
   // A device with fewer SMs fills with fewer blocks.
@@ -175,7 +175,7 @@ TEST(GemmPlan, LaunchShapeInvariants) {
         const int64_t steps = (cols / 32 + 3) / 4;
         EXPECT_EQ(m.k_splits * m.m_tiles, kMmaWarps);
         EXPECT_EQ(m.k_splits & (m.k_splits - 1), 0);
-        // The split keeps at least one of the two slice lengths per warp, and is the largest that does.
+        // The split keeps at least one of the two slice lengths per warp.
         const int min_steps = m.k_splits > 1 && steps >= int64_t{m.k_splits} * kMmaLongSlice ? kMmaLongSlice : kMmaShortSlice;
         if (m.k_splits > 1) EXPECT_GE(steps, int64_t{m.k_splits} * min_steps);
         if (m.k_splits < kMmaWarps) EXPECT_LT(steps, int64_t{2} * m.k_splits * kMmaLongSlice);
@@ -226,17 +226,35 @@ TEST(GemmPlan, EightBitCodesWithZeroPointsFallBack) {
 }
 
 TEST(GemmPlan, LayoutSaysWhetherWeightsHaveZeroPoints) {
-  // The tensor-core kernels pick their zero-point variant from this flag, so a 1-D (per-tensor)
-  // zero-point tensor, whose zp_cols is 0, must set it too.
+  // The tensor-core kernels pick their zero-point variant from this flag, so a per-tensor zero point
+  // (1-D, zp_cols 0) must set it too.
   EXPECT_FALSE(layout_of_scheme("w4a16_g128").has_zero_point);
   const GemmLayout asym = layout_of_scheme("w4a16_asym_g128");
   EXPECT_TRUE(asym.has_zero_point);
   EXPECT_GT(asym.zp_cols, 0);
   QuantWeight w = synthetic_layer("w4a16_g128", {"small", 4, 1, 256, 128}, 5, 1).experts[0].w13;
+  w.strategy = Strategy::kTensor;
+  w.group_size = 0;
+  w.scale = Tensor(DType::kBF16, {1});
   w.zero_point = Tensor(DType::kI8, {1});
   const GemmLayout tensor_zero = gemm_layout_of(w, true);
   EXPECT_TRUE(tensor_zero.has_zero_point);
   EXPECT_EQ(tensor_zero.zp_cols, 0);
+}
+
+TEST(GemmPlan, InputsBeyondThirtyTwoBitOffsetsFallBack) {
+  // 2^31 16-byte chunks of 16-bit input rows.
+  EXPECT_TRUE(mma_takes_input_rows(65536 * 8, 7168));
+  EXPECT_TRUE(mma_takes_input_rows((int64_t{1} << 20) - 1, 16384));
+  EXPECT_FALSE(mma_takes_input_rows(int64_t{1} << 20, 16384));
+}
+
+TEST(GemmPlan, ExpertsBeyondThirtyTwoBitOffsetsFallBack) {
+  const GemmLayout int4 = layout_of_scheme("w4a16_g128");
+  const GemmInput bf16_in{};
+  // 2^31 16-byte chunks (32 GiB) per expert is where the kernel's 32-bit offsets end.
+  EXPECT_EQ(plan_gemm_kernel(sized(int4, int64_t{1} << 20, 32 * 2047), false, bf16_in), GemmKernel::kTensorCore16);
+  EXPECT_EQ(plan_gemm_kernel(sized(int4, int64_t{1} << 20, 32 * 2048), false, bf16_in), GemmKernel::kCudaCore);
 }
 
 TEST(GemmPlan, KernelNames) {
