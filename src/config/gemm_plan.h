@@ -75,7 +75,7 @@ inline constexpr int kMmaTilesPerWarp = 2;
 inline constexpr int kMmaLongSlice = 8;
 inline constexpr int kMmaShortSlice = 4;
 inline constexpr int kMmaMinWaves = 3;
-inline constexpr int kMmaBlocksPerSm = 3;
+inline constexpr int kMmaBlocksPerSm = 3;  // the pipelined one-n-tile kernels' occupancy (moe_mma.cu)
 
 // Whether the tensor-core kernel, which indexes its 16-bit input rows (input_rows x cols) in
 // 16-byte chunks with 32-bit ints, takes them; the backend falls back to the CUDA-core kernels if
