@@ -3,8 +3,10 @@
 # Everything lands in OUT/all.tgz (the device tool returns at most 8 files).
 #   tools/gpu_session.sh BIN_DIR OUT [all|tests|bench]
 # Environment (defaults: the matrix of bench/RESULTS.md): QMOE_BENCH_MODELS, QMOE_BENCH_SCHEMES,
-# QMOE_BENCH_TOKENS for table A; QMOE_BENCH_B_MODELS, QMOE_BENCH_B_SCHEMES for table B;
-# QMOE_BENCH_A_S, QMOE_BENCH_B_S time limits in seconds; QMOE_COMMIT for the tables' heading.
+# QMOE_BENCH_TOKENS for table A (and B); QMOE_BENCH_B_MODELS, QMOE_BENCH_B_SCHEMES for table B;
+# QMOE_BENCH_C_MODELS, QMOE_BENCH_C_SCHEMES, QMOE_BENCH_C_TOKENS for table C (empty tokens: skip);
+# QMOE_BENCH_A_S, QMOE_BENCH_B_S, QMOE_BENCH_C_S time limits in seconds; QMOE_COMMIT for the
+# tables' heading.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=$1 out=$2 what=${3:-all}
@@ -21,9 +23,17 @@ if [[ $what != tests ]]; then
     --models ${QMOE_BENCH_MODELS:-qwen3-30b-a3b,mixtral-8x7b,deepseek-v3} \
     --schemes ${QMOE_BENCH_SCHEMES:-w4a16_g128,mxfp4,nvfp4a16,fp8_channel,fp8_block,w4a8_fp8,bf16} \
     --tokens "$tokens" --replays 10 > /dev/null 2>&1
-  timeout ${QMOE_BENCH_B_S:-100} tools/gpu_bench.sh "$bin" "$work/bench_b" \
-    --models ${QMOE_BENCH_B_MODELS:-kimi-k2-tp8,gpt-oss-120b} --schemes ${QMOE_BENCH_B_SCHEMES:-w4a16_g32,mxfp4} \
-    --tokens "$tokens" --replays 10 > /dev/null 2>&1
-  cat "$work/bench_a/results.md" "$work/bench_b/results.md" 2>/dev/null | cut -c1-160
+  timeout ${QMOE_BENCH_B_S:-160} tools/gpu_bench.sh "$bin" "$work/bench_b" \
+    --models ${QMOE_BENCH_B_MODELS:-kimi-k2-tp8,gpt-oss-120b,deepseek-v3-tp8} \
+    --schemes ${QMOE_BENCH_B_SCHEMES:-w4a16_g32,mxfp4,fp8_channel} --tokens "$tokens" --replays 10 > /dev/null 2>&1
+  # Table C: prefill token counts (fewer input sets and replays: each forward is milliseconds).
+  if [[ -n ${QMOE_BENCH_C_TOKENS-512,2048,8192} ]]; then
+    mkdir -p "$work/bench_c"
+    timeout ${QMOE_BENCH_C_S:-190} tools/gpu_bench.sh "$bin" "$work/bench_c" \
+      --models ${QMOE_BENCH_C_MODELS:-qwen3-30b-a3b,mixtral-8x7b,deepseek-v3} \
+      --schemes ${QMOE_BENCH_C_SCHEMES:-w4a16_g128,fp8_channel,bf16} --tokens "${QMOE_BENCH_C_TOKENS-512,2048,8192}" \
+      --rotations 4 --replays 5 > /dev/null 2>&1
+  fi
+  cat "$work"/bench_*/results.md 2>/dev/null | cut -c1-160
 fi
 tar -czf "$out/all.tgz" -C "$work" .
