@@ -1,5 +1,6 @@
 // The CUDA backend's kernel choice and tensor-core launch shape (see gemm_plan.h).
 #include "config/gemm_plan.h"
+#include "config/gemm_tuning.h"
 
 #include <algorithm>
 #include <cmath>

@@ -66,16 +66,8 @@ LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_i
 // a step is 4 lanes x one 16-byte chunk of a row.
 inline constexpr int kMmaWarps = 8;
 inline constexpr int kMmaTilesPerWarp = 2;
-// Reduction split: as many warps per row tile as keep at least kMmaLongSlice steps each (a longer
-// slice per warp keeps more loads in flight and amortizes its prologue and reduction: up to 1.3x
-// faster than kMmaShortSlice at 8-128 tokens on the H200), unless the grid would then have fewer
-// than kMmaMinWaves waves of kMmaBlocksPerSm blocks per SM: short grids (1 token on DeepSeek-V3 and
-// Qwen3-30B-A3B) ran up to 1.13x faster with the short slices' smaller, more numerous blocks. Short
-// reductions (w2 of small experts) give rows to more warps instead.
-inline constexpr int kMmaLongSlice = 8;
-inline constexpr int kMmaShortSlice = 4;
-inline constexpr int kMmaMinWaves = 3;
-inline constexpr int kMmaBlocksPerSm = 3;  // the pipelined one-n-tile kernels' occupancy (moe_mma.cu)
+// The launch heuristic's tuning constants are in gemm_tuning.h (only the planner includes them, so
+// retuning rebuilds no kernel).
 
 // Whether the tensor-core kernel, which indexes its 16-bit input rows (input_rows x cols) in
 // 16-byte chunks with 32-bit ints, takes them; the backend falls back to the CUDA-core kernels if

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "config/gemm_plan.h"
+#include "config/gemm_tuning.h"
 #include "cpu/moe_math.h"
 #include "qmoe/synthetic.h"
 
