@@ -36,6 +36,23 @@ double peak_tflops(const std::string& scheme) {
   return 790.0;
 }
 
+// "auto", "decode", "prefill" or "prefill:<tile>" (a forced prefill tile configuration).
+ForwardOptions options_of_path(const std::string& name) {
+  ForwardOptions o;
+  const size_t colon = name.find(':');
+  const std::string path = name.substr(0, colon);
+  bool known = false;
+  for (GemmPath p : {GemmPath::kAuto, GemmPath::kDecode, GemmPath::kPrefill})
+    if (to_string(p) == path) {
+      o.gemm_path = p;
+      known = true;
+    }
+  if (!known || (colon != std::string::npos && o.gemm_path != GemmPath::kPrefill))
+    throw Error("--gemm-paths: unknown path '" + name + "' (auto, decode, prefill, prefill:<tile>)");
+  if (colon != std::string::npos) o.prefill_tile = std::stoi(name.substr(colon + 1));
+  return o;
+}
+
 }  // namespace
 
 int run_bench(const BenchArgs& args) {
@@ -51,10 +68,12 @@ int run_bench(const BenchArgs& args) {
   std::vector<int> token_counts;
   for (const auto& t : split(args.tokens)) token_counts.push_back(std::stoi(t));
   const int max_tokens = *std::max_element(token_counts.begin(), token_counts.end());
+  const std::vector<std::string> paths = split(args.gemm_paths);
+  for (const auto& p : paths) options_of_path(p);  // reject unknown names before any work
 
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  fmt::print("{:<16} {:<12} {:>6} {:>11} {:>11} {:>10} {:>8} {:>9} {:>8}\n", "model", "scheme", "tokens", "layer us",
-             "gemm us", "uniq MB", "TB/s", "TFLOP/s", "roofline");
+  fmt::print("{:<16} {:<12} {:<9} {:>6} {:>11} {:>11} {:>10} {:>8} {:>9} {:>8}\n", "model", "scheme", "path", "tokens",
+             "layer us", "gemm us", "uniq MB", "TB/s", "TFLOP/s", "roofline");
   for (const std::string& model : models) {
     const MoeShape& shape = benchmark_shape(model);
     for (const std::string& scheme : split(args.schemes)) {
@@ -82,21 +101,32 @@ int run_bench(const BenchArgs& args) {
           counts.push_back(per_expert);
         }
         unique_experts /= args.rotations;
-        const CudaTiming t = time_cuda_forward(dev, hidden, logits, args.replays, ForwardOptions{});
-        const double bytes = unique_experts * static_cast<double>(expert_bytes);
-        const double flops = 2.0 * tokens * layer.top_k * (3.0 * layer.inter * layer.hidden);
-        const double gemm_s = std::max(t.gemm_us(), 1e-3) * 1e-6;
-        const double floor_s = std::max(bytes / (copy_gbs * 1e9), flops / (peak_tflops(scheme) * 1e12));
-        const double roofline = floor_s / gemm_s;
-        fmt::print("{:<16} {:<12} {:>6} {:>11.1f} {:>11.1f} {:>10.1f} {:>8.2f} {:>9.1f} {:>8.2f}\n", model, scheme, tokens,
-                   t.forward_us, t.gemm_us(), bytes / 1e6, bytes / gemm_s / 1e12, flops / gemm_s / 1e12, roofline);
-        std::fflush(stdout);
-        rows.push_back({{"model", model}, {"scheme", scheme}, {"tokens", tokens}, {"experts", layer.num_experts},
-                        {"top_k", layer.top_k}, {"hidden", layer.hidden}, {"inter", layer.inter},
-                        {"layer_us", t.forward_us}, {"gemm_us", t.gemm_us()}, {"unique_weight_bytes", bytes},
-                        {"flops", flops}, {"tb_per_s", bytes / gemm_s / 1e12}, {"tflops", flops / gemm_s / 1e12},
-                        {"roofline_fraction", roofline}, {"copy_gbs", copy_gbs}, {"skew", args.skew},
-                        {"expert_counts", counts}});
+        for (const std::string& path : paths) {
+          const ForwardOptions options = options_of_path(path);
+          CudaTiming t;
+          try {
+            t = time_cuda_forward(dev, hidden, logits, args.replays, options);
+          } catch (const NotSupported& e) {
+            fmt::print("{:<16} {:<12} {:<9} {:>6} skipped: {}\n", model, scheme, path, tokens, e.what());
+            continue;
+          }
+          const double bytes = unique_experts * static_cast<double>(expert_bytes);
+          const double flops = 2.0 * tokens * layer.top_k * (3.0 * layer.inter * layer.hidden);
+          const double gemm_s = std::max(t.gemm_us(), 1e-3) * 1e-6;
+          const double floor_s = std::max(bytes / (copy_gbs * 1e9), flops / (peak_tflops(scheme) * 1e12));
+          const double roofline = floor_s / gemm_s;
+          fmt::print("{:<16} {:<12} {:<9} {:>6} {:>11.1f} {:>11.1f} {:>10.1f} {:>8.2f} {:>9.1f} {:>8.2f}\n", model, scheme,
+                     path, tokens, t.forward_us, t.gemm_us(), bytes / 1e6, bytes / gemm_s / 1e12,
+                     flops / gemm_s / 1e12, roofline);
+          std::fflush(stdout);
+          rows.push_back({{"model", model}, {"scheme", scheme}, {"path", path}, {"tokens", tokens},
+                          {"experts", layer.num_experts}, {"top_k", layer.top_k}, {"hidden", layer.hidden},
+                          {"inter", layer.inter},
+                          {"layer_us", t.forward_us}, {"gemm_us", t.gemm_us()}, {"unique_weight_bytes", bytes},
+                          {"flops", flops}, {"tb_per_s", bytes / gemm_s / 1e12}, {"tflops", flops / gemm_s / 1e12},
+                          {"roofline_fraction", roofline}, {"copy_gbs", copy_gbs}, {"skew", args.skew},
+                          {"expert_counts", counts}});
+        }
       }
     }
   }

@@ -64,6 +64,7 @@ struct BenchArgs {
   int replays = 20;
   uint64_t seed = 1;
   bool skew = false;
+  std::string gemm_paths = "auto";  // comma list of auto, decode, prefill
   std::string json;
 };
 int run_bench(const BenchArgs& args);

@@ -54,6 +54,8 @@ int main(int argc, char** argv) {
   bench->add_option("--replays", bench_args.replays, "timed graph replays (median)")->check(CLI::Range(1, 10000));
   bench->add_option("--seed", bench_args.seed, "seed of weights and inputs");
   bench->add_flag("--skew", bench_args.skew, "skewed (Zipf-like) routing instead of uniform");
+  bench->add_option("--gemm-paths", bench_args.gemm_paths,
+                    "comma list of GEMM kernel paths to time: auto (by token count), decode, prefill, prefill:<tile>");
   bench->add_option("--json", bench_args.json, "write all rows (with per-expert token counts) to this file");
 
   try {

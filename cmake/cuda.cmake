@@ -23,6 +23,13 @@ if(QMOE_HAVE_CUDA)
     set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
   endif()
   find_package(CUDAToolkit REQUIRED)
+  # CUTLASS headers for the prefill grouped GEMMs (PyPI's nvidia-cutlass, unpacked by
+  # tools/fetch_cutlass.sh, which tools/setup.sh runs when nvcc is present).
+  set(QMOE_CUTLASS_DIR "${PROJECT_SOURCE_DIR}/.deps/cutlass-4.2.0.0" CACHE PATH "CUTLASS source tree (include/, tools/util/include/)")
+  if(NOT EXISTS "${QMOE_CUTLASS_DIR}/include/cutlass/cutlass.h")
+    message(FATAL_ERROR "CUTLASS headers not found in ${QMOE_CUTLASS_DIR}: run tools/fetch_cutlass.sh "
+                        "(tools/setup.sh does) or set QMOE_CUTLASS_DIR")
+  endif()
   if(QMOE_CCACHE)
     set(CMAKE_CUDA_COMPILER_LAUNCHER ${QMOE_CCACHE})
   endif()

@@ -12,14 +12,14 @@ def main():
     base = {(b["model"], b["tokens"]): b for b in json.load(open(sys.argv[2]))}
     out_dir, header = sys.argv[3], sys.argv[4]
     lines = [header, "",
-             "| model | scheme | tokens | layer µs | GEMM µs | unique weight MB | TB/s | TFLOP/s | roofline | torch bf16 µs | torch fp8 µs | vs torch |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| model | scheme | path | tokens | layer µs | GEMM µs | unique weight MB | TB/s | TFLOP/s | roofline | torch bf16 µs | torch fp8 µs | vs torch |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         b = base.get((r["model"], r["tokens"]), {})
         ref = b.get("fp8_us") if r["scheme"].startswith(("fp8", "int8", "w4a8")) else b.get("bf16_us")
         speed = f"{ref / r['gemm_us']:.2f}x" if ref and r["gemm_us"] > 0 else "n/a"
         fmt = lambda v: f"{v:.1f}" if isinstance(v, (int, float)) else "n/a"
-        lines.append(f"| {r['model']} | {r['scheme']} | {r['tokens']} | {r['layer_us']:.1f} | {r['gemm_us']:.1f} | "
+        lines.append(f"| {r['model']} | {r['scheme']} | {r.get('path', 'auto')} | {r['tokens']} | {r['layer_us']:.1f} | {r['gemm_us']:.1f} | "
                      f"{r['unique_weight_bytes'] / 1e6:.1f} | {r['tb_per_s']:.2f} | {r['tflops']:.1f} | "
                      f"{r['roofline_fraction']:.2f} | {fmt(b.get('bf16_us'))} | {fmt(b.get('fp8_us'))} | {speed} |")
     open(f"{out_dir}/results.md", "w").write("\n".join(lines) + "\n")
@@ -30,10 +30,12 @@ def main():
         fig, ax = plt.subplots(figsize=(8, 5))
         series = {}
         for r in rows:
-            series.setdefault((r["model"], r["scheme"]), []).append((r["tokens"], r["tb_per_s"] * 1e3 / r["copy_gbs"]))
-        for (model, scheme), pts in sorted(series.items()):
+            key = (r["model"], r["scheme"], r.get("path", "auto"))
+            series.setdefault(key, []).append((r["tokens"], r["tb_per_s"] * 1e3 / r["copy_gbs"]))
+        for (model, scheme, path), pts in sorted(series.items()):
             pts.sort()
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{model} {scheme}")
+            label = f"{model} {scheme}" + ("" if path == "auto" else f" ({path})")
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("tokens")
         ax.set_ylabel("unique weight bytes / GEMM time, fraction of copy bandwidth")

@@ -18,3 +18,8 @@ if ((${#missing[@]})); then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# The CUDA backend's prefill kernels need CUTLASS headers (PyPI's nvidia-cutlass wheel).
+if [[ "${QMOE_CUDA:-AUTO}" != OFF ]] && { command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; }; then
+  "$(dirname "$0")/fetch_cutlass.sh" >/dev/null
+fi

@@ -151,10 +151,22 @@ MoeDispatchInput dispatch_input(const ModelConfig& config, int layer, int tp_siz
 MoeLayer load_moe_layer(const Checkpoint& ckpt, const ModelConfig& config, int layer,
                         const LoadOptions& options);
 
+// Which grouped-GEMM kernels the CUDA backend runs (the CPU backend has one path).
+enum class GemmPath {
+  kAuto,     // by token count: decode kernels for small batches, prefill kernels from the crossover
+  kDecode,   // always the decode kernels
+  kPrefill,  // always the prefill kernels; NotSupported for layers that have none yet
+};
+std::string to_string(GemmPath p);
+
 struct ForwardOptions {
   // Round the GEMM1 output and the activation output to the input dtype, as vLLM's kernels do
   // (their intermediate buffers have the activation dtype). Off: keep fp32 intermediates.
   bool round_intermediate = true;
+  GemmPath gemm_path = GemmPath::kAuto;
+  // Benchmarks: force the prefill kernels' tile configuration i (qmoe bench --gemm-paths
+  // prefill:i); -1: the planner's choice.
+  int prefill_tile = -1;
 };
 
 // A compute backend. forward() takes hidden_states [T, hidden] (BF16, F16 or F32) and

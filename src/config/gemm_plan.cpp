@@ -116,6 +116,48 @@ GemmKernel plan_gemm_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput
   return takes_codes(L, in.act_quant, in.act_group) ? GemmKernel::kTensorCoreCodes : GemmKernel::kCudaCore;
 }
 
+std::string to_string(GroupedKernel k) {
+  switch (k) {
+    case GroupedKernel::kNone: return "none";
+    case GroupedKernel::kFp8: return "grouped wgmma (FP8)";
+  }
+  return "?";
+}
+
+GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_bias, const GemmInput& in,
+                                  GemmKernel decode) {
+  if (has_g_idx || has_bias || decode != GemmKernel::kTensorCoreCodes) return GroupedKernel::kNone;
+  // 16-byte rows for TMA (k fp8 codes, n fp32 outputs); int32 problem sizes.
+  if (L.cols % 16 != 0 || L.rows % 4 != 0 || L.rows >= (int64_t{1} << 31) || L.cols >= (int64_t{1} << 31))
+    return GroupedKernel::kNone;
+  const bool one_scale_per_row = in.act_quant == static_cast<int>(ActQuant::kFp8PerToken) ||
+                                 in.act_quant == static_cast<int>(ActQuant::kFp8PerTensorDynamic) ||
+                                 in.act_quant == static_cast<int>(ActQuant::kFp8Static);
+  if (L.format == kFp8 && (L.strategy == kTensor || L.strategy == kChannel) && one_scale_per_row)
+    return GroupedKernel::kFp8;
+  return GroupedKernel::kNone;
+}
+
+std::string to_string(GroupedTile t) {
+  switch (t) {
+    case GroupedTile::kCoop128x128: return "coop 128x128";
+    case GroupedTile::kCoop128x192: return "coop 128x192";
+    case GroupedTile::kPingpong64x128: return "pingpong 64x128";
+  }
+  return "?";
+}
+
+GroupedTile plan_grouped_tile(int64_t num_slots, int num_local_experts) {
+  const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_local_experts, 1);
+  if (rows_per_expert < kGroupedMinRowsFor128) return GroupedTile::kPingpong64x128;
+  return rows_per_expert < kGroupedMinRowsFor192 ? GroupedTile::kCoop128x128 : GroupedTile::kCoop128x192;
+}
+
+bool use_grouped_kernel(int64_t tokens, int top_k, int num_local_experts) {
+  const bool every_expert_busy = tokens * top_k >= num_local_experts;
+  return tokens >= kGroupedMinTokens || (tokens >= kGroupedMinTokensFull && every_expert_busy);
+}
+
 LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_intermediate) {
   LayerGemmPlan p;
   const int act_quant = static_cast<int>(layer.act_quant);
@@ -138,6 +180,8 @@ LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_i
   };
   p.k1 = zero_point_guard(p.k1, ew.w13);
   p.k2 = zero_point_guard(p.k2, ew.w2);
+  p.g1 = plan_grouped_kernel(p.w13, p.w13_has_g_idx, !ew.w13_bias.empty(), p.in1, p.k1);
+  p.g2 = plan_grouped_kernel(p.w2, p.w2_has_g_idx, !ew.w2_bias.empty(), p.in2, p.k2);
   return p;
 }
 

@@ -50,6 +50,33 @@ enum class GemmKernel {
 std::string to_string(GemmKernel k);
 GemmKernel plan_gemm_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput& in);
 
+// The prefill grouped GEMMs (CUTLASS wgmma + TMA kernels, src/cuda/grouped_sm90_*.cu), run on the
+// GEMM input rows sorted by expert. kNone: the projection runs the decode kernels at every size.
+enum class GroupedKernel {
+  kNone,
+  kFp8,  // FP8 codes x FP8 weights with tensor or channel scales, one input scale per row
+};
+std::string to_string(GroupedKernel k);
+// The prefill kernel for a projection whose decode kernel is `decode` (the sorted rows are gathered
+// from the decode kernels' input codes). Layers with a bias keep the decode kernels for now.
+GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_bias, const GemmInput& in,
+                                  GemmKernel decode);
+// Tile configurations of the prefill kernels (one compiled instance each, all loaded with the layer).
+enum class GroupedTile {
+  kCoop128x128,    // two warpgroups on one 128 x 128 tile
+  kCoop128x192,    // two warpgroups on one 128 x 192 tile: many rows per expert
+  kPingpong64x128, // warpgroups alternating 64 x 128 tiles: few rows per expert
+};
+inline constexpr int kGroupedTiles = 3;
+std::string to_string(GroupedTile t);
+// The tile for num_slots slots over num_local_experts: the mean rows per expert decide
+// (gemm_tuning.h, measured on the H200).
+GroupedTile plan_grouped_tile(int64_t num_slots, int num_local_experts);
+
+// Whether the automatic path runs the prefill kernels for a batch of `tokens` with top_k slots each
+// over num_local_experts (the measured crossover, gemm_tuning.h).
+bool use_grouped_kernel(int64_t tokens, int top_k, int num_local_experts);
+
 // Both GEMMs of a layer: layouts (of the first local expert; all share them), inputs and kernels, for
 // hidden states of `act_kind` and the forward's rounding option (ForwardOptions::round_intermediate):
 // GEMM1's input is exactly 16-bit unless a router weight rescaled it without rounding, GEMM2's
@@ -59,6 +86,7 @@ struct LayerGemmPlan {
   bool w13_has_g_idx = false, w2_has_g_idx = false;
   GemmInput in1, in2;
   GemmKernel k1 = GemmKernel::kCudaCore, k2 = GemmKernel::kCudaCore;
+  GroupedKernel g1 = GroupedKernel::kNone, g2 = GroupedKernel::kNone;  // prefill kernels, if any
 };
 LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_intermediate);
 

@@ -525,6 +525,15 @@ ActQuant act_quant_of(const DispatchDecision& d, const LoadOptions& options, int
 
 }  // namespace
 
+std::string to_string(GemmPath p) {
+  switch (p) {
+    case GemmPath::kAuto: return "auto";
+    case GemmPath::kDecode: return "decode";
+    case GemmPath::kPrefill: return "prefill";
+  }
+  return "?";
+}
+
 std::string to_string(ActQuant q) {
   switch (q) {
     case ActQuant::kNone:

@@ -82,6 +82,59 @@ int cuda_device_count() {
   return n;
 }
 
+// One projection's prefill grouped GEMM: its per-group arrays (filled per forward on the device)
+// and the CUTLASS instance bound to them at load.
+struct PrefillGemm {
+  GroupedKernel kind = GroupedKernel::kNone;
+  DeviceBuffer arrays;        // problem_mnk, a, b, d, a_scale, b_scale for every local expert
+  DeviceBuffer column_scale;  // [experts, n] fp32 weight scales
+  cuda::GroupedTcBuffers buf;
+  std::unique_ptr<cuda::GroupedTcGemm> gemm[kGroupedTiles];  // by GroupedTile
+  int64_t n = 0, k = 0;
+};
+
+// Builds projection `L`'s prefill GEMM (weights `experts` on the device, data pointers `data`).
+void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, const cuda::ExpertTensors* experts,
+                       const std::vector<const void*>& data, int num_sms) {
+  const int E = static_cast<int>(data.size());
+  g.kind = kind;
+  g.n = L.rows;
+  g.k = L.cols;
+  const size_t ptrs = sizeof(void*) * E;
+  g.arrays = DeviceBuffer(sizeof(int32_t) * 3 * E + 5 * ptrs);
+  char* base = g.arrays.get<char>();
+  g.buf.a = reinterpret_cast<const void**>(base);
+  g.buf.b = reinterpret_cast<const void**>(base + ptrs);
+  g.buf.d = reinterpret_cast<void**>(base + 2 * ptrs);
+  g.buf.a_scale = reinterpret_cast<float**>(base + 3 * ptrs);
+  g.buf.b_scale = reinterpret_cast<float**>(base + 4 * ptrs);
+  g.buf.problem_mnk = reinterpret_cast<int32_t*>(base + 5 * ptrs);
+  check(cudaMemset(base, 0, g.arrays.bytes()), "cudaMemset");
+  g.column_scale = DeviceBuffer(sizeof(float) * E * L.rows);
+  check(cuda::launch_expand_column_scales(L, experts, E, g.column_scale.get<float>(), nullptr), "weight scales");
+  std::vector<float*> scales(E);
+  for (int e = 0; e < E; ++e) scales[e] = g.column_scale.get<float>() + e * L.rows;
+  check(cudaMemcpy(g.buf.b, data.data(), ptrs, cudaMemcpyHostToDevice), "upload");
+  check(cudaMemcpy(g.buf.b_scale, scales.data(), ptrs, cudaMemcpyHostToDevice), "upload");
+  check(cudaDeviceSynchronize(), "weight scales");
+  // Every tile configuration of the kernel, bound to the same arrays (a few KB each).
+  const cuda::GroupedTcFactory fp8[kGroupedTiles] = {cuda::make_grouped_fp8_coop_128x128,
+                                                     cuda::make_grouped_fp8_coop_128x192,
+                                                     cuda::make_grouped_fp8_pingpong_64x128};
+  try {
+    for (int t = 0; t < kGroupedTiles; ++t) g.gemm[t] = fp8[t](g.buf, E, g.n, g.k, num_sms);
+  } catch (const std::exception& e) {
+    throw Error(std::string("prefill GEMM setup: ") + e.what());
+  }
+}
+
+// Whether launch_activation_fp8_rows takes GEMM2's input quantization: row-wise FP8 (per token or
+// static), an activation row that fits in shared memory.
+bool fused_activation_fits(const cpu::ActQuantParams& q, int64_t inter) {
+  constexpr int64_t kMaxRowBytes = 160 * 1024;
+  return (q.kind == ActQuant::kFp8PerToken || q.kind == ActQuant::kFp8Static) && inter * 4 <= kMaxRowBytes;
+}
+
 struct CudaMoeLayer::Impl {
   const MoeLayer* layer = nullptr;
   int max_tokens = 0;
@@ -94,6 +147,10 @@ struct CudaMoeLayer::Impl {
   DeviceBuffer expert_map, correction_bias;
   // Workspace (max_tokens).
   DeviceBuffer x, x16, x_scale, u, act, act16, act_scale, y, ids, weights_buf, counts, offsets, sorted_slots, slot_expert, amax, active, num_active;
+  // Prefill path: each GEMM's input rows in expert order with their scales, and where each slot's
+  // GEMM2 output row is.
+  PrefillGemm prefill1, prefill2;
+  DeviceBuffer sorted_rows, sorted_scales, slot_position;
   int64_t weight_bytes = 0;
 };
 
@@ -111,6 +168,7 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
     m.weight_bytes += static_cast<int64_t>(t.size_bytes());
     return m.weights.back().get();
   };
+  std::vector<const void*> w13_data(E), w2_data(E);
   for (int e = 0; e < E; ++e) {  // expert by expert: host copies are the canonical tensors
     const ExpertWeights& ew = layer.experts[e];
     for (auto [src, dst, bias] : {std::tuple{&ew.w13, &w13[e], &ew.w13_bias}, std::tuple{&ew.w2, &w2[e], &ew.w2_bias}}) {
@@ -121,6 +179,8 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
       dst->bias = static_cast<const float*>(put(*bias));
       dst->global_scale = src->global_scale;
     }
+    w13_data[e] = w13[e].data;
+    w2_data[e] = w2[e].data;
   }
   for (int kind = 0; kind < 3; ++kind)
     for (int round = 0; round < 2; ++round) m.plans[kind][round] = plan_layer_gemms(layer, kind, round == 1);
@@ -156,6 +216,23 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
   // Defined contents: the GEMM blocks read their entry before checking it against the active count.
   check(cudaMemset(m.active.get<int32_t>(), 0, sizeof(int32_t) * std::max(E, 1)), "cudaMemset");
   m.num_active = DeviceBuffer(sizeof(int32_t));
+
+  // Prefill kernels for the projections that have one (the plans agree across dtypes on this).
+  GroupedKernel g1 = GroupedKernel::kNone, g2 = GroupedKernel::kNone;
+  for (const auto& by_kind : m.plans)
+    for (const LayerGemmPlan& p : by_kind) {
+      g1 = std::max(g1, p.g1);
+      g2 = std::max(g2, p.g2);
+    }
+  if (g1 != GroupedKernel::kNone)
+    make_prefill_gemm(m.prefill1, g1, m.plans[0][1].w13, m.w13_experts.get<cuda::ExpertTensors>(), w13_data, m.num_sms);
+  if (g2 != GroupedKernel::kNone)
+    make_prefill_gemm(m.prefill2, g2, m.plans[0][1].w2, m.w2_experts.get<cuda::ExpertTensors>(), w2_data, m.num_sms);
+  if (g1 != GroupedKernel::kNone || g2 != GroupedKernel::kNone) {
+    m.sorted_rows = DeviceBuffer(T * k * std::max(H, I));  // 8-bit codes
+    m.sorted_scales = DeviceBuffer(sizeof(float) * T * k);
+    m.slot_position = DeviceBuffer(sizeof(int32_t) * T * k);
+  }
 }
 
 CudaMoeLayer::~CudaMoeLayer() = default;
@@ -177,6 +254,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
                        void* stream_ptr, const ForwardOptions& options, bool gemms) const {
   const Impl& m = *impl_;
   const MoeLayer& L = *m.layer;
+  if (options.prefill_tile >= kGroupedTiles)
+    throw Error("ForwardOptions::prefill_tile " + std::to_string(options.prefill_tile) + ": there are " +
+                std::to_string(kGroupedTiles) + " tile configurations");
   if (tokens < 0 || tokens > m.max_tokens)
     throw Error("CudaMoeLayer::forward: " + std::to_string(tokens) + " tokens, workspace holds " +
                 std::to_string(m.max_tokens));
@@ -184,6 +264,19 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   const int kind = act_kind_of(hidden_dtype);
   const int k = L.top_k, E = L.num_local_experts;
   const int64_t H = L.hidden, I = L.inter, num_slots = static_cast<int64_t>(tokens) * k;
+  const LayerGemmPlan& plan = m.plans[kind][options.round_intermediate ? 1 : 0];
+  // Decode or prefill kernels, per projection (the prefill ones read the decode kernels' codes).
+  auto prefill = [&](GroupedKernel g, const char* which) {
+    switch (options.gemm_path) {
+      case GemmPath::kDecode: return false;
+      case GemmPath::kPrefill:
+        if (g == GroupedKernel::kNone)
+          throw NotSupported(std::string("prefill GEMM for ") + which + " of this scheme is not supported yet");
+        return true;
+      default: return g != GroupedKernel::kNone && use_grouped_kernel(tokens, k, E);
+    }
+  };
+  const bool prefill1 = prefill(plan.g1, "w13"), prefill2 = prefill(plan.g2, "w2");
 
   cuda::RoutingParams rp;
   rp.logits = router_logits;
@@ -218,11 +311,45 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   const cpu::ActQuantParams q1 = cpu::gemm1_act_quant(L), q2 = cpu::gemm2_act_quant(L);
   // The tensor-core kernels take GEMM inputs that are exactly 16-bit, or the codes of an activation
   // quantization (config/gemm_plan.h decides).
-  const LayerGemmPlan& plan = m.plans[kind][options.round_intermediate ? 1 : 0];
   const GemmInput &in1 = plan.in1, &in2 = plan.in2;
   const GemmKernel k1 = plan.k1, k2 = plan.k2;
   const bool mma1 = k1 == GemmKernel::kTensorCore16, codes1 = k1 == GemmKernel::kTensorCoreCodes;
   const bool mma2 = k2 == GemmKernel::kTensorCore16, codes2 = k2 == GemmKernel::kTensorCoreCodes;
+  // The prefill GEMMs: the input rows in expert order (codes as fp8 e4m3), then the grouped GEMM
+  // writing its rows in the same order.
+  auto gather_rows = [&](const uint16_t* codes, const float* scales, bool by_token, int64_t cols,
+                         int32_t* slot_position) {
+    cuda::GatherParams gr;
+    gr.in16 = codes;
+    gr.in_scale = scales;
+    gr.sorted_slots = gp.sorted_slots;
+    gr.total_rows = gp.expert_offsets + E;
+    gr.max_rows = static_cast<int>(num_slots);
+    gr.by_token = by_token;
+    gr.top_k = k;
+    gr.k = cols;
+    gr.out_kind = 1;
+    gr.a_rows = m.sorted_rows.get();
+    gr.a_scale_rows = m.sorted_scales.get<float>();
+    gr.slot_position = slot_position;
+    check(cuda::launch_gather_rows(gr, stream), "prefill gather");
+  };
+  auto run_prefill = [&](const PrefillGemm& g, float* d) {
+    cuda::GroupedSetupParams sp;
+    sp.buf = g.buf;
+    sp.expert_offsets = gp.expert_offsets;
+    sp.groups = E;
+    sp.n = g.n;
+    sp.k = g.k;
+    sp.a_rows = m.sorted_rows.get();
+    sp.elem_bytes = 1;
+    sp.a_scale_rows = m.sorted_scales.get<float>();
+    sp.d_rows = d;
+    check(cuda::launch_grouped_setup(sp, stream), "prefill setup");
+    const int tile = options.prefill_tile >= 0 ? options.prefill_tile
+                                               : static_cast<int>(plan_grouped_tile(num_slots, E));
+    if (num_slots > 0) check(g.gemm[tile]->run(stream), "prefill GEMM");
+  };
   uint16_t* x16 = mma1 || codes1 ? m.x16.get<uint16_t>() : nullptr;
   uint16_t* act16 = mma2 || codes2 ? m.act16.get<uint16_t>() : nullptr;
   float* x_scale = codes1 ? m.x_scale.get<float>() : nullptr;
@@ -251,7 +378,11 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g1.top_k = k;
   g1.out = m.u.get<float>();
   g1.num_sms = m.num_sms;
-  if (gemms) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, plan.w13_has_g_idx, tokens, stream), "gemm1");
+  if (gemms && prefill1) {
+    gather_rows(x16, x_scale, true, H, nullptr);
+    run_prefill(m.prefill1, g1.out);
+  }
+  else if (gemms) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, plan.w13_has_g_idx, tokens, stream), "gemm1");
 
   cuda::ActivationParams ap;
   ap.activation = static_cast<int>(L.activation);
@@ -264,12 +395,24 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   ap.total_slots = gp.expert_offsets + E;
   ap.max_slots = static_cast<int>(num_slots);
   ap.u = m.u.get<float>();
+  ap.u_sorted = prefill1;
   ap.act = m.act.get<float>();
   ap.act16 = mma2 ? act16 : nullptr;
-  check(cuda::launch_activation(ap, stream), "activation");
-  check(cuda::launch_fake_quantize(to_cuda(q2, codes2 ? act16 : nullptr, act_scale), m.act.get<float>(), I, gp.sorted_slots, static_cast<int>(num_slots),
-                                   gp.expert_offsets + E, m.amax.get<float>(), stream),
-        "gemm2 input quantization");
+  // Both GEMMs on the prefill kernels with a row-wise FP8 input: activation and quantization write
+  // GEMM2's sorted fp8 rows directly (no fp32 activation, no 16-bit codes, no gather).
+  const bool fused_act = prefill1 && prefill2 && fused_activation_fits(q2, I);
+  int32_t* slot_position = gemms && prefill2 ? m.slot_position.get<int32_t>() : nullptr;
+  if (fused_act) {
+    check(cuda::launch_activation_fp8_rows(ap, to_cuda(q2, nullptr, nullptr), m.slot_position.get<int32_t>(),
+                                           m.sorted_rows.get<uint8_t>(), m.sorted_scales.get<float>(), stream),
+          "activation and gemm2 input quantization");
+  } else {
+    check(cuda::launch_activation(ap, stream), "activation");
+    check(cuda::launch_fake_quantize(to_cuda(q2, codes2 ? act16 : nullptr, act_scale), m.act.get<float>(), I,
+                                     gp.sorted_slots, static_cast<int>(num_slots), gp.expert_offsets + E,
+                                     m.amax.get<float>(), stream),
+          "gemm2 input quantization");
+  }
 
   cuda::GroupedGemmParams g2 = g1;
   g2.layout = plan.w2;
@@ -277,12 +420,17 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g2.in = m.act.get<float>();
   g2.in_by_token = false;
   g2.out = m.y.get<float>();
-  if (gemms) check(grouped_gemm(g2, k2, act16, {act_scale, in2.act_group}, kind == 0, plan.w2_has_g_idx, tokens, stream), "gemm2");
+  if (gemms && prefill2) {
+    if (!fused_act) gather_rows(act16, act_scale, false, I, slot_position);
+    run_prefill(m.prefill2, g2.out);
+  }
+  else if (gemms) check(grouped_gemm(g2, k2, act16, {act_scale, in2.act_group}, kind == 0, plan.w2_has_g_idx, tokens, stream), "gemm2");
 
   cuda::CombineParams cp;
   cp.y = m.y.get<float>();
   cp.weights = rp.weights;
   cp.slot_expert = gp.slot_expert;
+  cp.slot_position = slot_position;
   cp.tokens = tokens;
   cp.hidden = H;
   cp.top_k = k;

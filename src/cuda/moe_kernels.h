@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 
 #include "config/gemm_plan.h"
 
@@ -134,6 +135,7 @@ struct ActivationParams {
   const int32_t* total_slots = nullptr;  // device: offsets[num_local_experts]
   int max_slots = 0;
   float* u = nullptr;
+  bool u_sorted = false;  // u's rows in sorted-slot order (the prefill GEMM's output), else by slot
   float* act = nullptr;
   uint16_t* act16 = nullptr;  // or null: act's 16-bit bits, permuted as launch_convert_input's x16
 };
@@ -144,6 +146,7 @@ struct CombineParams {
   const float* y = nullptr;
   const float* weights = nullptr;
   const int32_t* slot_expert = nullptr;
+  const int32_t* slot_position = nullptr;  // or null: y's row of each slot (sorted prefill output)
   int64_t tokens = 0;
   int64_t hidden = 0;
   int top_k = 1;
@@ -153,5 +156,81 @@ struct CombineParams {
   float* out = nullptr;
 };
 cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream);
+
+// ---- prefill: grouped GEMMs on expert-sorted rows (grouped_sm90_*.cu, moe_prefill.cu) -----------
+
+// Per-group device arrays ([groups] each) that the prefill grouped GEMM reads, filled on the device
+// for every forward by launch_grouped_setup (so the GEMM's own arguments are fixed at load).
+struct GroupedTcBuffers {
+  int32_t* problem_mnk = nullptr;  // [groups, 3]: (m_e, n, k)
+  const void** a = nullptr;        // A_e: [m_e, k] rows of the sorted input
+  const void** b = nullptr;        // B_e: [n, k] weights
+  void** d = nullptr;              // D_e: [m_e, n] fp32 rows of the sorted output
+  float** a_scale = nullptr;       // [m_e] per-row input scales, or the array itself null (scale 1)
+  float** b_scale = nullptr;       // [n] per-column weight scales, or the array itself null (scale 1)
+};
+
+// One grouped GEMM instance (CUTLASS, wgmma + TMA) bound to its buffers at load; run() only
+// launches. D_e = (A_e B_e^T) * a_scale_e (rows) * b_scale_e (columns).
+class GroupedTcGemm {
+ public:
+  virtual ~GroupedTcGemm() = default;
+  virtual cudaError_t run(cudaStream_t stream) = 0;
+};
+// The instances, one per (kernel, tile) of config/gemm_plan.h (grouped_sm90_<kernel>_<tile>.cu).
+// They throw std::invalid_argument for sizes they cannot take.
+using GroupedTcFactory = std::unique_ptr<GroupedTcGemm> (*)(const GroupedTcBuffers& buf, int groups, int64_t n,
+                                                            int64_t k, int num_sms);
+std::unique_ptr<GroupedTcGemm> make_grouped_fp8_coop_128x128(const GroupedTcBuffers&, int, int64_t, int64_t, int);
+std::unique_ptr<GroupedTcGemm> make_grouped_fp8_coop_128x192(const GroupedTcBuffers&, int, int64_t, int64_t, int);
+std::unique_ptr<GroupedTcGemm> make_grouped_fp8_pingpong_64x128(const GroupedTcBuffers&, int, int64_t, int64_t, int);
+
+// Fills the per-group arrays for the rows sorted by expert: group e covers sorted rows
+// [offsets[e], offsets[e+1]) of `a_rows` (row stride k elements of `elem_bytes`), `a_scale_rows`
+// and `d_rows` (row stride n floats); buf.b and buf.b_scale are set once at load.
+struct GroupedSetupParams {
+  GroupedTcBuffers buf;
+  const int32_t* expert_offsets = nullptr;  // [groups + 1] (device)
+  int groups = 0;
+  int64_t n = 0, k = 0;
+  const void* a_rows = nullptr;
+  int elem_bytes = 1;
+  float* a_scale_rows = nullptr;  // or null: no input scales
+  float* d_rows = nullptr;
+};
+cudaError_t launch_grouped_setup(const GroupedSetupParams& p, cudaStream_t stream);
+
+// The prefill GEMM's input rows in expert order: row p (< *total_rows) of `a_rows` [*, k] becomes
+// input row r = slot / top_k (by_token) or slot (slot = sorted_slots[p]), un-permuted from the
+// tensor-core layout of launch_convert_input (`in16`: bf16/f16 bits, or f16 codes stored as fp8 e4m3
+// (`to_fp8`) or int8 bytes); a_scale_rows[p] = in_scale[r] when in_scale is given. With
+// `slot_position`, also records slot_position[slot] = p (the combine reads sorted outputs through it).
+struct GatherParams {
+  const uint16_t* in16 = nullptr;  // [input rows, k]
+  const float* in_scale = nullptr;  // [input rows] or null
+  const int32_t* sorted_slots = nullptr;
+  const int32_t* total_rows = nullptr;  // device: expert_offsets[groups]
+  int max_rows = 0;
+  bool by_token = true;
+  int top_k = 1;
+  int64_t k = 0;
+  int out_kind = 0;  // 0: 16-bit as is, 1: fp8 e4m3, 2: int8
+  void* a_rows = nullptr;
+  float* a_scale_rows = nullptr;
+  int32_t* slot_position = nullptr;  // [slots] or null
+};
+cudaError_t launch_gather_rows(const GatherParams& p, cudaStream_t stream);
+
+// The prefill GEMM2 input straight from the prefill GEMM1 output (p.u in sorted order): activation
+// as launch_activation, then FP8 codes as launch_fake_quantize (q.kind per-token or static only),
+// written as fp8 e4m3 rows a_rows [sorted rows, inter] with a_scale_rows, and slot_position as
+// launch_gather_rows writes it.
+cudaError_t launch_activation_fp8_rows(const ActivationParams& p, const ActQuantParams& q, int32_t* slot_position,
+                                       uint8_t* a_rows, float* a_scale_rows, cudaStream_t stream);
+
+// Per-column fp32 weight scales of every local expert ([experts, rows]) from the canonical scale
+// tensors (tensor or channel strategy), as the decode kernels read them; at load.
+cudaError_t launch_expand_column_scales(const WeightLayout& L, const ExpertTensors* experts, int num_experts, float* out,
+                                        cudaStream_t stream);
 
 }  // namespace qmoe::cuda

@@ -4,6 +4,7 @@
 #include <cfloat>
 
 #include "cuda/moe_kernels.h"
+#include "cuda/weight_access.cuh"
 #include "quant/formats.h"
 #include "routing/router_math.h"
 
@@ -357,9 +358,8 @@ __device__ float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
-__device__ float activate(const ActivationParams& p, const float* u, int64_t i) {
-  const float g = u[i];
-  const float up = p.gated ? u[p.inter + i] : 0.0f;
+// The activation of gate value g and up value up (ignored when not gated).
+__device__ float activate(const ActivationParams& p, float g, float up) {
   switch (p.activation) {
     case 0: return silu(g) * up;
     case 1: return gelu(g) * up;
@@ -384,13 +384,43 @@ __global__ void activation_kernel(ActivationParams p) {
   if (r >= *p.total_slots) return;
   const int64_t s = p.sorted_slots[r];
   const int64_t width = (p.gated ? 2 : 1) * p.inter;
-  float* u = p.u + s * width;
+  float* u = p.u + (p.u_sorted ? r : s) * width;
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) u[i] = round_kind(u[i], p.dtype_kind, p.round);
   __syncthreads();
   for (int64_t i = threadIdx.x; i < p.inter; i += blockDim.x) {
-    const float a = round_kind(activate(p, u, i), p.dtype_kind, p.round);
+    const float a = round_kind(activate(p, u[i], p.gated ? u[p.inter + i] : 0.0f), p.dtype_kind, p.round);
     p.act[s * p.inter + i] = a;
     if (p.act16) p.act16[s * p.inter + permuted_col(i)] = bits16(a, p.dtype_kind);
+  }
+}
+
+// The prefill path's GEMM2 input in one pass: sorted row r of u (the prefill GEMM1 output) ->
+// activation (rounded as activation_kernel) -> FP8 codes with the row's scale (as fake_quant_kernel,
+// per-token or static) -> row r of the prefill GEMM's 8-bit input. The activation row waits in
+// shared memory between the amax and the quantization.
+__global__ void activation_fp8_rows_kernel(ActivationParams p, ActQuantParams q, int32_t* slot_position,
+                                           uint8_t* a_rows, float* a_scale_rows) {
+  extern __shared__ float act_row[];  // [inter]
+  const int r = blockIdx.x;
+  if (r >= *p.total_slots) return;
+  const int64_t width = (p.gated ? 2 : 1) * p.inter;
+  const float* u = p.u + r * width;  // [width], sorted order
+  float m = 0.0f;
+  for (int64_t i = threadIdx.x; i < p.inter; i += blockDim.x) {
+    const float g = round_kind(u[i], p.dtype_kind, p.round);
+    const float up = p.gated ? round_kind(u[p.inter + i], p.dtype_kind, p.round) : 0.0f;
+    const float a = round_kind(activate(p, g, up), p.dtype_kind, p.round);
+    act_row[i] = a;
+    m = fmaxf(m, fabsf(a));
+  }
+  m = block_amax(m);  // its barrier also publishes act_row
+  const float scale = q.kind == 1 ? quant::fp8_dynamic_scale(m) : q.static_scale;
+  const float inv = div_rn(1.0f, scale);
+  for (int64_t i = threadIdx.x; i < p.inter; i += blockDim.x)
+    a_rows[r * p.inter + i] = quant::quantize_fp8_act(act_row[i], inv);
+  if (threadIdx.x == 0) {
+    a_scale_rows[r] = scale;
+    slot_position[p.sorted_slots[r]] = r;
   }
 }
 
@@ -405,9 +435,59 @@ __global__ void combine_kernel(CombineParams p) {
     const int64_t s = t * p.top_k + j;
     if (p.slot_expert[s] < 0) continue;
     const float w = p.weight_on_input ? 1.0f : p.weights[s];
-    acc = add_rn(acc, round_kind(mul_rn(w, p.y[s * p.hidden + h]), p.dtype_kind, p.round));
+    const int64_t y_row = p.slot_position ? p.slot_position[s] : s;
+    acc = add_rn(acc, round_kind(mul_rn(w, p.y[y_row * p.hidden + h]), p.dtype_kind, p.round));
   }
   p.out[i] = round_kind(acc, p.dtype_kind, p.round);
+}
+
+// ---- prefill: rows sorted by expert -------------------------------------------------------------
+
+// One block per sorted row; each thread moves 8 columns (one 16-byte chunk of the permuted input).
+__global__ void gather_rows_kernel(GatherParams p) {
+  const int r = blockIdx.x;
+  if (r >= *p.total_rows) return;
+  const int64_t slot = p.sorted_slots[r];
+  const int64_t row = p.by_token ? slot / p.top_k : slot;
+  if (threadIdx.x == 0) {
+    if (p.in_scale) p.a_scale_rows[r] = p.in_scale[row];
+    if (p.slot_position) p.slot_position[slot] = r;
+  }
+  const uint4* src = reinterpret_cast<const uint4*>(p.in16 + row * p.k);  // [k / 8] chunks
+  for (int64_t c = threadIdx.x; c < p.k / 8; c += blockDim.x) {
+    const uint4 chunk = src[c];
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(&chunk);  // t0 t4 t1 t5 t2 t6 t3 t7
+    uint16_t natural[8];
+    for (int t = 0; t < 8; ++t) natural[t] = h[t < 4 ? 2 * t : 2 * t - 7];
+    if (p.out_kind == 0) {
+      reinterpret_cast<uint4*>(p.a_rows)[r * (p.k / 8) + c] = *reinterpret_cast<const uint4*>(natural);
+    } else {
+      uint8_t bytes[8];  // f16 codes are exact fp8 e4m3 values or integers in [-128, 127]
+      for (int t = 0; t < 8; ++t) {
+        const float code = quant::f16_to_float(natural[t]);
+        bytes[t] = p.out_kind == 1 ? quant::float_to_fp8e4m3(code) : static_cast<uint8_t>(static_cast<int8_t>(code));
+      }
+      reinterpret_cast<uint2*>(p.a_rows)[r * (p.k / 8) + c] = *reinterpret_cast<const uint2*>(bytes);
+    }
+  }
+}
+
+__global__ void grouped_setup_kernel(GroupedSetupParams p) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= p.groups) return;
+  const int64_t m0 = p.expert_offsets[e];
+  p.buf.problem_mnk[3 * e] = p.expert_offsets[e + 1] - static_cast<int32_t>(m0);
+  p.buf.problem_mnk[3 * e + 1] = static_cast<int32_t>(p.n);
+  p.buf.problem_mnk[3 * e + 2] = static_cast<int32_t>(p.k);
+  p.buf.a[e] = static_cast<const char*>(p.a_rows) + m0 * p.k * p.elem_bytes;
+  p.buf.d[e] = p.d_rows + m0 * p.n;
+  if (p.buf.a_scale) p.buf.a_scale[e] = p.a_scale_rows + m0;
+}
+
+__global__ void expand_column_scales_kernel(WeightLayout L, const ExpertTensors* experts, int num_experts, float* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= num_experts * L.rows) return;
+  out[i] = scale_at(L, experts[i / L.rows], i % L.rows, 0);
 }
 
 int blocks_for(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
@@ -461,6 +541,41 @@ cudaError_t launch_activation(const ActivationParams& p, cudaStream_t stream) {
 cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream) {
   if (p.tokens * p.hidden == 0) return cudaSuccess;
   combine_kernel<<<blocks_for(p.tokens * p.hidden), kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_rows(const GatherParams& p, cudaStream_t stream) {
+  if (p.max_rows == 0) return cudaSuccess;
+  if (p.k % 8 != 0) return cudaErrorInvalidValue;
+  gather_rows_kernel<<<p.max_rows, 128, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_grouped_setup(const GroupedSetupParams& p, cudaStream_t stream) {
+  if (p.groups == 0) return cudaSuccess;
+  grouped_setup_kernel<<<(p.groups + 127) / 128, 128, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_expand_column_scales(const WeightLayout& L, const ExpertTensors* experts, int num_experts, float* out,
+                                        cudaStream_t stream) {
+  if (L.strategy != kTensor && L.strategy != kChannel) return cudaErrorInvalidValue;
+  if (num_experts * L.rows == 0) return cudaSuccess;
+  expand_column_scales_kernel<<<blocks_for(num_experts * L.rows), kThreads, 0, stream>>>(L, experts, num_experts, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_activation_fp8_rows(const ActivationParams& p, const ActQuantParams& q, int32_t* slot_position,
+                                       uint8_t* a_rows, float* a_scale_rows, cudaStream_t stream) {
+  if (q.kind != 1 && q.kind != 3) return cudaErrorInvalidValue;
+  if (p.max_slots == 0) return cudaSuccess;
+  const size_t smem = sizeof(float) * p.inter;
+  if (smem > 48 * 1024) {
+    const cudaError_t err =
+        cudaFuncSetAttribute(activation_fp8_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+  }
+  activation_fp8_rows_kernel<<<p.max_slots, kThreads, smem, stream>>>(p, q, slot_position, a_rows, a_scale_rows);
   return cudaGetLastError();
 }
 

@@ -258,7 +258,67 @@ TEST(GemmPlan, ExpertsBeyondThirtyTwoBitOffsetsFallBack) {
   EXPECT_EQ(plan_gemm_kernel(sized(int4, int64_t{1} << 20, 32 * 2048), false, bf16_in), GemmKernel::kCudaCore);
 }
 
+TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
+  // FP8 W8A8 with one weight scale per tensor or channel and one input scale per row has a prefill
+  // kernel; every other scheme keeps the decode kernels at every size (for now).
+  for (const std::string& scheme : synthetic_schemes()) {
+    const MoeLayer layer = synthetic_layer(scheme, {"small", 4, 2, 256, 128}, 7, 1);
+    const LayerGemmPlan p = plan_layer_gemms(layer, 0, true);
+    const GroupedKernel want =
+        scheme == "fp8_tensor" || scheme == "fp8_channel" ? GroupedKernel::kFp8 : GroupedKernel::kNone;
+    EXPECT_EQ(p.g1, want) << scheme;
+    EXPECT_EQ(p.g2, want) << scheme;
+  }
+}
+
+TEST(GemmPlan, PrefillKernelNeedsItsLayout) {
+  const GemmLayout fp8 = layout_of_scheme("fp8_channel");
+  const GemmInput per_token{static_cast<int>(ActQuant::kFp8PerToken), 0, 0, true};
+  const GemmKernel codes = GemmKernel::kTensorCoreCodes;
+  EXPECT_EQ(plan_grouped_kernel(fp8, false, false, per_token, codes), GroupedKernel::kFp8);
+  for (ActQuant q : {ActQuant::kFp8PerTensorDynamic, ActQuant::kFp8Static})
+    EXPECT_EQ(plan_grouped_kernel(fp8, false, false, {static_cast<int>(q), 0, 0, true}, codes), GroupedKernel::kFp8);
+  // Per-group inputs, a bias, act order, a decode kernel without codes, rows or columns TMA cannot
+  // address in 16-byte units: none.
+  EXPECT_EQ(plan_grouped_kernel(fp8, false, false, {static_cast<int>(ActQuant::kFp8Group), 128, 0, true}, codes),
+            GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(fp8, false, true, per_token, codes), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(fp8, true, false, per_token, codes), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(fp8, false, false, per_token, GemmKernel::kCudaCore), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(sized(fp8, 256, 136), false, false, per_token, codes), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(sized(fp8, 258, 256), false, false, per_token, codes), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(sized(fp8, 2880, 2880), false, false, per_token, codes), GroupedKernel::kFp8);
+  // Block-scaled FP8 weights have no prefill kernel yet.
+  EXPECT_EQ(plan_grouped_kernel(layout_of_scheme("fp8_block"), false, false, per_token, codes), GroupedKernel::kNone);
+}
+
+TEST(GemmPlan, PrefillFromTheCrossover) {
+  // From kGroupedMinTokens tokens, or kGroupedMinTokensFull when the slots cover the experts.
+  EXPECT_FALSE(use_grouped_kernel(kGroupedMinTokens - 1, 8, 128));  // Qwen3-30B-A3B
+  EXPECT_TRUE(use_grouped_kernel(kGroupedMinTokens, 8, 128));
+  EXPECT_TRUE(use_grouped_kernel(kGroupedMinTokensFull, 2, 8));  // Mixtral
+  EXPECT_FALSE(use_grouped_kernel(kGroupedMinTokensFull - 1, 2, 8));
+  EXPECT_FALSE(use_grouped_kernel(kGroupedMinTokensFull, 8, 256));  // DeepSeek-V3: 64 slots
+  EXPECT_FALSE(use_grouped_kernel(1, 8, 8));
+  EXPECT_FALSE(use_grouped_kernel(0, 8, 0));
+  EXPECT_TRUE(use_grouped_kernel(16384, 8, 256));
+}
+
+TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
+  // Mean rows per expert: Qwen3-30B-A3B (128 experts, top-8) at 1024 tokens has 64, Mixtral (8,
+  // top-2) at 4096 tokens 1024.
+  EXPECT_EQ(plan_grouped_tile(int64_t{kGroupedMinRowsFor128} * 128 - 1, 128), GroupedTile::kPingpong64x128);
+  EXPECT_EQ(plan_grouped_tile(int64_t{kGroupedMinRowsFor128} * 128, 128), GroupedTile::kCoop128x128);
+  EXPECT_EQ(plan_grouped_tile(int64_t{kGroupedMinRowsFor192} * 8 - 1, 8), GroupedTile::kCoop128x128);
+  EXPECT_EQ(plan_grouped_tile(int64_t{kGroupedMinRowsFor192} * 8, 8), GroupedTile::kCoop128x192);
+  EXPECT_EQ(plan_grouped_tile(16 * 8, 256), GroupedTile::kPingpong64x128);  // DeepSeek-V3, 16 tokens
+  EXPECT_EQ(plan_grouped_tile(0, 0), GroupedTile::kPingpong64x128);
+  EXPECT_EQ(to_string(GroupedTile::kCoop128x192), "coop 128x192");
+}
+
 TEST(GemmPlan, KernelNames) {
+  EXPECT_EQ(to_string(GroupedKernel::kFp8), "grouped wgmma (FP8)");
+  EXPECT_EQ(to_string(GroupedKernel::kNone), "none");
   EXPECT_EQ(to_string(GemmKernel::kTensorCore16), "tensor-core (16-bit inputs)");
   EXPECT_EQ(to_string(GemmKernel::kTensorCoreCodes), "tensor-core (activation codes)");
   EXPECT_EQ(to_string(GemmKernel::kCudaCore), "CUDA-core GEMV/generic");

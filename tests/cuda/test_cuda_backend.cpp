@@ -229,12 +229,14 @@ void random_inputs(int64_t tokens, const MoeLayer& L, Tensor& x, Tensor& logits)
   for (int64_t i = 0; i < logits.numel(); ++i) logits.data<float>()[i] = d(rng());
 }
 
-void expect_cuda_matches_cpu(const MoeLayer& layer, const Tensor& x, const Tensor& logits, const std::string& what) {
+void expect_cuda_matches_cpu(const MoeLayer& layer, const Tensor& x, const Tensor& logits, const std::string& what,
+                             GemmPath path = GemmPath::kAuto) {
   auto cpu = make_backend("cpu");
   auto gpu = make_backend("cuda");
   for (bool round : {true, false}) {
     ForwardOptions options;
     options.round_intermediate = round;
+    options.gemm_path = path;
     const Tensor want = cpu->forward(layer, x, logits, options);
     const Tensor got = gpu->forward(layer, x, logits, options);
     const OutputDiff d = compare_outputs(got, want);
@@ -353,6 +355,69 @@ TEST(RandomLayerEdges, ActivationsExpertMapAndRouting) {
   expect_cuda_matches_cpu(one, x, logits, "one token");
 }
 
+// ---- prefill kernels (grouped wgmma on expert-sorted rows) ---------------------------------------
+
+TEST(PrefillKernels, MatchTheCpuBackend) {
+  REQUIRE_GPU();
+  for (Scheme s : {Scheme::kFp8Channel, Scheme::kFp8TensorStatic}) {
+    // A Qwen3-like shape scaled down in experts, and gpt-oss's odd 2880 (not a multiple of the tiles).
+    for (LayerShape shape : {LayerShape{16, 8, 2048, 768}, LayerShape{8, 4, 2880, 1440}}) {
+      const MoeLayer layer = random_layer(s, shape);
+      for (int64_t tokens : {1, 7, 64, 300}) {
+        Tensor x, logits;
+        random_inputs(tokens, layer, x, logits);
+        const std::string what = std::string(name_of(s)) + " H " + std::to_string(shape.hidden) + " tokens " +
+                                 std::to_string(tokens);
+        expect_cuda_matches_cpu(layer, x, logits, "prefill " + what, GemmPath::kPrefill);
+      }
+    }
+  }
+  // The automatic path on a batch past the crossover.
+  const MoeLayer layer = random_layer(Scheme::kFp8Channel, {8, 2, 1024, 512});
+  Tensor x, logits;
+  random_inputs(1024, layer, x, logits);
+  expect_cuda_matches_cpu(layer, x, logits, "auto fp8_channel tokens 1024");
+}
+
+TEST(PrefillKernels, EdgeCases) {
+  REQUIRE_GPU();
+  // All tokens on two experts (the others get empty groups), one token, an expert map with
+  // non-local experts.
+  MoeLayer one = random_layer(Scheme::kFp8Channel, {8, 2, 512, 256});
+  Tensor x, logits;
+  random_inputs(400, one, x, logits);
+  for (int64_t t = 0; t < 400; ++t) {
+    logits.data<float>()[t * 8 + 3] = 30.0f;
+    logits.data<float>()[t * 8 + 5] = 29.0f;
+  }
+  expect_cuda_matches_cpu(one, x, logits, "prefill all tokens on experts 3 and 5", GemmPath::kPrefill);
+  random_inputs(1, one, x, logits);
+  expect_cuda_matches_cpu(one, x, logits, "prefill one token", GemmPath::kPrefill);
+  MoeLayer ep = random_layer(Scheme::kFp8Channel, {8, 2, 512, 256});
+  ep.expert_map = {-1, 0, -1, 1, -1, 2, -1, 3};
+  ep.num_local_experts = 4;
+  ep.experts.resize(4);
+  random_inputs(257, ep, x, logits);
+  expect_cuda_matches_cpu(ep, x, logits, "prefill expert map", GemmPath::kPrefill);
+  // Per-tensor dynamic input scales: GEMM2's input takes the unfused path (activation, tensor-wide
+  // amax, codes, gather).
+  MoeLayer dyn = random_layer(Scheme::kFp8Channel, {8, 2, 512, 256});
+  dyn.act_quant = ActQuant::kFp8PerTensorDynamic;
+  random_inputs(150, dyn, x, logits);
+  expect_cuda_matches_cpu(dyn, x, logits, "prefill fp8 per-tensor dynamic inputs", GemmPath::kPrefill);
+}
+
+TEST(PrefillKernels, SchemesWithoutOneSayNotSupported) {
+  REQUIRE_GPU();
+  const MoeLayer layer = random_layer(Scheme::kW4A16G128, {8, 2, 512, 256});
+  Tensor x, logits;
+  random_inputs(4, layer, x, logits);
+  ForwardOptions options;
+  options.gemm_path = GemmPath::kPrefill;
+  auto gpu = make_backend("cuda");
+  EXPECT_THROW(gpu->forward(layer, x, logits, options), NotSupported);
+}
+
 // ---- routing bit for bit -----------------------------------------------------------------------
 
 TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
@@ -445,13 +510,13 @@ TEST(CudaFixtures, EveryFixtureMatchesTheCpuAndTorch) {
 
 // ---- device API: poisoned output, graph capture ------------------------------------------------
 
-TEST(CudaMoeLayerApi, PoisonedOutputIsFullyWrittenAndGraphReplayMatchesEager) {
-  REQUIRE_GPU();
-  const MoeLayer layer = random_layer(Scheme::kW4A16G128, {16, 4, 1024, 512});
-  const int T = 24;
+// Eager forward into a NaN-poisoned output, then the same forward captured in a graph and replayed:
+// fully written, bit-identical, close to the CPU; more tokens than the workspace holds is an error.
+void expect_graph_replay_matches_eager(const MoeLayer& layer, int T, const ForwardOptions& options) {
   Tensor x, logits;
   random_inputs(T, layer, x, logits);
-  CudaMoeLayer dev(layer, 64);
+  const int max_tokens = T + 40;
+  CudaMoeLayer dev(layer, max_tokens);
   void *d_x, *d_logits, *d_eager, *d_graph;
   const size_t out_bytes = sizeof(float) * T * layer.hidden;
   ASSERT_EQ(cudaMalloc(&d_x, x.size_bytes()), cudaSuccess);
@@ -464,7 +529,6 @@ TEST(CudaMoeLayerApi, PoisonedOutputIsFullyWrittenAndGraphReplayMatchesEager) {
   cudaMemset(d_graph, 0xFF, out_bytes);
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  const ForwardOptions options;
   dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_eager), T, stream, options);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
 
@@ -486,7 +550,8 @@ TEST(CudaMoeLayerApi, PoisonedOutputIsFullyWrittenAndGraphReplayMatchesEager) {
   Tensor gpu_out(DType::kF32, {T, layer.hidden});
   std::memcpy(gpu_out.raw(), eager.data(), out_bytes);
   EXPECT_LE(compare_outputs(gpu_out, cpu_out).rel_l2, tolerance_rel_l2(layer, options, Comparison::kBackendVsReference));
-  EXPECT_THROW(dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_graph), 65, stream, options),
+  EXPECT_THROW(dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_graph),
+                           max_tokens + 1, stream, options),
                Error);
 
   cudaGraphExecDestroy(exec);
@@ -496,6 +561,14 @@ TEST(CudaMoeLayerApi, PoisonedOutputIsFullyWrittenAndGraphReplayMatchesEager) {
   cudaFree(d_logits);
   cudaFree(d_eager);
   cudaFree(d_graph);
+}
+
+TEST(CudaMoeLayerApi, PoisonedOutputIsFullyWrittenAndGraphReplayMatchesEager) {
+  REQUIRE_GPU();
+  expect_graph_replay_matches_eager(random_layer(Scheme::kW4A16G128, {16, 4, 1024, 512}), 24, ForwardOptions{});
+  ForwardOptions prefill;
+  prefill.gemm_path = GemmPath::kPrefill;
+  expect_graph_replay_matches_eager(random_layer(Scheme::kFp8Channel, {16, 4, 1024, 512}), 200, prefill);
 }
 
 }  // namespace

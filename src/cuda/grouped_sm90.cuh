@@ -1,0 +1,146 @@
+// The prefill grouped GEMM on Hopper: CUTLASS's pointer-array grouped GEMM (TMA loads, warpgroup
+// MMA, warp-specialized persistent kernel) with a scale epilogue. Included only by the instance
+// files grouped_sm90_*.cu, so the heavy templates are compiled there and nowhere else.
+//
+// Per group (local expert) e with m_e rows:  D_e[m, n] = sum_k A_e[m, k] * B_e[n, k] * a_scale_e[m] * b_scale_e[n]
+// A_e: [m_e, k] row-major, B_e: [n, k] row-major (the checkpoint's [out, in] weights), D_e: [m_e, n]
+// fp32 row-major; a null scale array means a scale of 1.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "cuda/moe_kernels.h"
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/group_array_problem_shape.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/util/packed_stride.hpp"
+
+namespace qmoe::cuda::sm90 {
+
+using namespace cute;
+
+// One kernel configuration: operand and accumulator types, tile and cluster shapes, schedules.
+template <class ElementIn_, class ElementAcc_, class TileShape_, class ClusterShape_, class KernelSchedule_,
+          class EpilogueSchedule_>
+struct GroupedConfig {
+  using ElementIn = ElementIn_;
+  using ElementAcc = ElementAcc_;
+  using TileShape = TileShape_;
+  using ClusterShape = ClusterShape_;
+  using KernelSchedule = KernelSchedule_;
+  using EpilogueSchedule = EpilogueSchedule_;
+};
+
+template <class Config>
+class GroupedGemm final : public GroupedTcGemm {
+  using ElementIn = typename Config::ElementIn;
+  using ElementAcc = typename Config::ElementAcc;
+  using ElementD = float;
+  using TileShape = typename Config::TileShape;
+  using ClusterShape = typename Config::ClusterShape;
+  using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>;  // (m, n, k) per group
+  static constexpr int kAlignIn = 128 / cutlass::sizeof_bits<ElementIn>::value;  // 16-byte rows
+  static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;
+
+  // D = (acc * b_scale[n]) * a_scale[m]: a row vector (over n) and a column vector (over m), one
+  // pointer per group.
+  using Acc = cutlass::epilogue::fusion::Sm90AccFetch;
+  using BScale = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float*, float>;
+  using AScale = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, float*, float>;
+  using Mul = cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float,
+                                                     cutlass::FloatRoundStyle::round_to_nearest>;
+  using Epilogue = cutlass::epilogue::fusion::Sm90EVT<Mul, AScale, cutlass::epilogue::fusion::Sm90EVT<Mul, BScale, Acc>>;
+
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, float, void, cutlass::layout::RowMajor*, kAlignD,
+      ElementD, cutlass::layout::RowMajor*, kAlignD, typename Config::EpilogueSchedule, Epilogue>::CollectiveOp;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn, cutlass::layout::RowMajor*, kAlignIn, ElementIn,
+      cutlass::layout::ColumnMajor*, kAlignIn, ElementAcc, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      typename Config::KernelSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using StrideA = typename Kernel::InternalStrideA;
+  using StrideB = typename Kernel::InternalStrideB;
+  using StrideD = typename Kernel::InternalStrideD;
+  static_assert(sizeof(typename ProblemShape::UnderlyingProblemShape) == 3 * sizeof(int32_t),
+                "GroupedTcBuffers::problem_mnk holds (m, n, k) as three int32");
+
+ public:
+  GroupedGemm(const GroupedTcBuffers& buf, int groups, int64_t n, int64_t k, int num_sms) {
+    if (n % kAlignD != 0 || k % kAlignIn != 0)
+      throw std::invalid_argument("grouped GEMM: n and k must be multiples of " + std::to_string(kAlignD) + " and " +
+                                  std::to_string(kAlignIn));
+    // Strides do not depend on m, so they are the same for every group and written once.
+    StrideA sa = cutlass::make_cute_packed_stride(StrideA{}, {1, static_cast<int>(k), 1});
+    StrideB sb = cutlass::make_cute_packed_stride(StrideB{}, {static_cast<int>(n), static_cast<int>(k), 1});
+    StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, {1, static_cast<int>(n), 1});
+    strides_bytes_ = groups * (sizeof(StrideA) + sizeof(StrideB) + sizeof(StrideD));
+    check(cudaMalloc(&strides_, strides_bytes_));
+    auto* a = static_cast<StrideA*>(strides_);
+    auto* b = reinterpret_cast<StrideB*>(a + groups);
+    auto* d = reinterpret_cast<StrideD*>(b + groups);
+    fill(a, sa, groups);
+    fill(b, sb, groups);
+    fill(d, sd, groups);
+
+    cutlass::KernelHardwareInfo hw;
+    check(cudaGetDevice(&hw.device_id));
+    hw.sm_count = num_sms;
+    typename Gemm::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGrouped,
+        {groups, reinterpret_cast<typename ProblemShape::UnderlyingProblemShape*>(buf.problem_mnk), nullptr},
+        {reinterpret_cast<const ElementIn**>(buf.a), a, reinterpret_cast<const ElementIn**>(buf.b), b},
+        {{}, nullptr, nullptr, reinterpret_cast<ElementD**>(buf.d), d},
+        hw};
+    // Arguments of Sm90EVT<Mul, AScale, Sm90EVT<Mul, BScale, Acc>>: children first, then the node.
+    args.epilogue.thread = {{buf.a_scale, 1.0f, {}}, {{buf.b_scale, 1.0f, {}}, {}, {}}, {}};
+    if (gemm_.can_implement(args) != cutlass::Status::kSuccess)
+      throw std::invalid_argument("grouped GEMM: CUTLASS cannot run this problem");
+    workspace_bytes_ = Gemm::get_workspace_size(args);
+    if (workspace_bytes_ > 0) check(cudaMalloc(&workspace_, workspace_bytes_));
+    // Every pointer the kernel reads is fixed here; the per-forward problem sizes and pointers are
+    // device data, so run() is only a launch.
+    if (gemm_.initialize(args, workspace_) != cutlass::Status::kSuccess)
+      throw std::runtime_error("grouped GEMM: CUTLASS initialization failed");
+  }
+  ~GroupedGemm() override {
+    cudaFree(strides_);
+    cudaFree(workspace_);
+  }
+  cudaError_t run(cudaStream_t stream) override {
+    return gemm_.run(stream) == cutlass::Status::kSuccess ? cudaGetLastError() : cudaErrorLaunchFailure;
+  }
+
+ private:
+  static void check(cudaError_t err) {
+    if (err != cudaSuccess) throw std::runtime_error(std::string("grouped GEMM: ") + cudaGetErrorString(err));
+  }
+  template <class S>
+  static void fill(S* dst, const S& value, int groups) {
+    auto host = std::make_unique<S[]>(groups);
+    for (int g = 0; g < groups; ++g) host[g] = value;
+    check(cudaMemcpy(dst, host.get(), sizeof(S) * groups, cudaMemcpyHostToDevice));
+  }
+
+  Gemm gemm_;
+  void* strides_ = nullptr;
+  size_t strides_bytes_ = 0;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+};
+
+}  // namespace qmoe::cuda::sm90
