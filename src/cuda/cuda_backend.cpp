@@ -129,10 +129,16 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
 }
 
 // Whether launch_activation_fp8_rows takes GEMM2's input quantization: row-wise FP8 (per token or
-// static), an activation row that fits in shared memory.
+// static), 4-column chunks, an activation row that fits in shared memory.
 bool fused_activation_fits(const cpu::ActQuantParams& q, int64_t inter) {
   constexpr int64_t kMaxRowBytes = 160 * 1024;
-  return (q.kind == ActQuant::kFp8PerToken || q.kind == ActQuant::kFp8Static) && inter * 4 <= kMaxRowBytes;
+  return (q.kind == ActQuant::kFp8PerToken || q.kind == ActQuant::kFp8Static) && inter % 4 == 0 &&
+         inter * 4 <= kMaxRowBytes;
+}
+
+// Whether launch_input_fp8_rows takes GEMM1's input quantization (row-wise FP8, 8-column chunks).
+bool fused_input_fits(const cpu::ActQuantParams& q, int64_t hidden, int top_k) {
+  return (q.kind == ActQuant::kFp8PerToken || q.kind == ActQuant::kFp8Static) && hidden % 8 == 0 && top_k <= 32;
 }
 
 struct CudaMoeLayer::Impl {
@@ -306,6 +312,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   gp.slot_expert = m.slot_expert.get<int32_t>();
   gp.active_experts = m.active.get<int32_t>();
   gp.num_active = m.num_active.get<int32_t>();
+  gp.slot_position = m.slot_position.get<int32_t>();  // null without prefill kernels
   check(cuda::launch_grouping(gp, stream), "grouping");
 
   const cpu::ActQuantParams q1 = cpu::gemm1_act_quant(L), q2 = cpu::gemm2_act_quant(L);
@@ -317,8 +324,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   const bool mma2 = k2 == GemmKernel::kTensorCore16, codes2 = k2 == GemmKernel::kTensorCoreCodes;
   // The prefill GEMMs: the input rows in expert order (codes as fp8 e4m3), then the grouped GEMM
   // writing its rows in the same order.
-  auto gather_rows = [&](const uint16_t* codes, const float* scales, bool by_token, int64_t cols,
-                         int32_t* slot_position) {
+  auto gather_rows = [&](const uint16_t* codes, const float* scales, bool by_token, int64_t cols) {
     cuda::GatherParams gr;
     gr.in16 = codes;
     gr.in_scale = scales;
@@ -331,7 +337,6 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     gr.out_kind = 1;
     gr.a_rows = m.sorted_rows.get();
     gr.a_scale_rows = m.sorted_scales.get<float>();
-    gr.slot_position = slot_position;
     check(cuda::launch_gather_rows(gr, stream), "prefill gather");
   };
   auto run_prefill = [&](const PrefillGemm& g, float* d) {
@@ -354,15 +359,36 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   uint16_t* act16 = mma2 || codes2 ? m.act16.get<uint16_t>() : nullptr;
   float* x_scale = codes1 ? m.x_scale.get<float>() : nullptr;
   float* act_scale = codes2 ? m.act_scale.get<float>() : nullptr;
-  check(cuda::launch_convert_input(hidden, kind, tokens, H, L.routing.router_weight_on_input ? rp.weights : nullptr,
-                                   options.round_intermediate, m.x.get<float>(), mma1 ? x16 : nullptr, stream),
-        "convert");
+  const float* router_weights = L.routing.router_weight_on_input ? rp.weights : nullptr;
   auto to_cuda = [](const cpu::ActQuantParams& q, uint16_t* codes16, float* row_scale) {
     return cuda::ActQuantParams{static_cast<int>(q.kind), q.group_size, q.static_scale, q.global_scale, codes16, row_scale};
   };
-  check(cuda::launch_fake_quantize(to_cuda(q1, codes1 ? x16 : nullptr, x_scale), m.x.get<float>(), H, nullptr, tokens,
-                                   nullptr, m.amax.get<float>(), stream),
-        "gemm1 input quantization");
+  // GEMM1 on the prefill kernels with a row-wise FP8 input: the hidden states go straight to its
+  // sorted fp8 rows (no fp32 copy, no 16-bit codes, no gather).
+  const bool fused_input = prefill1 && fused_input_fits(q1, H, k);
+  if (fused_input) {
+    cuda::InputRowsParams ir;
+    ir.hidden_states = hidden;
+    ir.dtype_kind = kind;
+    ir.router_weights = router_weights;
+    ir.round = options.round_intermediate;
+    ir.q = to_cuda(q1, nullptr, nullptr);
+    ir.tokens = tokens;
+    ir.hidden = H;
+    ir.top_k = k;
+    ir.slot_expert = gp.slot_expert;
+    ir.slot_position = gp.slot_position;
+    ir.a_rows = m.sorted_rows.get<uint8_t>();
+    ir.a_scale_rows = m.sorted_scales.get<float>();
+    check(cuda::launch_input_fp8_rows(ir, stream), "gemm1 input quantization");
+  } else {
+    check(cuda::launch_convert_input(hidden, kind, tokens, H, router_weights, options.round_intermediate,
+                                     m.x.get<float>(), mma1 ? x16 : nullptr, stream),
+          "convert");
+    check(cuda::launch_fake_quantize(to_cuda(q1, codes1 ? x16 : nullptr, x_scale), m.x.get<float>(), H, nullptr,
+                                     tokens, nullptr, m.amax.get<float>(), stream),
+          "gemm1 input quantization");
+  }
 
   cuda::GroupedGemmParams g1;
   g1.layout = plan.w13;
@@ -379,7 +405,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g1.out = m.u.get<float>();
   g1.num_sms = m.num_sms;
   if (gemms && prefill1) {
-    gather_rows(x16, x_scale, true, H, nullptr);
+    if (!fused_input) gather_rows(x16, x_scale, true, H);
     run_prefill(m.prefill1, g1.out);
   }
   else if (gemms) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, plan.w13_has_g_idx, tokens, stream), "gemm1");
@@ -401,10 +427,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   // Both GEMMs on the prefill kernels with a row-wise FP8 input: activation and quantization write
   // GEMM2's sorted fp8 rows directly (no fp32 activation, no 16-bit codes, no gather).
   const bool fused_act = prefill1 && prefill2 && fused_activation_fits(q2, I);
-  int32_t* slot_position = gemms && prefill2 ? m.slot_position.get<int32_t>() : nullptr;
   if (fused_act) {
-    check(cuda::launch_activation_fp8_rows(ap, to_cuda(q2, nullptr, nullptr), m.slot_position.get<int32_t>(),
-                                           m.sorted_rows.get<uint8_t>(), m.sorted_scales.get<float>(), stream),
+    check(cuda::launch_activation_fp8_rows(ap, to_cuda(q2, nullptr, nullptr), m.sorted_rows.get<uint8_t>(),
+                                           m.sorted_scales.get<float>(), stream),
           "activation and gemm2 input quantization");
   } else {
     check(cuda::launch_activation(ap, stream), "activation");
@@ -421,7 +446,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g2.in_by_token = false;
   g2.out = m.y.get<float>();
   if (gemms && prefill2) {
-    if (!fused_act) gather_rows(act16, act_scale, false, I, slot_position);
+    if (!fused_act) gather_rows(act16, act_scale, false, I);
     run_prefill(m.prefill2, g2.out);
   }
   else if (gemms) check(grouped_gemm(g2, k2, act16, {act_scale, in2.act_group}, kind == 0, plan.w2_has_g_idx, tokens, stream), "gemm2");
@@ -430,7 +455,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   cp.y = m.y.get<float>();
   cp.weights = rp.weights;
   cp.slot_expert = gp.slot_expert;
-  cp.slot_position = slot_position;
+  cp.slot_position = gemms && prefill2 ? gp.slot_position : nullptr;  // y rows in sorted order
   cp.tokens = tokens;
   cp.hidden = H;
   cp.top_k = k;

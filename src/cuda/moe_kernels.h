@@ -93,6 +93,7 @@ struct GroupingParams {
   int32_t* slot_expert = nullptr;     // [num_slots] local expert of each slot, -1 if not local
   int32_t* active_experts = nullptr;  // [num_local_experts] local experts with slots, ascending
   int32_t* num_active = nullptr;      // device scalar
+  int32_t* slot_position = nullptr;   // [num_slots] or null: each local slot's index in sorted_slots
 };
 cudaError_t launch_grouping(const GroupingParams& p, cudaStream_t stream);
 
@@ -203,8 +204,7 @@ cudaError_t launch_grouped_setup(const GroupedSetupParams& p, cudaStream_t strea
 // The prefill GEMM's input rows in expert order: row p (< *total_rows) of `a_rows` [*, k] becomes
 // input row r = slot / top_k (by_token) or slot (slot = sorted_slots[p]), un-permuted from the
 // tensor-core layout of launch_convert_input (`in16`: bf16/f16 bits, or f16 codes stored as fp8 e4m3
-// (`to_fp8`) or int8 bytes); a_scale_rows[p] = in_scale[r] when in_scale is given. With
-// `slot_position`, also records slot_position[slot] = p (the combine reads sorted outputs through it).
+// (out_kind 1) or int8 bytes (2)); a_scale_rows[p] = in_scale[r] when in_scale is given.
 struct GatherParams {
   const uint16_t* in16 = nullptr;  // [input rows, k]
   const float* in_scale = nullptr;  // [input rows] or null
@@ -217,16 +217,32 @@ struct GatherParams {
   int out_kind = 0;  // 0: 16-bit as is, 1: fp8 e4m3, 2: int8
   void* a_rows = nullptr;
   float* a_scale_rows = nullptr;
-  int32_t* slot_position = nullptr;  // [slots] or null
 };
 cudaError_t launch_gather_rows(const GatherParams& p, cudaStream_t stream);
 
 // The prefill GEMM2 input straight from the prefill GEMM1 output (p.u in sorted order): activation
-// as launch_activation, then FP8 codes as launch_fake_quantize (q.kind per-token or static only),
-// written as fp8 e4m3 rows a_rows [sorted rows, inter] with a_scale_rows, and slot_position as
-// launch_gather_rows writes it.
-cudaError_t launch_activation_fp8_rows(const ActivationParams& p, const ActQuantParams& q, int32_t* slot_position,
-                                       uint8_t* a_rows, float* a_scale_rows, cudaStream_t stream);
+// as launch_activation, then FP8 codes as launch_fake_quantize (q.kind per-token or static only;
+// inter % 4 == 0), written as fp8 e4m3 rows a_rows [sorted rows, inter] with a_scale_rows.
+cudaError_t launch_activation_fp8_rows(const ActivationParams& p, const ActQuantParams& q, uint8_t* a_rows,
+                                       float* a_scale_rows, cudaStream_t stream);
+
+// The prefill GEMM1 input straight from the hidden states: x as launch_convert_input computes it,
+// FP8 codes as launch_fake_quantize (q.kind per-token or static only; hidden % 8 == 0), written to
+// the sorted row (GroupingParams::slot_position) of each of the token's local slots.
+struct InputRowsParams {
+  const void* hidden_states = nullptr;  // [tokens, hidden] of dtype_kind (0 BF16, 1 F16, 2 F32)
+  int dtype_kind = 0;
+  const float* router_weights = nullptr;  // [tokens] (top-1 router weight on the input) or null
+  bool round = true;
+  ActQuantParams q;
+  int64_t tokens = 0, hidden = 0;
+  int top_k = 1;
+  const int32_t* slot_expert = nullptr;    // [tokens * top_k]
+  const int32_t* slot_position = nullptr;  // [tokens * top_k]
+  uint8_t* a_rows = nullptr;               // [sorted rows, hidden]
+  float* a_scale_rows = nullptr;           // [sorted rows]
+};
+cudaError_t launch_input_fp8_rows(const InputRowsParams& p, cudaStream_t stream);
 
 // Per-column fp32 weight scales of every local expert ([experts, rows]) from the canonical scale
 // tensors (tensor or channel strategy), as the decode kernels read them; at load.

@@ -199,6 +199,7 @@ __global__ void scatter_kernel(GroupingParams p) {
   // The order inside an expert's segment does not matter: every slot is computed on its own.
   const int pos = p.expert_offsets[local] + atomicAdd(&p.counts[local], 1);
   p.sorted_slots[pos] = s;
+  if (p.slot_position) p.slot_position[s] = pos;
 }
 
 // ---- input conversion ---------------------------------------------------------------------------
@@ -396,32 +397,92 @@ __global__ void activation_kernel(ActivationParams p) {
 
 // The prefill path's GEMM2 input in one pass: sorted row r of u (the prefill GEMM1 output) ->
 // activation (rounded as activation_kernel) -> FP8 codes with the row's scale (as fake_quant_kernel,
-// per-token or static) -> row r of the prefill GEMM's 8-bit input. The activation row waits in
-// shared memory between the amax and the quantization.
-__global__ void activation_fp8_rows_kernel(ActivationParams p, ActQuantParams q, int32_t* slot_position,
-                                           uint8_t* a_rows, float* a_scale_rows) {
-  extern __shared__ float act_row[];  // [inter]
+// per-token or static) -> row r of the prefill GEMM's 8-bit input. Four columns per thread and
+// step (inter % 4 == 0); the activation row waits in shared memory between amax and quantization.
+__device__ float rounded_activation(const ActivationParams& p, float g, float up) {
+  const float gr = round_kind(g, p.dtype_kind, p.round);
+  const float ur = p.gated ? round_kind(up, p.dtype_kind, p.round) : 0.0f;
+  return round_kind(activate(p, gr, ur), p.dtype_kind, p.round);
+}
+
+__device__ uint32_t fp8x4(float4 a, float inv) {
+  return quant::quantize_fp8_act(a.x, inv) | quant::quantize_fp8_act(a.y, inv) << 8 |
+         quant::quantize_fp8_act(a.z, inv) << 16 | static_cast<uint32_t>(quant::quantize_fp8_act(a.w, inv)) << 24;
+}
+
+__global__ void activation_fp8_rows_kernel(ActivationParams p, ActQuantParams q, uint8_t* a_rows, float* a_scale_rows) {
+  extern __shared__ float4 act_row[];  // [inter / 4]
   const int r = blockIdx.x;
   if (r >= *p.total_slots) return;
-  const int64_t width = (p.gated ? 2 : 1) * p.inter;
-  const float* u = p.u + r * width;  // [width], sorted order
+  const int64_t n4 = p.inter / 4;
+  const float4* g4 = reinterpret_cast<const float4*>(p.u + r * (p.gated ? 2 : 1) * p.inter);  // [n4], sorted order
+  const float4* up4 = g4 + n4;
   float m = 0.0f;
-  for (int64_t i = threadIdx.x; i < p.inter; i += blockDim.x) {
-    const float g = round_kind(u[i], p.dtype_kind, p.round);
-    const float up = p.gated ? round_kind(u[p.inter + i], p.dtype_kind, p.round) : 0.0f;
-    const float a = round_kind(activate(p, g, up), p.dtype_kind, p.round);
+#pragma unroll 4
+  for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) {
+    const float4 g = g4[i];
+    const float4 up = p.gated ? up4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float4 a = {rounded_activation(p, g.x, up.x), rounded_activation(p, g.y, up.y),
+                      rounded_activation(p, g.z, up.z), rounded_activation(p, g.w, up.w)};
     act_row[i] = a;
-    m = fmaxf(m, fabsf(a));
+    m = fmaxf(m, fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))));
   }
   m = block_amax(m);  // its barrier also publishes act_row
   const float scale = q.kind == 1 ? quant::fp8_dynamic_scale(m) : q.static_scale;
   const float inv = div_rn(1.0f, scale);
-  for (int64_t i = threadIdx.x; i < p.inter; i += blockDim.x)
-    a_rows[r * p.inter + i] = quant::quantize_fp8_act(act_row[i], inv);
-  if (threadIdx.x == 0) {
-    a_scale_rows[r] = scale;
-    slot_position[p.sorted_slots[r]] = r;
+  uint32_t* out = reinterpret_cast<uint32_t*>(a_rows + r * p.inter);  // [n4]
+  for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) out[i] = fp8x4(act_row[i], inv);
+  if (threadIdx.x == 0) a_scale_rows[r] = scale;
+}
+
+// The prefill path's GEMM1 input in one pass: token t's hidden row -> x as convert_kernel computes
+// it -> FP8 codes with the row's scale (per-token or static, as fake_quant_kernel) -> the sorted row
+// of each of its local slots. Eight columns per thread and step (hidden % 8 == 0); the row is read
+// twice (amax, then codes), the second time from L2.
+__device__ void load_input8(const InputRowsParams& p, int64_t t, int64_t c8, float v[8]) {
+  const int64_t i = t * p.hidden + 8 * c8;
+  if (p.dtype_kind == 2) {
+    const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.hidden_states) + i);
+    const float4 a = src[0], b = src[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  } else {
+    const uint4 chunk = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.hidden_states) + i);
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(&chunk);
+    for (int j = 0; j < 8; ++j) v[j] = p.dtype_kind == 0 ? quant::bf16_to_float(h[j]) : quant::f16_to_float(h[j]);
   }
+  if (p.router_weights)
+    for (int j = 0; j < 8; ++j) v[j] = round_kind(mul_rn(v[j], p.router_weights[t]), p.dtype_kind, p.round);
+}
+
+__global__ void input_fp8_rows_kernel(InputRowsParams p) {
+  __shared__ int64_t dest[kMaxTopK];  // sorted rows of the token's local slots
+  __shared__ int num_dest;
+  const int64_t t = blockIdx.x;
+  if (threadIdx.x == 0) {
+    int n = 0;
+    for (int j = 0; j < p.top_k; ++j) {
+      const int64_t s = t * p.top_k + j;
+      if (p.slot_expert[s] >= 0) dest[n++] = p.slot_position[s];
+    }
+    num_dest = n;
+  }
+  const int64_t n8 = p.hidden / 8;
+  float m = 0.0f;
+  for (int64_t c8 = threadIdx.x; c8 < n8; c8 += blockDim.x) {
+    float v[8];
+    load_input8(p, t, c8, v);
+    for (int j = 0; j < 8; ++j) m = fmaxf(m, fabsf(v[j]));
+  }
+  m = block_amax(m);  // its barriers also publish dest and num_dest
+  const float scale = p.q.kind == 1 ? quant::fp8_dynamic_scale(m) : p.q.static_scale;
+  const float inv = div_rn(1.0f, scale);
+  for (int64_t c8 = threadIdx.x; c8 < n8; c8 += blockDim.x) {
+    float v[8];
+    load_input8(p, t, c8, v);
+    const uint2 codes = {fp8x4(make_float4(v[0], v[1], v[2], v[3]), inv), fp8x4(make_float4(v[4], v[5], v[6], v[7]), inv)};
+    for (int d = 0; d < num_dest; ++d) reinterpret_cast<uint2*>(p.a_rows + dest[d] * p.hidden)[c8] = codes;
+  }
+  if (threadIdx.x < num_dest) p.a_scale_rows[dest[threadIdx.x]] = scale;
 }
 
 // ---- combine ------------------------------------------------------------------------------------
@@ -449,10 +510,7 @@ __global__ void gather_rows_kernel(GatherParams p) {
   if (r >= *p.total_rows) return;
   const int64_t slot = p.sorted_slots[r];
   const int64_t row = p.by_token ? slot / p.top_k : slot;
-  if (threadIdx.x == 0) {
-    if (p.in_scale) p.a_scale_rows[r] = p.in_scale[row];
-    if (p.slot_position) p.slot_position[slot] = r;
-  }
+  if (threadIdx.x == 0 && p.in_scale) p.a_scale_rows[r] = p.in_scale[row];
   const uint4* src = reinterpret_cast<const uint4*>(p.in16 + row * p.k);  // [k / 8] chunks
   for (int64_t c = threadIdx.x; c < p.k / 8; c += blockDim.x) {
     const uint4 chunk = src[c];
@@ -565,9 +623,9 @@ cudaError_t launch_expand_column_scales(const WeightLayout& L, const ExpertTenso
   return cudaGetLastError();
 }
 
-cudaError_t launch_activation_fp8_rows(const ActivationParams& p, const ActQuantParams& q, int32_t* slot_position,
-                                       uint8_t* a_rows, float* a_scale_rows, cudaStream_t stream) {
-  if (q.kind != 1 && q.kind != 3) return cudaErrorInvalidValue;
+cudaError_t launch_activation_fp8_rows(const ActivationParams& p, const ActQuantParams& q, uint8_t* a_rows,
+                                       float* a_scale_rows, cudaStream_t stream) {
+  if ((q.kind != 1 && q.kind != 3) || p.inter % 4 != 0) return cudaErrorInvalidValue;
   if (p.max_slots == 0) return cudaSuccess;
   const size_t smem = sizeof(float) * p.inter;
   if (smem > 48 * 1024) {
@@ -575,7 +633,14 @@ cudaError_t launch_activation_fp8_rows(const ActivationParams& p, const ActQuant
         cudaFuncSetAttribute(activation_fp8_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (err != cudaSuccess) return err;
   }
-  activation_fp8_rows_kernel<<<p.max_slots, kThreads, smem, stream>>>(p, q, slot_position, a_rows, a_scale_rows);
+  activation_fp8_rows_kernel<<<p.max_slots, kThreads, smem, stream>>>(p, q, a_rows, a_scale_rows);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_input_fp8_rows(const InputRowsParams& p, cudaStream_t stream) {
+  if ((p.q.kind != 1 && p.q.kind != 3) || p.hidden % 8 != 0 || p.top_k > kMaxTopK) return cudaErrorInvalidValue;
+  if (p.tokens == 0) return cudaSuccess;
+  input_fp8_rows_kernel<<<p.tokens, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
