@@ -7,7 +7,8 @@
 #   a  decode tokens (QMOE_BENCH_TOKENS, default 1,8,32,64,128) x QMOE_BENCH_MODELS x QMOE_BENCH_SCHEMES
 #   b  the same tokens on QMOE_BENCH_B_MODELS x QMOE_BENCH_B_SCHEMES (TP8 shapes, gpt-oss)
 #   c  prefill tokens (QMOE_BENCH_C_TOKENS) x QMOE_BENCH_C_MODELS x QMOE_BENCH_C_SCHEMES
-#   d  the decode/prefill crossover: QMOE_BENCH_D_TOKENS on the decode, prefill and auto paths
+#   d  the decode/prefill crossover: QMOE_BENCH_D_TOKENS x QMOE_BENCH_D_SCHEMES on the decode,
+#      prefill and auto paths
 # QMOE_BENCH_{A,B,C,D}_S: time limits in seconds; QMOE_COMMIT: the tables' heading.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,10 +37,10 @@ has b && bench b "${QMOE_BENCH_B_S:-160}" --models "${QMOE_BENCH_B_MODELS:-kimi-
 # Prefill token counts: fewer input sets and replays (each forward is milliseconds). Only schemes
 # with prefill kernels by default; the others run their decode kernels there (see RESULTS.md).
 has c && bench c "${QMOE_BENCH_C_S:-200}" --models "${QMOE_BENCH_C_MODELS:-qwen3-30b-a3b,mixtral-8x7b,deepseek-v3}" \
-  --schemes "${QMOE_BENCH_C_SCHEMES:-fp8_channel,fp8_tensor}" --tokens "${QMOE_BENCH_C_TOKENS:-1024,2048,4096,8192,16384}" \
+  --schemes "${QMOE_BENCH_C_SCHEMES:-fp8_channel,int8,bf16}" --tokens "${QMOE_BENCH_C_TOKENS:-1024,2048,4096,8192,16384}" \
   --rotations 3 --replays 5
 has d && bench d "${QMOE_BENCH_D_S:-150}" --models "${QMOE_BENCH_D_MODELS:-qwen3-30b-a3b,mixtral-8x7b,deepseek-v3}" \
-  --schemes fp8_channel --tokens "${QMOE_BENCH_D_TOKENS:-1,2,4,8,12,16,32,64,256}" \
+  --schemes "${QMOE_BENCH_D_SCHEMES:-fp8_channel,int8,bf16}" --tokens "${QMOE_BENCH_D_TOKENS:-1,4,8,16,32,64,256}" \
   --gemm-paths decode,prefill,auto --rotations 4 --replays 10
 cat "$work"/bench_*/results.md 2>/dev/null | cut -c1-170
 tar -czf "$out/all.tgz" -C "$work" .

@@ -155,7 +155,7 @@ MoeLayer load_moe_layer(const Checkpoint& ckpt, const ModelConfig& config, int l
 enum class GemmPath {
   kAuto,     // by token count: decode kernels for small batches, prefill kernels from the crossover
   kDecode,   // always the decode kernels
-  kPrefill,  // always the prefill kernels; NotSupported for layers that have none yet
+  kPrefill,  // the prefill kernels wherever the layer has one; NotSupported if it has none yet
 };
 std::string to_string(GemmPath p);
 

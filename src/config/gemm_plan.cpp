@@ -120,21 +120,30 @@ std::string to_string(GroupedKernel k) {
   switch (k) {
     case GroupedKernel::kNone: return "none";
     case GroupedKernel::kFp8: return "grouped wgmma (FP8)";
+    case GroupedKernel::kInt8: return "grouped wgmma (INT8)";
+    case GroupedKernel::kBf16: return "grouped wgmma (BF16)";
   }
   return "?";
 }
 
 GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_bias, const GemmInput& in,
                                   GemmKernel decode) {
-  if (has_g_idx || has_bias || decode != GemmKernel::kTensorCoreCodes) return GroupedKernel::kNone;
-  // 16-byte rows for TMA (k fp8 codes, n fp32 outputs); int32 problem sizes.
+  // The prefill rows are gathered from what the decode kernels read: codes, or 16-bit inputs.
+  if (has_g_idx || has_bias || decode == GemmKernel::kCudaCore) return GroupedKernel::kNone;
+  // 16-byte rows for TMA (k 8-bit codes, n fp32 outputs); int32 problem sizes.
   if (L.cols % 16 != 0 || L.rows % 4 != 0 || L.rows >= (int64_t{1} << 31) || L.cols >= (int64_t{1} << 31))
     return GroupedKernel::kNone;
-  const bool one_scale_per_row = in.act_quant == static_cast<int>(ActQuant::kFp8PerToken) ||
-                                 in.act_quant == static_cast<int>(ActQuant::kFp8PerTensorDynamic) ||
-                                 in.act_quant == static_cast<int>(ActQuant::kFp8Static);
-  if (L.format == kFp8 && (L.strategy == kTensor || L.strategy == kChannel) && one_scale_per_row)
-    return GroupedKernel::kFp8;
+  const bool per_tensor_or_channel = L.strategy == kTensor || L.strategy == kChannel;
+  const bool fp8_rows = in.act_quant == static_cast<int>(ActQuant::kFp8PerToken) ||
+                        in.act_quant == static_cast<int>(ActQuant::kFp8PerTensorDynamic) ||
+                        in.act_quant == static_cast<int>(ActQuant::kFp8Static);
+  if (decode == GemmKernel::kTensorCoreCodes) {
+    if (L.format == kFp8 && per_tensor_or_channel && fp8_rows) return GroupedKernel::kFp8;
+    if (L.format == kIntUnpacked && L.bits == 8 && per_tensor_or_channel && in.act_quant == kInt8PerToken)
+      return GroupedKernel::kInt8;
+    return GroupedKernel::kNone;
+  }
+  if (L.format == kDense && L.data_kind == 0 && in.act_kind == 0 && in.act_quant == 0) return GroupedKernel::kBf16;
   return GroupedKernel::kNone;
 }
 
@@ -153,7 +162,8 @@ GroupedTile plan_grouped_tile(int64_t num_slots, int num_local_experts) {
   return rows_per_expert < kGroupedMinRowsFor192 ? GroupedTile::kCoop128x128 : GroupedTile::kCoop128x192;
 }
 
-bool use_grouped_kernel(int64_t tokens, int top_k, int num_local_experts) {
+bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int top_k, int num_local_experts) {
+  if (kind == GroupedKernel::kNone) return false;
   const bool every_expert_busy = tokens * top_k >= num_local_experts;
   return tokens >= kGroupedMinTokens || (tokens >= kGroupedMinTokensFull && every_expert_busy);
 }

@@ -54,7 +54,9 @@ GemmKernel plan_gemm_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput
 // GEMM input rows sorted by expert. kNone: the projection runs the decode kernels at every size.
 enum class GroupedKernel {
   kNone,
-  kFp8,  // FP8 codes x FP8 weights with tensor or channel scales, one input scale per row
+  kFp8,   // FP8 codes x FP8 weights with tensor or channel scales, one input scale per row
+  kInt8,  // INT8 codes x INT8 weights with tensor or channel scales, one input scale per row
+  kBf16,  // bf16 inputs x bf16 weights (unquantized experts of bf16 models)
 };
 std::string to_string(GroupedKernel k);
 // The prefill kernel for a projection whose decode kernel is `decode` (the sorted rows are gathered
@@ -73,9 +75,9 @@ std::string to_string(GroupedTile t);
 // (gemm_tuning.h, measured on the H200).
 GroupedTile plan_grouped_tile(int64_t num_slots, int num_local_experts);
 
-// Whether the automatic path runs the prefill kernels for a batch of `tokens` with top_k slots each
-// over num_local_experts (the measured crossover, gemm_tuning.h).
-bool use_grouped_kernel(int64_t tokens, int top_k, int num_local_experts);
+// Whether the automatic path runs prefill kernel `kind` for a batch of `tokens` with top_k slots
+// each over num_local_experts (the measured crossover, gemm_tuning.h).
+bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int top_k, int num_local_experts);
 
 // Both GEMMs of a layer: layouts (of the first local expert; all share them), inputs and kernels, for
 // hidden states of `act_kind` and the forward's rounding option (ForwardOptions::round_intermediate):

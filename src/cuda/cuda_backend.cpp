@@ -110,35 +110,47 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
   g.buf.b_scale = reinterpret_cast<float**>(base + 4 * ptrs);
   g.buf.problem_mnk = reinterpret_cast<int32_t*>(base + 5 * ptrs);
   check(cudaMemset(base, 0, g.arrays.bytes()), "cudaMemset");
-  g.column_scale = DeviceBuffer(sizeof(float) * E * L.rows);
-  check(cuda::launch_expand_column_scales(L, experts, E, g.column_scale.get<float>(), nullptr), "weight scales");
-  std::vector<float*> scales(E);
-  for (int e = 0; e < E; ++e) scales[e] = g.column_scale.get<float>() + e * L.rows;
   check(cudaMemcpy(g.buf.b, data.data(), ptrs, cudaMemcpyHostToDevice), "upload");
-  check(cudaMemcpy(g.buf.b_scale, scales.data(), ptrs, cudaMemcpyHostToDevice), "upload");
-  check(cudaDeviceSynchronize(), "weight scales");
+  if (kind == GroupedKernel::kBf16) {  // unscaled
+    g.buf.a_scale = nullptr;
+    g.buf.b_scale = nullptr;
+  } else {
+    g.column_scale = DeviceBuffer(sizeof(float) * E * L.rows);
+    check(cuda::launch_expand_column_scales(L, experts, E, g.column_scale.get<float>(), nullptr), "weight scales");
+    std::vector<float*> scales(E);
+    for (int e = 0; e < E; ++e) scales[e] = g.column_scale.get<float>() + e * L.rows;
+    check(cudaMemcpy(g.buf.b_scale, scales.data(), ptrs, cudaMemcpyHostToDevice), "upload");
+    check(cudaDeviceSynchronize(), "weight scales");
+  }
   // Every tile configuration of the kernel, bound to the same arrays (a few KB each).
-  const cuda::GroupedTcFactory fp8[kGroupedTiles] = {cuda::make_grouped_fp8_coop_128x128,
-                                                     cuda::make_grouped_fp8_coop_128x192,
-                                                     cuda::make_grouped_fp8_pingpong_64x128};
   try {
-    for (int t = 0; t < kGroupedTiles; ++t) g.gemm[t] = fp8[t](g.buf, E, g.n, g.k, num_sms);
+    for (int t = 0; t < kGroupedTiles; ++t) {
+      const auto tile = static_cast<GroupedTile>(t);
+      switch (kind) {
+        case GroupedKernel::kFp8: g.gemm[t] = cuda::make_grouped_fp8(tile, g.buf, E, g.n, g.k, num_sms); break;
+        case GroupedKernel::kInt8: g.gemm[t] = cuda::make_grouped_int8(tile, g.buf, E, g.n, g.k, num_sms); break;
+        case GroupedKernel::kBf16: g.gemm[t] = cuda::make_grouped_bf16(tile, g.buf, E, g.n, g.k, num_sms); break;
+        case GroupedKernel::kNone: break;
+      }
+    }
   } catch (const std::exception& e) {
     throw Error(std::string("prefill GEMM setup: ") + e.what());
   }
 }
 
-// Whether launch_activation_fp8_rows takes GEMM2's input quantization: row-wise FP8 (per token or
-// static), 4-column chunks, an activation row that fits in shared memory.
+// Whether launch_activation_fp8_rows takes GEMM2's input quantization: row-wise 8-bit (FP8 per token
+// or static, INT8 per token), 4-column chunks, an activation row that fits in shared memory.
+bool row_wise_8_bit(const cpu::ActQuantParams& q) {
+  return q.kind == ActQuant::kFp8PerToken || q.kind == ActQuant::kFp8Static || q.kind == ActQuant::kInt8PerToken;
+}
 bool fused_activation_fits(const cpu::ActQuantParams& q, int64_t inter) {
   constexpr int64_t kMaxRowBytes = 160 * 1024;
-  return (q.kind == ActQuant::kFp8PerToken || q.kind == ActQuant::kFp8Static) && inter % 4 == 0 &&
-         inter * 4 <= kMaxRowBytes;
+  return row_wise_8_bit(q) && inter % 4 == 0 && inter * 4 <= kMaxRowBytes;
 }
 
-// Whether launch_input_fp8_rows takes GEMM1's input quantization (row-wise FP8, 8-column chunks).
+// Whether launch_input_fp8_rows takes GEMM1's input quantization (row-wise 8-bit, 8-column chunks).
 bool fused_input_fits(const cpu::ActQuantParams& q, int64_t hidden, int top_k) {
-  return (q.kind == ActQuant::kFp8PerToken || q.kind == ActQuant::kFp8Static) && hidden % 8 == 0 && top_k <= 32;
+  return row_wise_8_bit(q) && hidden % 8 == 0 && top_k <= 32;
 }
 
 struct CudaMoeLayer::Impl {
@@ -235,7 +247,8 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
   if (g2 != GroupedKernel::kNone)
     make_prefill_gemm(m.prefill2, g2, m.plans[0][1].w2, m.w2_experts.get<cuda::ExpertTensors>(), w2_data, m.num_sms);
   if (g1 != GroupedKernel::kNone || g2 != GroupedKernel::kNone) {
-    m.sorted_rows = DeviceBuffer(T * k * std::max(H, I));  // 8-bit codes
+    const int64_t elem_bytes = g1 == GroupedKernel::kBf16 || g2 == GroupedKernel::kBf16 ? 2 : 1;
+    m.sorted_rows = DeviceBuffer(T * k * std::max(H, I) * elem_bytes);  // codes or bf16
     m.sorted_scales = DeviceBuffer(sizeof(float) * T * k);
     m.slot_position = DeviceBuffer(sizeof(int32_t) * T * k);
   }
@@ -272,17 +285,16 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   const int64_t H = L.hidden, I = L.inter, num_slots = static_cast<int64_t>(tokens) * k;
   const LayerGemmPlan& plan = m.plans[kind][options.round_intermediate ? 1 : 0];
   // Decode or prefill kernels, per projection (the prefill ones read the decode kernels' codes).
-  auto prefill = [&](GroupedKernel g, const char* which) {
+  if (options.gemm_path == GemmPath::kPrefill && plan.g1 == GroupedKernel::kNone && plan.g2 == GroupedKernel::kNone)
+    throw NotSupported("prefill GEMMs for this scheme are not supported yet");
+  auto prefill = [&](GroupedKernel g) {
     switch (options.gemm_path) {
       case GemmPath::kDecode: return false;
-      case GemmPath::kPrefill:
-        if (g == GroupedKernel::kNone)
-          throw NotSupported(std::string("prefill GEMM for ") + which + " of this scheme is not supported yet");
-        return true;
-      default: return g != GroupedKernel::kNone && use_grouped_kernel(tokens, k, E);
+      case GemmPath::kPrefill: return g != GroupedKernel::kNone;
+      default: return use_grouped_kernel(g, tokens, k, E);
     }
   };
-  const bool prefill1 = prefill(plan.g1, "w13"), prefill2 = prefill(plan.g2, "w2");
+  const bool prefill1 = prefill(plan.g1), prefill2 = prefill(plan.g2);
 
   cuda::RoutingParams rp;
   rp.logits = router_logits;
@@ -324,7 +336,8 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   const bool mma2 = k2 == GemmKernel::kTensorCore16, codes2 = k2 == GemmKernel::kTensorCoreCodes;
   // The prefill GEMMs: the input rows in expert order (codes as fp8 e4m3), then the grouped GEMM
   // writing its rows in the same order.
-  auto gather_rows = [&](const uint16_t* codes, const float* scales, bool by_token, int64_t cols) {
+  auto gather_rows = [&](const PrefillGemm& g, const uint16_t* codes, const float* scales, bool by_token,
+                         int64_t cols) {
     cuda::GatherParams gr;
     gr.in16 = codes;
     gr.in_scale = scales;
@@ -334,7 +347,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     gr.by_token = by_token;
     gr.top_k = k;
     gr.k = cols;
-    gr.out_kind = 1;
+    gr.out_kind = g.kind == GroupedKernel::kBf16 ? 0 : g.kind == GroupedKernel::kFp8 ? 1 : 2;
     gr.a_rows = m.sorted_rows.get();
     gr.a_scale_rows = m.sorted_scales.get<float>();
     check(cuda::launch_gather_rows(gr, stream), "prefill gather");
@@ -347,7 +360,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     sp.n = g.n;
     sp.k = g.k;
     sp.a_rows = m.sorted_rows.get();
-    sp.elem_bytes = 1;
+    sp.elem_bytes = g.kind == GroupedKernel::kBf16 ? 2 : 1;
     sp.a_scale_rows = m.sorted_scales.get<float>();
     sp.d_rows = d;
     check(cuda::launch_grouped_setup(sp, stream), "prefill setup");
@@ -405,7 +418,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g1.out = m.u.get<float>();
   g1.num_sms = m.num_sms;
   if (gemms && prefill1) {
-    if (!fused_input) gather_rows(x16, x_scale, true, H);
+    if (!fused_input) gather_rows(m.prefill1, x16, x_scale, true, H);
     run_prefill(m.prefill1, g1.out);
   }
   else if (gemms) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, plan.w13_has_g_idx, tokens, stream), "gemm1");
@@ -446,7 +459,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g2.in_by_token = false;
   g2.out = m.y.get<float>();
   if (gemms && prefill2) {
-    if (!fused_act) gather_rows(act16, act_scale, false, I);
+    if (!fused_act) gather_rows(m.prefill2, act16, act_scale, false, I);
     run_prefill(m.prefill2, g2.out);
   }
   else if (gemms) check(grouped_gemm(g2, k2, act16, {act_scale, in2.act_group}, kind == 0, plan.w2_has_g_idx, tokens, stream), "gemm2");

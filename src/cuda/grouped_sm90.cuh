@@ -143,4 +143,29 @@ class GroupedGemm final : public GroupedTcGemm {
   size_t workspace_bytes_ = 0;
 };
 
+// The instances of one operand type, one per GroupedTile (config/gemm_plan.h): 64-row tiles with
+// the pingpong schedule (two consumer warpgroups alternating tiles, one's epilogue under the other's
+// mainloop) for few rows per expert; 128-row tiles with the cooperative schedule (both warpgroups on
+// one tile, 64 rows each) otherwise. Pairs of CTAs along n share the input tile (n >= 256 in every
+// model shape). A warpgroup's accumulator stays at 64 x <= 192 fp32 values, which also leaves room
+// for the second accumulator of FP8's promoted accumulation (64 x 256 spilled).
+template <class ElementIn, class ElementAcc, class TileK, class KernelCoop, class KernelPingpong>
+std::unique_ptr<GroupedTcGemm> make_grouped(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
+                                            int64_t k, int num_sms) {
+  using Cluster = Shape<_1, _2, _1>;
+  using EpiCoop = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
+  using EpiPingpong = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
+  using Coop128x128 = GroupedConfig<ElementIn, ElementAcc, Shape<_128, _128, TileK>, Cluster, KernelCoop, EpiCoop>;
+  using Coop128x192 = GroupedConfig<ElementIn, ElementAcc, Shape<_128, _192, TileK>, Cluster, KernelCoop, EpiCoop>;
+  using Pingpong64x128 =
+      GroupedConfig<ElementIn, ElementAcc, Shape<_64, _128, TileK>, Cluster, KernelPingpong, EpiPingpong>;
+  switch (tile) {
+    case GroupedTile::kCoop128x128: return std::make_unique<GroupedGemm<Coop128x128>>(buf, groups, n, k, num_sms);
+    case GroupedTile::kCoop128x192: return std::make_unique<GroupedGemm<Coop128x192>>(buf, groups, n, k, num_sms);
+    case GroupedTile::kPingpong64x128:
+      return std::make_unique<GroupedGemm<Pingpong64x128>>(buf, groups, n, k, num_sms);
+  }
+  throw std::invalid_argument("grouped GEMM: unknown tile configuration");
+}
+
 }  // namespace qmoe::cuda::sm90

@@ -178,13 +178,14 @@ class GroupedTcGemm {
   virtual ~GroupedTcGemm() = default;
   virtual cudaError_t run(cudaStream_t stream) = 0;
 };
-// The instances, one per (kernel, tile) of config/gemm_plan.h (grouped_sm90_<kernel>_<tile>.cu).
+// The instances of each operand type (grouped_sm90_<type>.cu), one per tile of config/gemm_plan.h.
 // They throw std::invalid_argument for sizes they cannot take.
-using GroupedTcFactory = std::unique_ptr<GroupedTcGemm> (*)(const GroupedTcBuffers& buf, int groups, int64_t n,
-                                                            int64_t k, int num_sms);
-std::unique_ptr<GroupedTcGemm> make_grouped_fp8_coop_128x128(const GroupedTcBuffers&, int, int64_t, int64_t, int);
-std::unique_ptr<GroupedTcGemm> make_grouped_fp8_coop_128x192(const GroupedTcBuffers&, int, int64_t, int64_t, int);
-std::unique_ptr<GroupedTcGemm> make_grouped_fp8_pingpong_64x128(const GroupedTcBuffers&, int, int64_t, int64_t, int);
+std::unique_ptr<GroupedTcGemm> make_grouped_fp8(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
+                                                int64_t k, int num_sms);
+std::unique_ptr<GroupedTcGemm> make_grouped_int8(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
+                                                 int64_t k, int num_sms);
+std::unique_ptr<GroupedTcGemm> make_grouped_bf16(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
+                                                 int64_t k, int num_sms);
 
 // Fills the per-group arrays for the rows sorted by expert: group e covers sorted rows
 // [offsets[e], offsets[e+1]) of `a_rows` (row stride k elements of `elem_bytes`), `a_scale_rows`

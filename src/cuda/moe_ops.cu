@@ -396,8 +396,8 @@ __global__ void activation_kernel(ActivationParams p) {
 }
 
 // The prefill path's GEMM2 input in one pass: sorted row r of u (the prefill GEMM1 output) ->
-// activation (rounded as activation_kernel) -> FP8 codes with the row's scale (as fake_quant_kernel,
-// per-token or static) -> row r of the prefill GEMM's 8-bit input. Four columns per thread and
+// activation (rounded as activation_kernel) -> 8-bit codes with the row's scale (RowQuant) -> row r
+// of the prefill GEMM's input. Four columns per thread and
 // step (inter % 4 == 0); the activation row waits in shared memory between amax and quantization.
 __device__ float rounded_activation(const ActivationParams& p, float g, float up) {
   const float gr = round_kind(g, p.dtype_kind, p.round);
@@ -405,10 +405,21 @@ __device__ float rounded_activation(const ActivationParams& p, float g, float up
   return round_kind(activate(p, gr, ur), p.dtype_kind, p.round);
 }
 
-__device__ uint32_t fp8x4(float4 a, float inv) {
-  return quant::quantize_fp8_act(a.x, inv) | quant::quantize_fp8_act(a.y, inv) << 8 |
-         quant::quantize_fp8_act(a.z, inv) << 16 | static_cast<uint32_t>(quant::quantize_fp8_act(a.w, inv)) << 24;
-}
+// A row's 8-bit activation quantization (as fake_quant_kernel): FP8 per token (kind 1) or static
+// (3), or INT8 per token (5). code() gives the byte of the GEMM's fp8 e4m3 or int8 input.
+struct RowQuant {
+  int kind;
+  float scale, inv;
+  __device__ RowQuant(const ActQuantParams& q, float amax) : kind(q.kind) {
+    scale = kind == 5 ? quant::int8_dynamic_scale(amax) : kind == 1 ? quant::fp8_dynamic_scale(amax) : q.static_scale;
+    inv = div_rn(1.0f, scale);
+  }
+  __device__ uint32_t code(float v) const {
+    if (kind == 5) return static_cast<uint8_t>(static_cast<int8_t>(quant::quantize_int8_act(v, scale)));
+    return quant::quantize_fp8_act(v, inv);
+  }
+  __device__ uint32_t codes4(float4 a) const { return code(a.x) | code(a.y) << 8 | code(a.z) << 16 | code(a.w) << 24; }
+};
 
 __global__ void activation_fp8_rows_kernel(ActivationParams p, ActQuantParams q, uint8_t* a_rows, float* a_scale_rows) {
   extern __shared__ float4 act_row[];  // [inter / 4]
@@ -417,26 +428,38 @@ __global__ void activation_fp8_rows_kernel(ActivationParams p, ActQuantParams q,
   const int64_t n4 = p.inter / 4;
   const float4* g4 = reinterpret_cast<const float4*>(p.u + r * (p.gated ? 2 : 1) * p.inter);  // [n4], sorted order
   const float4* up4 = g4 + n4;
+  // Batches of kActBatch chunks per thread: their loads all go out before the math (the
+  // compiler does not hoist them across the activation's branches by itself).
+  constexpr int kActBatch = 4;
   float m = 0.0f;
-#pragma unroll 4
-  for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) {
-    const float4 g = g4[i];
-    const float4 up = p.gated ? up4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    const float4 a = {rounded_activation(p, g.x, up.x), rounded_activation(p, g.y, up.y),
-                      rounded_activation(p, g.z, up.z), rounded_activation(p, g.w, up.w)};
-    act_row[i] = a;
-    m = fmaxf(m, fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))));
+  for (int64_t i0 = threadIdx.x; i0 < n4; i0 += kActBatch * blockDim.x) {
+    float4 g[kActBatch], up[kActBatch];
+#pragma unroll
+    for (int b = 0; b < kActBatch; ++b) {
+      const int64_t i = i0 + b * blockDim.x;
+      if (i < n4) {
+        g[b] = g4[i];
+        up[b] = p.gated ? up4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kActBatch; ++b) {
+      const int64_t i = i0 + b * blockDim.x;
+      if (i >= n4) break;
+      const float4 a = {rounded_activation(p, g[b].x, up[b].x), rounded_activation(p, g[b].y, up[b].y),
+                        rounded_activation(p, g[b].z, up[b].z), rounded_activation(p, g[b].w, up[b].w)};
+      act_row[i] = a;
+      m = fmaxf(m, fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))));
+    }
   }
-  m = block_amax(m);  // its barrier also publishes act_row
-  const float scale = q.kind == 1 ? quant::fp8_dynamic_scale(m) : q.static_scale;
-  const float inv = div_rn(1.0f, scale);
+  const RowQuant rq(q, block_amax(m));  // block_amax's barrier also publishes act_row
   uint32_t* out = reinterpret_cast<uint32_t*>(a_rows + r * p.inter);  // [n4]
-  for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) out[i] = fp8x4(act_row[i], inv);
-  if (threadIdx.x == 0) a_scale_rows[r] = scale;
+  for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) out[i] = rq.codes4(act_row[i]);
+  if (threadIdx.x == 0) a_scale_rows[r] = rq.scale;
 }
 
 // The prefill path's GEMM1 input in one pass: token t's hidden row -> x as convert_kernel computes
-// it -> FP8 codes with the row's scale (per-token or static, as fake_quant_kernel) -> the sorted row
+// it -> 8-bit codes with the row's scale (RowQuant) -> the sorted row
 // of each of its local slots. Eight columns per thread and step (hidden % 8 == 0); the row is read
 // twice (amax, then codes), the second time from L2.
 __device__ void load_input8(const InputRowsParams& p, int64_t t, int64_t c8, float v[8]) {
@@ -473,16 +496,14 @@ __global__ void input_fp8_rows_kernel(InputRowsParams p) {
     load_input8(p, t, c8, v);
     for (int j = 0; j < 8; ++j) m = fmaxf(m, fabsf(v[j]));
   }
-  m = block_amax(m);  // its barriers also publish dest and num_dest
-  const float scale = p.q.kind == 1 ? quant::fp8_dynamic_scale(m) : p.q.static_scale;
-  const float inv = div_rn(1.0f, scale);
+  const RowQuant rq(p.q, block_amax(m));  // block_amax's barriers also publish dest and num_dest
   for (int64_t c8 = threadIdx.x; c8 < n8; c8 += blockDim.x) {
     float v[8];
     load_input8(p, t, c8, v);
-    const uint2 codes = {fp8x4(make_float4(v[0], v[1], v[2], v[3]), inv), fp8x4(make_float4(v[4], v[5], v[6], v[7]), inv)};
+    const uint2 codes = {rq.codes4(make_float4(v[0], v[1], v[2], v[3])), rq.codes4(make_float4(v[4], v[5], v[6], v[7]))};
     for (int d = 0; d < num_dest; ++d) reinterpret_cast<uint2*>(p.a_rows + dest[d] * p.hidden)[c8] = codes;
   }
-  if (threadIdx.x < num_dest) p.a_scale_rows[dest[threadIdx.x]] = scale;
+  if (threadIdx.x < num_dest) p.a_scale_rows[dest[threadIdx.x]] = rq.scale;
 }
 
 // ---- combine ------------------------------------------------------------------------------------
@@ -625,7 +646,7 @@ cudaError_t launch_expand_column_scales(const WeightLayout& L, const ExpertTenso
 
 cudaError_t launch_activation_fp8_rows(const ActivationParams& p, const ActQuantParams& q, uint8_t* a_rows,
                                        float* a_scale_rows, cudaStream_t stream) {
-  if ((q.kind != 1 && q.kind != 3) || p.inter % 4 != 0) return cudaErrorInvalidValue;
+  if ((q.kind != 1 && q.kind != 3 && q.kind != 5) || p.inter % 4 != 0) return cudaErrorInvalidValue;
   if (p.max_slots == 0) return cudaSuccess;
   const size_t smem = sizeof(float) * p.inter;
   if (smem > 48 * 1024) {
@@ -638,7 +659,8 @@ cudaError_t launch_activation_fp8_rows(const ActivationParams& p, const ActQuant
 }
 
 cudaError_t launch_input_fp8_rows(const InputRowsParams& p, cudaStream_t stream) {
-  if ((p.q.kind != 1 && p.q.kind != 3) || p.hidden % 8 != 0 || p.top_k > kMaxTopK) return cudaErrorInvalidValue;
+  if ((p.q.kind != 1 && p.q.kind != 3 && p.q.kind != 5) || p.hidden % 8 != 0 || p.top_k > kMaxTopK)
+    return cudaErrorInvalidValue;
   if (p.tokens == 0) return cudaSuccess;
   input_fp8_rows_kernel<<<p.tokens, kThreads, 0, stream>>>(p);
   return cudaGetLastError();

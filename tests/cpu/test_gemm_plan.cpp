@@ -259,16 +259,25 @@ TEST(GemmPlan, ExpertsBeyondThirtyTwoBitOffsetsFallBack) {
 }
 
 TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
-  // FP8 W8A8 with one weight scale per tensor or channel and one input scale per row has a prefill
-  // kernel; every other scheme keeps the decode kernels at every size (for now).
+  // FP8 and INT8 W8A8 with one weight scale per tensor or channel and one input scale per row, and
+  // unquantized bf16, have prefill kernels; every other scheme keeps the decode kernels at every
+  // size (for now).
   for (const std::string& scheme : synthetic_schemes()) {
     const MoeLayer layer = synthetic_layer(scheme, {"small", 4, 2, 256, 128}, 7, 1);
     const LayerGemmPlan p = plan_layer_gemms(layer, 0, true);
-    const GroupedKernel want =
-        scheme == "fp8_tensor" || scheme == "fp8_channel" ? GroupedKernel::kFp8 : GroupedKernel::kNone;
+    const GroupedKernel want = scheme == "fp8_tensor" || scheme == "fp8_channel" ? GroupedKernel::kFp8
+                               : scheme == "int8"                                ? GroupedKernel::kInt8
+                               : scheme == "bf16"                                ? GroupedKernel::kBf16
+                                                                                 : GroupedKernel::kNone;
     EXPECT_EQ(p.g1, want) << scheme;
     EXPECT_EQ(p.g2, want) << scheme;
   }
+  // bf16 with fp32 intermediates: GEMM2's input is not 16-bit, so only GEMM1 has one; f16 models
+  // have none yet.
+  const MoeLayer bf16 = synthetic_layer("bf16", {"small", 4, 2, 256, 128}, 7, 1);
+  EXPECT_EQ(plan_layer_gemms(bf16, 0, false).g1, GroupedKernel::kBf16);
+  EXPECT_EQ(plan_layer_gemms(bf16, 0, false).g2, GroupedKernel::kNone);
+  EXPECT_EQ(plan_layer_gemms(bf16, 1, true).g1, GroupedKernel::kNone);
 }
 
 TEST(GemmPlan, PrefillKernelNeedsItsLayout) {
@@ -294,14 +303,16 @@ TEST(GemmPlan, PrefillKernelNeedsItsLayout) {
 
 TEST(GemmPlan, PrefillFromTheCrossover) {
   // From kGroupedMinTokens tokens, or kGroupedMinTokensFull when the slots cover the experts.
-  EXPECT_FALSE(use_grouped_kernel(kGroupedMinTokens - 1, 8, 128));  // Qwen3-30B-A3B
-  EXPECT_TRUE(use_grouped_kernel(kGroupedMinTokens, 8, 128));
-  EXPECT_TRUE(use_grouped_kernel(kGroupedMinTokensFull, 2, 8));  // Mixtral
-  EXPECT_FALSE(use_grouped_kernel(kGroupedMinTokensFull - 1, 2, 8));
-  EXPECT_FALSE(use_grouped_kernel(kGroupedMinTokensFull, 8, 256));  // DeepSeek-V3: 64 slots
-  EXPECT_FALSE(use_grouped_kernel(1, 8, 8));
-  EXPECT_FALSE(use_grouped_kernel(0, 8, 0));
-  EXPECT_TRUE(use_grouped_kernel(16384, 8, 256));
+  const GroupedKernel fp8 = GroupedKernel::kFp8;
+  EXPECT_FALSE(use_grouped_kernel(fp8, kGroupedMinTokens - 1, 8, 128));  // Qwen3-30B-A3B
+  EXPECT_TRUE(use_grouped_kernel(fp8, kGroupedMinTokens, 8, 128));
+  EXPECT_TRUE(use_grouped_kernel(fp8, kGroupedMinTokensFull, 2, 8));  // Mixtral
+  EXPECT_FALSE(use_grouped_kernel(fp8, kGroupedMinTokensFull - 1, 2, 8));
+  EXPECT_FALSE(use_grouped_kernel(fp8, kGroupedMinTokensFull, 8, 256));  // DeepSeek-V3: 64 slots
+  EXPECT_FALSE(use_grouped_kernel(fp8, 1, 8, 8));
+  EXPECT_FALSE(use_grouped_kernel(fp8, 0, 8, 0));
+  EXPECT_TRUE(use_grouped_kernel(fp8, 16384, 8, 256));
+  EXPECT_FALSE(use_grouped_kernel(GroupedKernel::kNone, 16384, 8, 256));
 }
 
 TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
@@ -318,6 +329,8 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
 
 TEST(GemmPlan, KernelNames) {
   EXPECT_EQ(to_string(GroupedKernel::kFp8), "grouped wgmma (FP8)");
+  EXPECT_EQ(to_string(GroupedKernel::kInt8), "grouped wgmma (INT8)");
+  EXPECT_EQ(to_string(GroupedKernel::kBf16), "grouped wgmma (BF16)");
   EXPECT_EQ(to_string(GroupedKernel::kNone), "none");
   EXPECT_EQ(to_string(GemmKernel::kTensorCore16), "tensor-core (16-bit inputs)");
   EXPECT_EQ(to_string(GemmKernel::kTensorCoreCodes), "tensor-core (activation codes)");

@@ -359,7 +359,7 @@ TEST(RandomLayerEdges, ActivationsExpertMapAndRouting) {
 
 TEST(PrefillKernels, MatchTheCpuBackend) {
   REQUIRE_GPU();
-  for (Scheme s : {Scheme::kFp8Channel, Scheme::kFp8TensorStatic}) {
+  for (Scheme s : {Scheme::kFp8Channel, Scheme::kFp8TensorStatic, Scheme::kInt8, Scheme::kDense}) {
     // A Qwen3-like shape scaled down in experts, and gpt-oss's odd 2880 (not a multiple of the tiles).
     for (LayerShape shape : {LayerShape{16, 8, 2048, 768}, LayerShape{8, 4, 2880, 1440}}) {
       const MoeLayer layer = random_layer(s, shape);
@@ -373,10 +373,12 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
     }
   }
   // The automatic path on a batch past the crossover.
-  const MoeLayer layer = random_layer(Scheme::kFp8Channel, {8, 2, 1024, 512});
-  Tensor x, logits;
-  random_inputs(1024, layer, x, logits);
-  expect_cuda_matches_cpu(layer, x, logits, "auto fp8_channel tokens 1024");
+  for (Scheme s : {Scheme::kFp8Channel, Scheme::kInt8, Scheme::kDense}) {
+    const MoeLayer layer = random_layer(s, {8, 2, 1024, 512});
+    Tensor x, logits;
+    random_inputs(1024, layer, x, logits);
+    expect_cuda_matches_cpu(layer, x, logits, std::string("auto ") + name_of(s) + " tokens 1024");
+  }
 }
 
 TEST(PrefillKernels, EdgeCases) {
