@@ -156,16 +156,21 @@ std::string to_string(GroupedTile t) {
   return "?";
 }
 
-GroupedTile plan_grouped_tile(int64_t num_slots, int num_local_experts) {
+GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_local_experts) {
   const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_local_experts, 1);
+  const int min_rows_192 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor192Fp8 : kGroupedMinRowsFor192;
   if (rows_per_expert < kGroupedMinRowsFor128) return GroupedTile::kPingpong64x128;
-  return rows_per_expert < kGroupedMinRowsFor192 ? GroupedTile::kCoop128x128 : GroupedTile::kCoop128x192;
+  return rows_per_expert < min_rows_192 ? GroupedTile::kCoop128x128 : GroupedTile::kCoop128x192;
 }
 
-bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int top_k, int num_local_experts) {
-  if (kind == GroupedKernel::kNone) return false;
-  const bool every_expert_busy = tokens * top_k >= num_local_experts;
-  return tokens >= kGroupedMinTokens || (tokens >= kGroupedMinTokensFull && every_expert_busy);
+bool use_grouped_kernel(GroupedKernel kind, int64_t tokens) {
+  switch (kind) {
+    case GroupedKernel::kFp8: return tokens >= kGroupedMinTokensFp8;
+    case GroupedKernel::kInt8: return tokens >= kGroupedMinTokensInt8;
+    case GroupedKernel::kBf16: return tokens >= kGroupedMinTokensBf16;
+    case GroupedKernel::kNone: return false;
+  }
+  return false;
 }
 
 LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_intermediate) {

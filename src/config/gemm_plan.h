@@ -71,13 +71,13 @@ enum class GroupedTile {
 };
 inline constexpr int kGroupedTiles = 3;
 std::string to_string(GroupedTile t);
-// The tile for num_slots slots over num_local_experts: the mean rows per expert decide
-// (gemm_tuning.h, measured on the H200).
-GroupedTile plan_grouped_tile(int64_t num_slots, int num_local_experts);
+// The tile of prefill kernel `kind` for num_slots slots over num_local_experts: the mean rows per
+// expert decide (gemm_tuning.h, measured on the H200).
+GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_local_experts);
 
-// Whether the automatic path runs prefill kernel `kind` for a batch of `tokens` with top_k slots
-// each over num_local_experts (the measured crossover, gemm_tuning.h).
-bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int top_k, int num_local_experts);
+// Whether the automatic path runs prefill kernel `kind` for a batch of `tokens` (the measured
+// crossover, gemm_tuning.h).
+bool use_grouped_kernel(GroupedKernel kind, int64_t tokens);
 
 // Both GEMMs of a layer: layouts (of the first local expert; all share them), inputs and kernels, for
 // hidden states of `act_kind` and the forward's rounding option (ForwardOptions::round_intermediate):

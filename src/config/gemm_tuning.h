@@ -16,17 +16,20 @@ inline constexpr int kMmaMinWaves = 3;
 inline constexpr int kMmaBlocksPerSm = 3;  // the pipelined one-n-tile kernels' occupancy (moe_mma.cu)
 
 // The automatic path switches a projection to its prefill grouped GEMM (use_grouped_kernel) from
-// kGroupedMinTokens tokens, or from kGroupedMinTokensFull when every expert gets a slot on average.
-// Measured on the H200 (FP8 channel, bench/NOTES.md): the prefill kernels win from 8 tokens on
-// Mixtral (1 slot/expert), tie at 16 and win from 24 on Qwen3-30B-A3B, and win by 1-4% from 2
-// tokens on DeepSeek-V3, where this rule still takes the decode kernels below 16.
-inline constexpr int kGroupedMinTokens = 16;
-inline constexpr int kGroupedMinTokensFull = 8;
-// Prefill tiles by mean rows per expert (H200, FP8 channel, bench/NOTES.md): 64 x 128 pingpong
-// below kGroupedMinRowsFor128 (up to 1.15x faster than 128-row tiles on Qwen3-30B-A3B and
-// DeepSeek-V3 at 16-1024 tokens), 128 x 128 cooperative up to kGroupedMinRowsFor192 (1.1x faster
-// than pingpong on Mixtral at 256 tokens), then 128 x 192 (3-4% faster on Mixtral at 4096-16384).
+// these token counts, measured on the H200 against the decode kernels (bench/RESULTS.md table D,
+// Qwen3-30B-A3B, Mixtral, DeepSeek-V3): below them the decode kernels were faster or within 2% on
+// every shape; above, the prefill kernels. The rule still costs up to 5% (FP8, DeepSeek-V3 at 1-4
+// tokens), 9% (INT8, DeepSeek-V3 at 1 token) and 4% (bf16, DeepSeek-V3 at 4-8 tokens, Qwen3 at 16).
+inline constexpr int kGroupedMinTokensFp8 = 8;
+inline constexpr int kGroupedMinTokensInt8 = 4;
+inline constexpr int kGroupedMinTokensBf16 = 16;
+// Prefill tiles by mean rows per expert (same runs): 64 x 128 pingpong below kGroupedMinRowsFor128
+// (up to 1.15x faster than 128-row tiles at 16-1024 tokens on Qwen3-30B-A3B and DeepSeek-V3), then
+// 128 x 128 cooperative, then 128 x 192 from kGroupedMinRowsFor192 (INT8 and bf16: 1.1-1.3x faster
+// than 128 x 128 at 256 rows per expert) or kGroupedMinRowsFor192Fp8 (FP8's promoted accumulation:
+// 128 x 128 was as fast or 3% faster up to 256 rows, 128 x 192 3-4% faster from 1024).
 inline constexpr int kGroupedMinRowsFor128 = 64;
-inline constexpr int kGroupedMinRowsFor192 = 1024;
+inline constexpr int kGroupedMinRowsFor192 = 256;
+inline constexpr int kGroupedMinRowsFor192Fp8 = 1024;
 
 }  // namespace qmoe

@@ -138,19 +138,22 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
   }
 }
 
-// Whether launch_activation_fp8_rows takes GEMM2's input quantization: row-wise 8-bit (FP8 per token
-// or static, INT8 per token), 4-column chunks, an activation row that fits in shared memory.
-bool row_wise_8_bit(const cpu::ActQuantParams& q) {
+// Whether launch_activation_rows takes GEMM2's input: row-wise 8-bit quantization (FP8 per token or
+// static, INT8 per token) with an activation row that fits in shared memory, or 16-bit rows;
+// 4-column chunks.
+// (Unquantized bf16 prefill GEMMs take 16-bit rows, which need no quantization.)
+bool row_wise(GroupedKernel g, const cpu::ActQuantParams& q) {
+  if (g == GroupedKernel::kBf16) return q.kind == ActQuant::kNone;
   return q.kind == ActQuant::kFp8PerToken || q.kind == ActQuant::kFp8Static || q.kind == ActQuant::kInt8PerToken;
 }
-bool fused_activation_fits(const cpu::ActQuantParams& q, int64_t inter) {
+bool fused_activation_fits(GroupedKernel g, const cpu::ActQuantParams& q, int64_t inter) {
   constexpr int64_t kMaxRowBytes = 160 * 1024;
-  return row_wise_8_bit(q) && inter % 4 == 0 && inter * 4 <= kMaxRowBytes;
+  return row_wise(g, q) && inter % 4 == 0 && inter * 4 <= kMaxRowBytes;
 }
 
-// Whether launch_input_fp8_rows takes GEMM1's input quantization (row-wise 8-bit, 8-column chunks).
-bool fused_input_fits(const cpu::ActQuantParams& q, int64_t hidden, int top_k) {
-  return row_wise_8_bit(q) && hidden % 8 == 0 && top_k <= 32;
+// Whether launch_input_rows takes GEMM1's input (row-wise quantization or none, 8-column chunks).
+bool fused_input_fits(GroupedKernel g, const cpu::ActQuantParams& q, int64_t hidden, int top_k) {
+  return row_wise(g, q) && hidden % 8 == 0 && top_k <= 32;
 }
 
 struct CudaMoeLayer::Impl {
@@ -291,7 +294,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     switch (options.gemm_path) {
       case GemmPath::kDecode: return false;
       case GemmPath::kPrefill: return g != GroupedKernel::kNone;
-      default: return use_grouped_kernel(g, tokens, k, E);
+      default: return use_grouped_kernel(g, tokens);
     }
   };
   const bool prefill1 = prefill(plan.g1), prefill2 = prefill(plan.g2);
@@ -365,7 +368,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     sp.d_rows = d;
     check(cuda::launch_grouped_setup(sp, stream), "prefill setup");
     const int tile = options.prefill_tile >= 0 ? options.prefill_tile
-                                               : static_cast<int>(plan_grouped_tile(num_slots, E));
+                                               : static_cast<int>(plan_grouped_tile(g.kind, num_slots, E));
     if (num_slots > 0) check(g.gemm[tile]->run(stream), "prefill GEMM");
   };
   uint16_t* x16 = mma1 || codes1 ? m.x16.get<uint16_t>() : nullptr;
@@ -376,9 +379,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   auto to_cuda = [](const cpu::ActQuantParams& q, uint16_t* codes16, float* row_scale) {
     return cuda::ActQuantParams{static_cast<int>(q.kind), q.group_size, q.static_scale, q.global_scale, codes16, row_scale};
   };
-  // GEMM1 on the prefill kernels with a row-wise FP8 input: the hidden states go straight to its
-  // sorted fp8 rows (no fp32 copy, no 16-bit codes, no gather).
-  const bool fused_input = prefill1 && fused_input_fits(q1, H, k);
+  // GEMM1 on the prefill kernels with a row-wise 8-bit or a 16-bit input: the hidden states go
+  // straight to its sorted rows (no fp32 copy, no permuted 16-bit copy, no gather).
+  const bool fused_input = prefill1 && fused_input_fits(plan.g1, q1, H, k);
   if (fused_input) {
     cuda::InputRowsParams ir;
     ir.hidden_states = hidden;
@@ -391,9 +394,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     ir.top_k = k;
     ir.slot_expert = gp.slot_expert;
     ir.slot_position = gp.slot_position;
-    ir.a_rows = m.sorted_rows.get<uint8_t>();
+    ir.a_rows = m.sorted_rows.get();
     ir.a_scale_rows = m.sorted_scales.get<float>();
-    check(cuda::launch_input_fp8_rows(ir, stream), "gemm1 input quantization");
+    check(cuda::launch_input_rows(ir, stream), "gemm1 input rows");
   } else {
     check(cuda::launch_convert_input(hidden, kind, tokens, H, router_weights, options.round_intermediate,
                                      m.x.get<float>(), mma1 ? x16 : nullptr, stream),
@@ -437,12 +440,13 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   ap.u_sorted = prefill1;
   ap.act = m.act.get<float>();
   ap.act16 = mma2 ? act16 : nullptr;
-  // Both GEMMs on the prefill kernels with a row-wise FP8 input: activation and quantization write
-  // GEMM2's sorted fp8 rows directly (no fp32 activation, no 16-bit codes, no gather).
-  const bool fused_act = prefill1 && prefill2 && fused_activation_fits(q2, I);
+  // Both GEMMs on the prefill kernels with a row-wise 8-bit or a 16-bit input: the activation (and
+  // quantization) writes GEMM2's sorted rows directly (no fp32 activation, no permuted copy, no
+  // gather).
+  const bool fused_act = prefill1 && prefill2 && fused_activation_fits(plan.g2, q2, I);
   if (fused_act) {
-    check(cuda::launch_activation_fp8_rows(ap, to_cuda(q2, nullptr, nullptr), m.sorted_rows.get<uint8_t>(),
-                                           m.sorted_scales.get<float>(), stream),
+    check(cuda::launch_activation_rows(ap, to_cuda(q2, nullptr, nullptr), m.sorted_rows.get(),
+                                       m.sorted_scales.get<float>(), stream),
           "activation and gemm2 input quantization");
   } else {
     check(cuda::launch_activation(ap, stream), "activation");

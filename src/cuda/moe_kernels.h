@@ -222,14 +222,17 @@ struct GatherParams {
 cudaError_t launch_gather_rows(const GatherParams& p, cudaStream_t stream);
 
 // The prefill GEMM2 input straight from the prefill GEMM1 output (p.u in sorted order): activation
-// as launch_activation, then FP8 codes as launch_fake_quantize (q.kind per-token or static only;
-// inter % 4 == 0), written as fp8 e4m3 rows a_rows [sorted rows, inter] with a_scale_rows.
-cudaError_t launch_activation_fp8_rows(const ActivationParams& p, const ActQuantParams& q, uint8_t* a_rows,
-                                       float* a_scale_rows, cudaStream_t stream);
+// as launch_activation, then, for q.kind FP8 per-token or static or INT8 per-token, 8-bit codes as
+// launch_fake_quantize, written as fp8 e4m3 / int8 rows a_rows [sorted rows, inter] with
+// a_scale_rows; for q.kind 0 (unquantized, p.round, 16-bit dtype) the activation's 16-bit rows.
+// inter % 4 == 0.
+cudaError_t launch_activation_rows(const ActivationParams& p, const ActQuantParams& q, void* a_rows,
+                                   float* a_scale_rows, cudaStream_t stream);
 
 // The prefill GEMM1 input straight from the hidden states: x as launch_convert_input computes it,
-// FP8 codes as launch_fake_quantize (q.kind per-token or static only; hidden % 8 == 0), written to
-// the sorted row (GroupingParams::slot_position) of each of the token's local slots.
+// then 8-bit codes as launch_fake_quantize (q.kind as launch_activation_rows) or, for q.kind 0 and
+// 16-bit hidden states, x's 16-bit bits, written to the sorted row (GroupingParams::slot_position)
+// of each of the token's local slots. hidden % 8 == 0.
 struct InputRowsParams {
   const void* hidden_states = nullptr;  // [tokens, hidden] of dtype_kind (0 BF16, 1 F16, 2 F32)
   int dtype_kind = 0;
@@ -240,10 +243,10 @@ struct InputRowsParams {
   int top_k = 1;
   const int32_t* slot_expert = nullptr;    // [tokens * top_k]
   const int32_t* slot_position = nullptr;  // [tokens * top_k]
-  uint8_t* a_rows = nullptr;               // [sorted rows, hidden]
-  float* a_scale_rows = nullptr;           // [sorted rows]
+  void* a_rows = nullptr;                  // [sorted rows, hidden] 8-bit codes or 16-bit values
+  float* a_scale_rows = nullptr;           // [sorted rows] (8-bit codes only)
 };
-cudaError_t launch_input_fp8_rows(const InputRowsParams& p, cudaStream_t stream);
+cudaError_t launch_input_rows(const InputRowsParams& p, cudaStream_t stream);
 
 // Per-column fp32 weight scales of every local expert ([experts, rows]) from the canonical scale
 // tensors (tensor or channel strategy), as the decode kernels read them; at load.

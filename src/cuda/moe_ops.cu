@@ -405,6 +405,12 @@ __device__ float rounded_activation(const ActivationParams& p, float g, float up
   return round_kind(activate(p, gr, ur), p.dtype_kind, p.round);
 }
 
+// Four values exact in the 16-bit kind (0 BF16, 1 F16), as their bits.
+__device__ uint2 bits16x4(float4 a, int kind) {
+  return {bits16(a.x, kind) | static_cast<uint32_t>(bits16(a.y, kind)) << 16,
+          bits16(a.z, kind) | static_cast<uint32_t>(bits16(a.w, kind)) << 16};
+}
+
 // A row's 8-bit activation quantization (as fake_quant_kernel): FP8 per token (kind 1) or static
 // (3), or INT8 per token (5). code() gives the byte of the GEMM's fp8 e4m3 or int8 input.
 struct RowQuant {
@@ -421,8 +427,9 @@ struct RowQuant {
   __device__ uint32_t codes4(float4 a) const { return code(a.x) | code(a.y) << 8 | code(a.z) << 16 | code(a.w) << 24; }
 };
 
-__global__ void activation_fp8_rows_kernel(ActivationParams p, ActQuantParams q, uint8_t* a_rows, float* a_scale_rows) {
-  extern __shared__ float4 act_row[];  // [inter / 4]
+__global__ void activation_rows_kernel(ActivationParams p, ActQuantParams q, void* a_rows, float* a_scale_rows) {
+  extern __shared__ float4 act_row[];  // [inter / 4] (8-bit rows only)
+  const bool rows16 = q.kind == 0;     // unquantized: the rounded activation's 16-bit bits
   const int r = blockIdx.x;
   if (r >= *p.total_slots) return;
   const int64_t n4 = p.inter / 4;
@@ -448,12 +455,17 @@ __global__ void activation_fp8_rows_kernel(ActivationParams p, ActQuantParams q,
       if (i >= n4) break;
       const float4 a = {rounded_activation(p, g[b].x, up[b].x), rounded_activation(p, g[b].y, up[b].y),
                         rounded_activation(p, g[b].z, up[b].z), rounded_activation(p, g[b].w, up[b].w)};
+      if (rows16) {
+        reinterpret_cast<uint2*>(static_cast<uint16_t*>(a_rows) + r * p.inter)[i] = bits16x4(a, p.dtype_kind);
+        continue;
+      }
       act_row[i] = a;
       m = fmaxf(m, fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))));
     }
   }
+  if (rows16) return;  // uniform over the block
   const RowQuant rq(q, block_amax(m));  // block_amax's barrier also publishes act_row
-  uint32_t* out = reinterpret_cast<uint32_t*>(a_rows + r * p.inter);  // [n4]
+  uint32_t* out = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(a_rows) + r * p.inter);  // [n4]
   for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) out[i] = rq.codes4(act_row[i]);
   if (threadIdx.x == 0) a_scale_rows[r] = rq.scale;
 }
@@ -477,7 +489,7 @@ __device__ void load_input8(const InputRowsParams& p, int64_t t, int64_t c8, flo
     for (int j = 0; j < 8; ++j) v[j] = round_kind(mul_rn(v[j], p.router_weights[t]), p.dtype_kind, p.round);
 }
 
-__global__ void input_fp8_rows_kernel(InputRowsParams p) {
+__global__ void input_rows_kernel(InputRowsParams p) {
   __shared__ int64_t dest[kMaxTopK];  // sorted rows of the token's local slots
   __shared__ int num_dest;
   const int64_t t = blockIdx.x;
@@ -490,6 +502,18 @@ __global__ void input_fp8_rows_kernel(InputRowsParams p) {
     num_dest = n;
   }
   const int64_t n8 = p.hidden / 8;
+  if (p.q.kind == 0) {  // unquantized: the 16-bit values themselves
+    __syncthreads();    // dest and num_dest
+    for (int64_t c8 = threadIdx.x; c8 < n8; c8 += blockDim.x) {
+      float v[8];
+      load_input8(p, t, c8, v);
+      const uint2 lo = bits16x4(make_float4(v[0], v[1], v[2], v[3]), p.dtype_kind);
+      const uint2 hi = bits16x4(make_float4(v[4], v[5], v[6], v[7]), p.dtype_kind);
+      for (int d = 0; d < num_dest; ++d)
+        reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.a_rows) + dest[d] * p.hidden)[c8] = {lo.x, lo.y, hi.x, hi.y};
+    }
+    return;
+  }
   float m = 0.0f;
   for (int64_t c8 = threadIdx.x; c8 < n8; c8 += blockDim.x) {
     float v[8];
@@ -501,7 +525,8 @@ __global__ void input_fp8_rows_kernel(InputRowsParams p) {
     float v[8];
     load_input8(p, t, c8, v);
     const uint2 codes = {rq.codes4(make_float4(v[0], v[1], v[2], v[3])), rq.codes4(make_float4(v[4], v[5], v[6], v[7]))};
-    for (int d = 0; d < num_dest; ++d) reinterpret_cast<uint2*>(p.a_rows + dest[d] * p.hidden)[c8] = codes;
+    for (int d = 0; d < num_dest; ++d)
+      reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.a_rows) + dest[d] * p.hidden)[c8] = codes;
   }
   if (threadIdx.x < num_dest) p.a_scale_rows[dest[threadIdx.x]] = rq.scale;
 }
@@ -644,25 +669,27 @@ cudaError_t launch_expand_column_scales(const WeightLayout& L, const ExpertTenso
   return cudaGetLastError();
 }
 
-cudaError_t launch_activation_fp8_rows(const ActivationParams& p, const ActQuantParams& q, uint8_t* a_rows,
-                                       float* a_scale_rows, cudaStream_t stream) {
-  if ((q.kind != 1 && q.kind != 3 && q.kind != 5) || p.inter % 4 != 0) return cudaErrorInvalidValue;
+cudaError_t launch_activation_rows(const ActivationParams& p, const ActQuantParams& q, void* a_rows,
+                                   float* a_scale_rows, cudaStream_t stream) {
+  const bool rows16 = q.kind == 0 && p.round && p.dtype_kind != 2;
+  if ((!rows16 && q.kind != 1 && q.kind != 3 && q.kind != 5) || p.inter % 4 != 0) return cudaErrorInvalidValue;
   if (p.max_slots == 0) return cudaSuccess;
-  const size_t smem = sizeof(float) * p.inter;
+  const size_t smem = rows16 ? 0 : sizeof(float) * p.inter;
   if (smem > 48 * 1024) {
     const cudaError_t err =
-        cudaFuncSetAttribute(activation_fp8_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+        cudaFuncSetAttribute(activation_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (err != cudaSuccess) return err;
   }
-  activation_fp8_rows_kernel<<<p.max_slots, kThreads, smem, stream>>>(p, q, a_rows, a_scale_rows);
+  activation_rows_kernel<<<p.max_slots, kThreads, smem, stream>>>(p, q, a_rows, a_scale_rows);
   return cudaGetLastError();
 }
 
-cudaError_t launch_input_fp8_rows(const InputRowsParams& p, cudaStream_t stream) {
-  if ((p.q.kind != 1 && p.q.kind != 3 && p.q.kind != 5) || p.hidden % 8 != 0 || p.top_k > kMaxTopK)
+cudaError_t launch_input_rows(const InputRowsParams& p, cudaStream_t stream) {
+  const bool rows16 = p.q.kind == 0 && p.dtype_kind != 2;
+  if ((!rows16 && p.q.kind != 1 && p.q.kind != 3 && p.q.kind != 5) || p.hidden % 8 != 0 || p.top_k > kMaxTopK)
     return cudaErrorInvalidValue;
   if (p.tokens == 0) return cudaSuccess;
-  input_fp8_rows_kernel<<<p.tokens, kThreads, 0, stream>>>(p);
+  input_rows_kernel<<<p.tokens, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -302,28 +302,33 @@ TEST(GemmPlan, PrefillKernelNeedsItsLayout) {
 }
 
 TEST(GemmPlan, PrefillFromTheCrossover) {
-  // From kGroupedMinTokens tokens, or kGroupedMinTokensFull when the slots cover the experts.
-  const GroupedKernel fp8 = GroupedKernel::kFp8;
-  EXPECT_FALSE(use_grouped_kernel(fp8, kGroupedMinTokens - 1, 8, 128));  // Qwen3-30B-A3B
-  EXPECT_TRUE(use_grouped_kernel(fp8, kGroupedMinTokens, 8, 128));
-  EXPECT_TRUE(use_grouped_kernel(fp8, kGroupedMinTokensFull, 2, 8));  // Mixtral
-  EXPECT_FALSE(use_grouped_kernel(fp8, kGroupedMinTokensFull - 1, 2, 8));
-  EXPECT_FALSE(use_grouped_kernel(fp8, kGroupedMinTokensFull, 8, 256));  // DeepSeek-V3: 64 slots
-  EXPECT_FALSE(use_grouped_kernel(fp8, 1, 8, 8));
-  EXPECT_FALSE(use_grouped_kernel(fp8, 0, 8, 0));
-  EXPECT_TRUE(use_grouped_kernel(fp8, 16384, 8, 256));
-  EXPECT_FALSE(use_grouped_kernel(GroupedKernel::kNone, 16384, 8, 256));
+  // Each prefill kernel from its measured token count; decode batches below stay on the decode kernels.
+  const std::pair<GroupedKernel, int> crossovers[] = {{GroupedKernel::kFp8, kGroupedMinTokensFp8},
+                                                      {GroupedKernel::kInt8, kGroupedMinTokensInt8},
+                                                      {GroupedKernel::kBf16, kGroupedMinTokensBf16}};
+  for (const auto& [kind, min_tokens] : crossovers) {
+    EXPECT_GT(min_tokens, 1) << to_string(kind);  // one token always decodes
+    EXPECT_FALSE(use_grouped_kernel(kind, min_tokens - 1)) << to_string(kind);
+    EXPECT_TRUE(use_grouped_kernel(kind, min_tokens)) << to_string(kind);
+    EXPECT_TRUE(use_grouped_kernel(kind, 16384)) << to_string(kind);
+  }
+  EXPECT_FALSE(use_grouped_kernel(GroupedKernel::kNone, 16384));
 }
 
 TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   // Mean rows per expert: Qwen3-30B-A3B (128 experts, top-8) at 1024 tokens has 64, Mixtral (8,
-  // top-2) at 4096 tokens 1024.
-  EXPECT_EQ(plan_grouped_tile(int64_t{kGroupedMinRowsFor128} * 128 - 1, 128), GroupedTile::kPingpong64x128);
-  EXPECT_EQ(plan_grouped_tile(int64_t{kGroupedMinRowsFor128} * 128, 128), GroupedTile::kCoop128x128);
-  EXPECT_EQ(plan_grouped_tile(int64_t{kGroupedMinRowsFor192} * 8 - 1, 8), GroupedTile::kCoop128x128);
-  EXPECT_EQ(plan_grouped_tile(int64_t{kGroupedMinRowsFor192} * 8, 8), GroupedTile::kCoop128x192);
-  EXPECT_EQ(plan_grouped_tile(16 * 8, 256), GroupedTile::kPingpong64x128);  // DeepSeek-V3, 16 tokens
-  EXPECT_EQ(plan_grouped_tile(0, 0), GroupedTile::kPingpong64x128);
+  // top-2) at 4096 tokens 1024, DeepSeek-V3 (256, top-8) at 16 tokens 0.5.
+  for (GroupedKernel kind : {GroupedKernel::kFp8, GroupedKernel::kInt8, GroupedKernel::kBf16}) {
+    const int min_192 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor192Fp8 : kGroupedMinRowsFor192;
+    EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128 - 1, 128), GroupedTile::kPingpong64x128);
+    EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128, 128), GroupedTile::kCoop128x128);
+    EXPECT_EQ(plan_grouped_tile(kind, int64_t{min_192} * 8 - 1, 8), GroupedTile::kCoop128x128);
+    EXPECT_EQ(plan_grouped_tile(kind, int64_t{min_192} * 8, 8), GroupedTile::kCoop128x192);
+    EXPECT_EQ(plan_grouped_tile(kind, 16 * 8, 256), GroupedTile::kPingpong64x128);
+    EXPECT_EQ(plan_grouped_tile(kind, 0, 0), GroupedTile::kPingpong64x128);
+  }
+  EXPECT_LT(kGroupedMinRowsFor128, kGroupedMinRowsFor192);
+  EXPECT_LT(kGroupedMinRowsFor192, kGroupedMinRowsFor192Fp8);
   EXPECT_EQ(to_string(GroupedTile::kCoop128x192), "coop 128x192");
 }
 

@@ -401,6 +401,14 @@ TEST(PrefillKernels, EdgeCases) {
   ep.experts.resize(4);
   random_inputs(257, ep, x, logits);
   expect_cuda_matches_cpu(ep, x, logits, "prefill expert map", GemmPath::kPrefill);
+  // Top-1 with the router weight on the input (Llama-4): the input rows carry the rescaled values.
+  MoeLayer llama = random_layer(Scheme::kFp8Channel, {8, 1, 512, 256});
+  llama.routing.custom_llama4 = true;
+  llama.routing.router_weight_on_input = true;
+  llama.routing.scoring = Scoring::kSigmoid;
+  llama.routing.renormalize = false;
+  random_inputs(200, llama, x, logits);
+  expect_cuda_matches_cpu(llama, x, logits, "prefill router weight on input", GemmPath::kPrefill);
   // Per-tensor dynamic input scales: GEMM2's input takes the unfused path (activation, tensor-wide
   // amax, codes, gather).
   MoeLayer dyn = random_layer(Scheme::kFp8Channel, {8, 2, 512, 256});
