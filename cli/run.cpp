@@ -105,7 +105,9 @@ int run_run(const RunArgs& args) {
     checks.push_back({{"against", against}, {"rel_l2", d.rel_l2}, {"max_abs_error", d.max_abs_error},
                       {"max_abs_ref", d.max_abs_ref}, {"tolerance_rel_l2", tol}, {"pass", pass}});
   };
-  if (args.check) check("reference", reference_forward(layer, x, logits, options), Comparison::kBackendVsReference);
+  if (args.check)
+    check("reference", reference_forward(layer, x, logits, options),
+          backend->name() == "cuda" ? Comparison::kCudaVsReference : Comparison::kBackendVsReference);
   if (!expected.empty() && partial) {
     checks.push_back({{"against", "fixture " + expected_name}, {"skipped", "the output of one tensor/expert-parallel rank is a partial sum"}});
   } else if (!expected.empty()) {

@@ -22,6 +22,8 @@ OutputDiff compare_outputs(const Tensor& out, const Tensor& ref);
 
 enum class Comparison {
   kBackendVsReference,  // a backend against reference_forward (same numerics, other summation)
+  kCudaVsReference,     // the CUDA backend against reference_forward or the CPU backend: as above,
+                        // but its FP8 prefill GEMMs accumulate on the tensor cores
   kVsFloat64Expected,   // against a float64 torch forward on the same dequantized weights and the
                         // same quantized activations (fixtures' expected / expected_actq)
   kVsFloat64ExpectedRoundedWeights,  // the same, but torch used compressed-tensors' bf16-rounded

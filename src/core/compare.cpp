@@ -42,6 +42,16 @@ Comparison fixture_comparison(const MoeLayer& layer, const std::string& expected
 
 double tolerance_rel_l2(const MoeLayer& layer, const ForwardOptions& options, Comparison kind) {
   const bool act_quant = layer.act_quant != ActQuant::kNone;
+  const bool fp8_act = layer.act_quant == ActQuant::kFp8PerToken || layer.act_quant == ActQuant::kFp8PerTensorDynamic ||
+                       layer.act_quant == ActQuant::kFp8Static || layer.act_quant == ActQuant::kFp8Group;
+  if (kind == Comparison::kCudaVsReference) {
+    // Hopper's FP8 MMA sums each 128-term partial in a reduced-precision accumulator before it is
+    // added in fp32 (the CUDA prefill GEMMs, like every FP8 tensor-core GEMM): GEMM outputs move by
+    // ~1e-4 relative, so more bf16 roundings and fp8 codes move than with fp32 sums. Measured up to
+    // 1.9e-2 (one token, 512 outputs, vLLM rounding); 3e-2 still flags any wrong scale or row.
+    if (fp8_act && options.gemm_path != GemmPath::kDecode) return 3e-2;
+    kind = Comparison::kBackendVsReference;
+  }
   if (kind == Comparison::kBackendVsReference) {
     // Same numerics; a different summation order can move a bf16 rounding of an intermediate by
     // one ulp (2^-8) and an fp8/int8/fp4 activation code by one step (up to 2^-3 of that value for
