@@ -43,6 +43,31 @@ def main():
         ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(f"{out_dir}/bandwidth.png", dpi=110)
+        # Compute rate (prefill): ours per path, and the torch baseline of the scheme's compute type.
+        fig, ax = plt.subplots(figsize=(8, 5))
+        series, torch_series = {}, {}
+        for r in rows:
+            key = (r["model"], r["scheme"], r.get("path", "auto"))
+            series.setdefault(key, []).append((r["tokens"], r["tflops"]))
+            b = base.get((r["model"], r["tokens"]), {})
+            kind = "fp8" if r["scheme"].startswith(("fp8", "int8", "w4a8")) else "bf16"
+            if b.get(f"{kind}_us"):
+                torch_series.setdefault((r["model"], kind), {})[r["tokens"]] = r["flops"] / b[f"{kind}_us"] / 1e6
+        for (model, scheme, path), pts in sorted(series.items()):
+            pts.sort()
+            label = f"{model} {scheme}" + ("" if path == "auto" else f" ({path})")
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+        for (model, kind), pts in sorted(torch_series.items()):
+            xs = sorted(pts)
+            ax.plot(xs, [pts[x] for x in xs], linestyle="--", color="gray", alpha=0.6,
+                    label=f"{model} torch {kind} grouped")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("tokens")
+        ax.set_ylabel("TFLOP/s (GEMMs)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6)
+        fig.tight_layout()
+        fig.savefig(f"{out_dir}/tflops.png", dpi=110)
     except Exception as e:
         print("plot skipped:", e)
     print("\n".join(lines))
