@@ -7,6 +7,32 @@ import json
 import sys
 
 
+def plot(rows, value, baselines, ylabel, out_png):
+    """One line per (model, scheme, path) of value(row) against tokens, plus dashed baseline lines
+    ({label: {tokens: value}})."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 5))
+    series = {}
+    for r in rows:
+        series.setdefault((r["model"], r["scheme"], r.get("path", "auto")), []).append((r["tokens"], value(r)))
+    for (model, scheme, path), pts in sorted(series.items()):
+        pts.sort()
+        label = f"{model} {scheme}" + ("" if path == "auto" else f" ({path})")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    for label, pts in sorted(baselines.items()):
+        xs = sorted(pts)
+        ax.plot(xs, [pts[x] for x in xs], linestyle="--", color="gray", alpha=0.6, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("tokens")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=110)
+
+
 def main():
     rows = json.load(open(sys.argv[1]))
     base = {(b["model"], b["tokens"]): b for b in json.load(open(sys.argv[2]))}
@@ -24,50 +50,17 @@ def main():
                      f"{r['roofline_fraction']:.2f} | {fmt(b.get('bf16_us'))} | {fmt(b.get('fp8_us'))} | {speed} |")
     open(f"{out_dir}/results.md", "w").write("\n".join(lines) + "\n")
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(8, 5))
-        series = {}
+        plot(rows, lambda r: r["tb_per_s"] * 1e3 / r["copy_gbs"], {},
+             "unique weight bytes / GEMM time, fraction of copy bandwidth", f"{out_dir}/bandwidth.png")
+        # Compute rate (prefill), with the torch baseline of each row's compute type.
+        torch_series = {}
         for r in rows:
-            key = (r["model"], r["scheme"], r.get("path", "auto"))
-            series.setdefault(key, []).append((r["tokens"], r["tb_per_s"] * 1e3 / r["copy_gbs"]))
-        for (model, scheme, path), pts in sorted(series.items()):
-            pts.sort()
-            label = f"{model} {scheme}" + ("" if path == "auto" else f" ({path})")
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("tokens")
-        ax.set_ylabel("unique weight bytes / GEMM time, fraction of copy bandwidth")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(f"{out_dir}/bandwidth.png", dpi=110)
-        # Compute rate (prefill): ours per path, and the torch baseline of the scheme's compute type.
-        fig, ax = plt.subplots(figsize=(8, 5))
-        series, torch_series = {}, {}
-        for r in rows:
-            key = (r["model"], r["scheme"], r.get("path", "auto"))
-            series.setdefault(key, []).append((r["tokens"], r["tflops"]))
             b = base.get((r["model"], r["tokens"]), {})
             kind = "fp8" if r["scheme"].startswith(("fp8", "int8", "w4a8")) else "bf16"
             if b.get(f"{kind}_us"):
-                torch_series.setdefault((r["model"], kind), {})[r["tokens"]] = r["flops"] / b[f"{kind}_us"] / 1e6
-        for (model, scheme, path), pts in sorted(series.items()):
-            pts.sort()
-            label = f"{model} {scheme}" + ("" if path == "auto" else f" ({path})")
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
-        for (model, kind), pts in sorted(torch_series.items()):
-            xs = sorted(pts)
-            ax.plot(xs, [pts[x] for x in xs], linestyle="--", color="gray", alpha=0.6,
-                    label=f"{model} torch {kind} grouped")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("tokens")
-        ax.set_ylabel("TFLOP/s (GEMMs)")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(f"{out_dir}/tflops.png", dpi=110)
+                torch_series.setdefault(f"{r['model']} torch {kind} grouped", {})[r["tokens"]] = \
+                    r["flops"] / b[f"{kind}_us"] / 1e6
+        plot(rows, lambda r: r["tflops"], torch_series, "TFLOP/s (GEMMs)", f"{out_dir}/tflops.png")
     except Exception as e:
         print("plot skipped:", e)
     print("\n".join(lines))

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "qmoe/moe.h"
 
@@ -163,15 +164,17 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_loc
   return rows_per_expert < min_rows_192 ? GroupedTile::kCoop128x128 : GroupedTile::kCoop128x192;
 }
 
-bool use_grouped_kernel(GroupedKernel kind, int64_t tokens) {
+int64_t grouped_min_tokens(GroupedKernel kind) {
   switch (kind) {
-    case GroupedKernel::kFp8: return tokens >= kGroupedMinTokensFp8;
-    case GroupedKernel::kInt8: return tokens >= kGroupedMinTokensInt8;
-    case GroupedKernel::kBf16: return tokens >= kGroupedMinTokensBf16;
-    case GroupedKernel::kNone: return false;
+    case GroupedKernel::kFp8: return kGroupedMinTokensFp8;
+    case GroupedKernel::kInt8: return kGroupedMinTokensInt8;
+    case GroupedKernel::kBf16: return kGroupedMinTokensBf16;
+    case GroupedKernel::kNone: break;
   }
-  return false;
+  return std::numeric_limits<int64_t>::max();
 }
+
+bool use_grouped_kernel(GroupedKernel kind, int64_t tokens) { return tokens >= grouped_min_tokens(kind); }
 
 LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_intermediate) {
   LayerGemmPlan p;

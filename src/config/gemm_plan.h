@@ -75,8 +75,9 @@ std::string to_string(GroupedTile t);
 // expert decide (gemm_tuning.h, measured on the H200).
 GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_local_experts);
 
-// Whether the automatic path runs prefill kernel `kind` for a batch of `tokens` (the measured
-// crossover, gemm_tuning.h).
+// From how many tokens the automatic path runs prefill kernel `kind` (the measured crossover,
+// gemm_tuning.h; kNone: never), and whether it does for a batch of `tokens`.
+int64_t grouped_min_tokens(GroupedKernel kind);
 bool use_grouped_kernel(GroupedKernel kind, int64_t tokens);
 
 // Both GEMMs of a layer: layouts (of the first local expert; all share them), inputs and kernels, for

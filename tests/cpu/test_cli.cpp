@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "config/gemm_plan.h"
 #include "qmoe/checkpoint.h"
 #include "test_util.h"
 
@@ -80,6 +81,18 @@ TEST_P(CliFixture, InspectAndRunWork) {
 
 INSTANTIATE_TEST_SUITE_P(All, CliFixture, ::testing::ValuesIn(fixture_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST(Cli, RunNamesTheCudaPrefillKernelAndItsCrossover) {
+  const Result r = run_cli("run " + test::fixture_dir("fp8_dynamic") + " --tokens 3 --seed 1 --repeat 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("cuda gemm w13 from " + std::to_string(grouped_min_tokens(GroupedKernel::kFp8)) +
+                               " tokens: grouped wgmma (FP8) (not this batch)"));
+  const Result j = run_cli("run " + test::fixture_dir("w4a16_g128") + " --tokens 3 --seed 1 --repeat 1 --json");
+  ASSERT_EQ(j.exit_code, 0) << j.out;
+  const auto prefill = nlohmann::json::parse(j.out).at("cuda_prefill_gemms");
+  EXPECT_EQ(prefill.at("w13").get<std::string>(), "none");
+  EXPECT_TRUE(prefill.at("w13_from_tokens").is_null());
+}
 
 TEST(Cli, InspectHumanReadableNamesTheMethodAndClass) {
   const Result r = run_cli("inspect " + test::fixture_dir("deepseek_fp8_block"));
