@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli/common.h"
+#include "config/gemm_plan.h"
 #include "qmoe/error.h"
 #include "qmoe/synthetic.h"
 #include "routing/routing.h"
@@ -49,7 +50,11 @@ ForwardOptions options_of_path(const std::string& name) {
     }
   if (!known || (colon != std::string::npos && o.gemm_path != GemmPath::kPrefill))
     throw Error("--gemm-paths: unknown path '" + name + "' (auto, decode, prefill, prefill:<tile>)");
-  if (colon != std::string::npos) o.prefill_tile = std::stoi(name.substr(colon + 1));
+  if (colon != std::string::npos) {
+    o.prefill_tile = std::stoi(name.substr(colon + 1));
+    if (o.prefill_tile < 0 || o.prefill_tile >= kGroupedTiles)
+      throw Error("--gemm-paths: " + name + ": prefill tiles are 0.." + std::to_string(kGroupedTiles - 1));
+  }
   return o;
 }
 
@@ -59,6 +64,8 @@ int run_bench(const BenchArgs& args) {
 #if !defined(QMOE_WITH_CUDA)
   throw NotSupported("qmoe bench needs the CUDA backend (configure with QMOE_CUDA=ON on a machine with nvcc)");
 #else
+  const std::vector<std::string> paths = split(args.gemm_paths);
+  for (const auto& p : paths) options_of_path(p);  // reject unknown names before any work
   if (cuda_device_count() == 0) throw NotSupported("qmoe bench: no CUDA device is available");
   const double copy_gbs = measure_copy_bandwidth_gbs();
   fmt::print("device-to-device copy bandwidth: {:.0f} GB/s\n", copy_gbs);
@@ -68,8 +75,6 @@ int run_bench(const BenchArgs& args) {
   std::vector<int> token_counts;
   for (const auto& t : split(args.tokens)) token_counts.push_back(std::stoi(t));
   const int max_tokens = *std::max_element(token_counts.begin(), token_counts.end());
-  const std::vector<std::string> paths = split(args.gemm_paths);
-  for (const auto& p : paths) options_of_path(p);  // reject unknown names before any work
 
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   fmt::print("{:<16} {:<12} {:<9} {:>6} {:>11} {:>11} {:>10} {:>8} {:>9} {:>8}\n", "model", "scheme", "path", "tokens",

@@ -99,7 +99,7 @@ int run_run(const RunArgs& args) {
   nlohmann::ordered_json checks = nlohmann::ordered_json::array();
   auto check = [&](const char* against, const Tensor& ref, Comparison kind) {
     const OutputDiff d = compare_outputs(out, ref);
-    const double tol = tolerance_rel_l2(layer, options, kind);
+    const double tol = tolerance_rel_l2(layer, options, kind, x.dim(0));
     const bool pass = d.finite && d.rel_l2 <= tol;
     ok = ok && pass;
     checks.push_back({{"against", against}, {"rel_l2", d.rel_l2}, {"max_abs_error", d.max_abs_error},

@@ -147,8 +147,7 @@ bool row_wise(GroupedKernel g, const cpu::ActQuantParams& q) {
   return q.kind == ActQuant::kFp8PerToken || q.kind == ActQuant::kFp8Static || q.kind == ActQuant::kInt8PerToken;
 }
 bool fused_activation_fits(GroupedKernel g, const cpu::ActQuantParams& q, int64_t inter) {
-  constexpr int64_t kMaxRowBytes = 160 * 1024;
-  return row_wise(g, q) && inter % 4 == 0 && inter * 4 <= kMaxRowBytes;
+  return row_wise(g, q) && inter % 4 == 0 && inter * 4 <= cuda::kMaxActivationRowBytes;
 }
 
 // Whether launch_input_rows takes GEMM1's input (row-wise quantization or none, 8-column chunks).
@@ -381,7 +380,8 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   };
   // GEMM1 on the prefill kernels with a row-wise 8-bit or a 16-bit input: the hidden states go
   // straight to its sorted rows (no fp32 copy, no permuted 16-bit copy, no gather).
-  const bool fused_input = prefill1 && fused_input_fits(plan.g1, q1, H, k);
+  // (16-byte loads of the caller's hidden states: an unaligned view takes the unfused steps.)
+  const bool fused_input = prefill1 && fused_input_fits(plan.g1, q1, H, k) && reinterpret_cast<uintptr_t>(hidden) % 16 == 0;
   if (fused_input) {
     cuda::InputRowsParams ir;
     ir.hidden_states = hidden;
@@ -544,12 +544,20 @@ CudaTiming time_cuda_forward(const CudaMoeLayer& layer, const std::vector<Tensor
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
-    for (size_t i = 0; i < xs.size(); ++i) {
-      if (gemms)
-        layer.forward(xs[i].get(), hidden[i].dtype(), ls[i].get<float>(), out.get<float>(), static_cast<int>(T), stream, options);
-      else
-        layer.forward_without_gemms(xs[i].get(), hidden[i].dtype(), ls[i].get<float>(), out.get<float>(), static_cast<int>(T),
-                                    stream, options);
+    try {
+      for (size_t i = 0; i < xs.size(); ++i) {
+        if (gemms)
+          layer.forward(xs[i].get(), hidden[i].dtype(), ls[i].get<float>(), out.get<float>(), static_cast<int>(T), stream,
+                        options);
+        else
+          layer.forward_without_gemms(xs[i].get(), hidden[i].dtype(), ls[i].get<float>(), out.get<float>(),
+                                      static_cast<int>(T), stream, options);
+      }
+    } catch (...) {  // a rejected forward (e.g. NotSupported): close the capture so the caller can go on
+      if (cudaStreamEndCapture(stream, &graph) == cudaSuccess) cudaGraphDestroy(graph);
+      cudaGetLastError();
+      cudaStreamDestroy(stream);
+      throw;
     }
     check(cudaStreamEndCapture(stream, &graph), "capture");
     check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");

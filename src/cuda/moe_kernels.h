@@ -226,6 +226,8 @@ cudaError_t launch_gather_rows(const GatherParams& p, cudaStream_t stream);
 // launch_fake_quantize, written as fp8 e4m3 / int8 rows a_rows [sorted rows, inter] with
 // a_scale_rows; for q.kind 0 (unquantized, p.round, 16-bit dtype) the activation's 16-bit rows.
 // inter % 4 == 0.
+// 8-bit rows keep the activation row in shared memory: at most kMaxActivationRowBytes of it.
+inline constexpr int kMaxActivationRowBytes = 160 * 1024;
 cudaError_t launch_activation_rows(const ActivationParams& p, const ActQuantParams& q, void* a_rows,
                                    float* a_scale_rows, cudaStream_t stream);
 

@@ -675,9 +675,12 @@ cudaError_t launch_activation_rows(const ActivationParams& p, const ActQuantPara
   if ((!rows16 && q.kind != 1 && q.kind != 3 && q.kind != 5) || p.inter % 4 != 0) return cudaErrorInvalidValue;
   if (p.max_slots == 0) return cudaSuccess;
   const size_t smem = rows16 ? 0 : sizeof(float) * p.inter;
+  if (smem > kMaxActivationRowBytes) return cudaErrorInvalidValue;
   if (smem > 48 * 1024) {
-    const cudaError_t err =
-        cudaFuncSetAttribute(activation_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    // Always the same (largest) opt-in: the attribute is per kernel, not per launch, so a smaller
+    // value set later must not shrink what a captured graph of a wider layer launches with.
+    const cudaError_t err = cudaFuncSetAttribute(activation_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 kMaxActivationRowBytes);
     if (err != cudaSuccess) return err;
   }
   activation_rows_kernel<<<p.max_slots, kThreads, smem, stream>>>(p, q, a_rows, a_scale_rows);

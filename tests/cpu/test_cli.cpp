@@ -94,6 +94,18 @@ TEST(Cli, RunNamesTheCudaPrefillKernelAndItsCrossover) {
   EXPECT_TRUE(prefill.at("w13_from_tokens").is_null());
 }
 
+#if defined(QMOE_WITH_CUDA)
+TEST(Cli, BenchRejectsUnknownGemmPathsBeforeAnyWork) {
+  // Checked before the device is looked for, so this runs on machines without a GPU too.
+  Result r = run_cli("bench --gemm-paths decode,prefill:7");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("prefill tiles are 0..2"));
+  r = run_cli("bench --gemm-paths fast");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("unknown path 'fast'"));
+}
+#endif
+
 TEST(Cli, InspectHumanReadableNamesTheMethodAndClass) {
   const Result r = run_cli("inspect " + test::fixture_dir("deepseek_fp8_block"));
   ASSERT_EQ(r.exit_code, 0) << r.out;

@@ -242,7 +242,7 @@ void expect_cuda_matches_cpu(const MoeLayer& layer, const Tensor& x, const Tenso
     const OutputDiff d = compare_outputs(got, want);
     std::printf("    %-48s %s rel_l2 %.2e\n", what.c_str(), round ? "rounded" : "fp32   ", d.rel_l2);
     EXPECT_TRUE(d.finite) << what;
-    EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, options, Comparison::kCudaVsReference))
+    EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, options, Comparison::kCudaVsReference, x.dim(0)))
         << what << (round ? " (vLLM rounding)" : " (fp32 intermediates)") << " max abs err " << d.max_abs_error;
   }
 }
@@ -559,7 +559,8 @@ void expect_graph_replay_matches_eager(const MoeLayer& layer, int T, const Forwa
   Tensor cpu_out = make_backend("cpu")->forward(layer, x, logits, options);
   Tensor gpu_out(DType::kF32, {T, layer.hidden});
   std::memcpy(gpu_out.raw(), eager.data(), out_bytes);
-  EXPECT_LE(compare_outputs(gpu_out, cpu_out).rel_l2, tolerance_rel_l2(layer, options, Comparison::kCudaVsReference));
+  EXPECT_LE(compare_outputs(gpu_out, cpu_out).rel_l2,
+            tolerance_rel_l2(layer, options, Comparison::kCudaVsReference, T));
   EXPECT_THROW(dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_graph),
                            max_tokens + 1, stream, options),
                Error);
