@@ -123,6 +123,7 @@ std::string to_string(GroupedKernel k) {
     case GroupedKernel::kFp8: return "grouped wgmma (FP8)";
     case GroupedKernel::kInt8: return "grouped wgmma (INT8)";
     case GroupedKernel::kBf16: return "grouped wgmma (BF16)";
+    case GroupedKernel::kInt4Bf16: return "grouped wgmma (INT4 weights dequantized to BF16)";
   }
   return "?";
 }
@@ -144,9 +145,19 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_
       return GroupedKernel::kInt8;
     return GroupedKernel::kNone;
   }
-  if (L.format == kDense && L.data_kind == 0 && in.act_kind == 0 && in.act_quant == 0) return GroupedKernel::kBf16;
+  if (in.act_kind != 0 || in.act_quant != 0) return GroupedKernel::kNone;  // bf16 inputs from here on
+  if (L.format == kDense && L.data_kind == 0) return GroupedKernel::kBf16;
+  // W4A16: the mixed-input kernel applies one bf16 scale per (row, group of k) with the decode
+  // kernels' rounding, in k-tiles of 64 (a group is k, or a multiple of 64); 16-byte int4 rows;
+  // n-contiguous scales need 16-byte alignment. Zero points: not in CUTLASS 4.2's grouped kernel.
+  const bool group_fits = L.strategy == kChannel || (L.strategy == kGroup && L.group_size % 64 == 0);
+  if (L.format == kIntPacked && L.bits == 4 && !L.has_zero_point && group_fits && L.scale_kind == 0 &&
+      L.round_to_scale_dtype && L.cols % 32 == 0 && L.rows % 8 == 0)
+    return GroupedKernel::kInt4Bf16;
   return GroupedKernel::kNone;
 }
+
+bool takes_16bit_rows(GroupedKernel kind) { return kind == GroupedKernel::kBf16 || kind == GroupedKernel::kInt4Bf16; }
 
 std::string to_string(GroupedTile t) {
   switch (t) {
@@ -169,6 +180,7 @@ int64_t grouped_min_tokens(GroupedKernel kind) {
     case GroupedKernel::kFp8: return kGroupedMinTokensFp8;
     case GroupedKernel::kInt8: return kGroupedMinTokensInt8;
     case GroupedKernel::kBf16: return kGroupedMinTokensBf16;
+    case GroupedKernel::kInt4Bf16: return kGroupedMinTokensInt4;
     case GroupedKernel::kNone: break;
   }
   return std::numeric_limits<int64_t>::max();

@@ -57,13 +57,19 @@ enum class GroupedKernel {
   kFp8,   // FP8 codes x FP8 weights with tensor or channel scales, one input scale per row
   kInt8,  // INT8 codes x INT8 weights with tensor or channel scales, one input scale per row
   kBf16,  // bf16 inputs x bf16 weights (unquantized experts of bf16 models)
+  kInt4Bf16,  // bf16 inputs x symmetric INT4 weights with bf16 group (>= 64) or channel scales, W4A16:
+              // CUTLASS's mixed-input kernel, dequantizing in the mainloop (transposed: weights as A)
 };
 std::string to_string(GroupedKernel k);
+// Whether prefill kernel `kind` takes bf16 input rows (else 8-bit codes with a scale per row).
+bool takes_16bit_rows(GroupedKernel kind);
 // The prefill kernel for a projection whose decode kernel is `decode` (the sorted rows are gathered
 // from the decode kernels' input codes). Layers with a bias keep the decode kernels for now.
 GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_bias, const GemmInput& in,
                                   GemmKernel decode);
-// Tile configurations of the prefill kernels (one compiled instance each, all loaded with the layer).
+// Tile configurations of the prefill kernels (one compiled instance each, all loaded with the layer),
+// input rows x weight rows; the transposed mixed-input kernel (kInt4Bf16) reads them as weight rows x
+// input rows.
 enum class GroupedTile {
   kCoop128x128,    // two warpgroups on one 128 x 128 tile
   kCoop128x192,    // two warpgroups on one 128 x 192 tile: many rows per expert

@@ -23,6 +23,8 @@ inline constexpr int kMmaBlocksPerSm = 3;  // the pipelined one-n-tile kernels' 
 inline constexpr int kGroupedMinTokensFp8 = 8;
 inline constexpr int kGroupedMinTokensInt8 = 4;
 inline constexpr int kGroupedMinTokensBf16 = 16;
+// W4A16 (first guess, to be measured): the decode kernels stream 4-bit weights well at small batches.
+inline constexpr int kGroupedMinTokensInt4 = 64;
 // Prefill tiles by mean rows per expert (same runs): 64 x 128 pingpong below kGroupedMinRowsFor128
 // (up to 1.15x faster than 128-row tiles at 16-1024 tokens on Qwen3-30B-A3B and DeepSeek-V3), then
 // 128 x 128 cooperative, then 128 x 192 from kGroupedMinRowsFor192 (INT8 and bf16: 1.1-1.3x faster

@@ -88,33 +88,57 @@ struct PrefillGemm {
   GroupedKernel kind = GroupedKernel::kNone;
   DeviceBuffer arrays;        // problem_mnk, a, b, d, a_scale, b_scale for every local expert
   DeviceBuffer column_scale;  // [experts, n] fp32 weight scales
+  DeviceBuffer group_scale;   // weight-only kernels: [experts, k / group, n] bf16 scales (n contiguous)
   cuda::GroupedTcBuffers buf;
   std::unique_ptr<cuda::GroupedTcGemm> gemm[kGroupedTiles];  // by GroupedTile
   int64_t n = 0, k = 0;
 };
 
-// Builds projection `L`'s prefill GEMM (weights `experts` on the device, data pointers `data`).
+// Builds projection `L`'s prefill GEMM (weights `experts` on the device, `host` their host copy).
 void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, const cuda::ExpertTensors* experts,
-                       const std::vector<const void*>& data, int num_sms) {
-  const int E = static_cast<int>(data.size());
+                       const std::vector<cuda::ExpertTensors>& host, int num_sms) {
+  const int E = static_cast<int>(host.size());
   g.kind = kind;
   g.n = L.rows;
   g.k = L.cols;
   const size_t ptrs = sizeof(void*) * E;
-  g.arrays = DeviceBuffer(sizeof(int32_t) * 3 * E + 5 * ptrs);
+  g.arrays = DeviceBuffer(sizeof(int32_t) * 3 * E + 6 * ptrs);
   char* base = g.arrays.get<char>();
   g.buf.a = reinterpret_cast<const void**>(base);
   g.buf.b = reinterpret_cast<const void**>(base + ptrs);
   g.buf.d = reinterpret_cast<void**>(base + 2 * ptrs);
   g.buf.a_scale = reinterpret_cast<float**>(base + 3 * ptrs);
   g.buf.b_scale = reinterpret_cast<float**>(base + 4 * ptrs);
-  g.buf.problem_mnk = reinterpret_cast<int32_t*>(base + 5 * ptrs);
+  g.buf.b_group_scale = reinterpret_cast<const void**>(base + 5 * ptrs);
+  g.buf.problem_mnk = reinterpret_cast<int32_t*>(base + 6 * ptrs);
   check(cudaMemset(base, 0, g.arrays.bytes()), "cudaMemset");
+  std::vector<const void*> data(E);
+  for (int e = 0; e < E; ++e) data[e] = host[e].data;
   check(cudaMemcpy(g.buf.b, data.data(), ptrs, cudaMemcpyHostToDevice), "upload");
+  int64_t group_size = 0;
   if (kind == GroupedKernel::kBf16) {  // unscaled
     g.buf.a_scale = nullptr;
     g.buf.b_scale = nullptr;
+    g.buf.b_group_scale = nullptr;
+  } else if (kind == GroupedKernel::kInt4Bf16) {
+    // Scales in the dequantizing mainloop; each expert's [n, k / group] scales transposed to n-contiguous.
+    g.buf.a_scale = nullptr;
+    g.buf.b_scale = nullptr;
+    group_size = L.strategy == static_cast<int>(Strategy::kChannel) ? L.cols : L.group_size;
+    const int64_t groups_k = L.strategy == static_cast<int>(Strategy::kChannel) ? 1 : L.scale_cols;
+    const int64_t per_expert = groups_k * L.rows;
+    g.group_scale = DeviceBuffer(sizeof(uint16_t) * E * per_expert);
+    std::vector<const void*> scales(E);
+    for (int e = 0; e < E; ++e) {
+      uint16_t* dst = g.group_scale.get<uint16_t>() + e * per_expert;
+      check(cuda::launch_transpose16(static_cast<const uint16_t*>(host[e].scale), L.rows, groups_k, dst, nullptr),
+            "weight scales");
+      scales[e] = dst;
+    }
+    check(cudaMemcpy(g.buf.b_group_scale, scales.data(), ptrs, cudaMemcpyHostToDevice), "upload");
+    check(cudaDeviceSynchronize(), "weight scales");
   } else {
+    g.buf.b_group_scale = nullptr;
     g.column_scale = DeviceBuffer(sizeof(float) * E * L.rows);
     check(cuda::launch_expand_column_scales(L, experts, E, g.column_scale.get<float>(), nullptr), "weight scales");
     std::vector<float*> scales(E);
@@ -130,6 +154,9 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
         case GroupedKernel::kFp8: g.gemm[t] = cuda::make_grouped_fp8(tile, g.buf, E, g.n, g.k, num_sms); break;
         case GroupedKernel::kInt8: g.gemm[t] = cuda::make_grouped_int8(tile, g.buf, E, g.n, g.k, num_sms); break;
         case GroupedKernel::kBf16: g.gemm[t] = cuda::make_grouped_bf16(tile, g.buf, E, g.n, g.k, num_sms); break;
+        case GroupedKernel::kInt4Bf16:
+          g.gemm[t] = cuda::make_grouped_int4_bf16(tile, g.buf, E, g.n, g.k, group_size, num_sms);
+          break;
         case GroupedKernel::kNone: break;
       }
     }
@@ -143,7 +170,7 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
 // 4-column chunks.
 // (Unquantized bf16 prefill GEMMs take 16-bit rows, which need no quantization.)
 bool row_wise(GroupedKernel g, const cpu::ActQuantParams& q) {
-  if (g == GroupedKernel::kBf16) return q.kind == ActQuant::kNone;
+  if (takes_16bit_rows(g)) return q.kind == ActQuant::kNone;
   return q.kind == ActQuant::kFp8PerToken || q.kind == ActQuant::kFp8Static || q.kind == ActQuant::kInt8PerToken;
 }
 bool fused_activation_fits(GroupedKernel g, const cpu::ActQuantParams& q, int64_t inter) {
@@ -188,20 +215,22 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
     m.weight_bytes += static_cast<int64_t>(t.size_bytes());
     return m.weights.back().get();
   };
-  std::vector<const void*> w13_data(E), w2_data(E);
   for (int e = 0; e < E; ++e) {  // expert by expert: host copies are the canonical tensors
     const ExpertWeights& ew = layer.experts[e];
     for (auto [src, dst, bias] : {std::tuple{&ew.w13, &w13[e], &ew.w13_bias}, std::tuple{&ew.w2, &w2[e], &ew.w2_bias}}) {
       dst->data = put(src->data);
+      if (src->format == WeightFormat::kIntPacked && src->bits == 4)  // signed codes on the device
+        check(cuda::launch_int4_to_signed(static_cast<int32_t*>(const_cast<void*>(dst->data)),
+                                          static_cast<int64_t>(src->data.size_bytes() / 4), nullptr),
+              "int4 codes");
       dst->scale = put(src->scale);
       dst->zero_point = static_cast<const int8_t*>(put(src->zero_point));
       dst->g_idx = static_cast<const int32_t*>(put(src->g_idx));
       dst->bias = static_cast<const float*>(put(*bias));
       dst->global_scale = src->global_scale;
     }
-    w13_data[e] = w13[e].data;
-    w2_data[e] = w2[e].data;
   }
+  check(cudaDeviceSynchronize(), "weight upload");  // the code conversion precedes any caller stream
   for (int kind = 0; kind < 3; ++kind)
     for (int round = 0; round < 2; ++round) m.plans[kind][round] = plan_layer_gemms(layer, kind, round == 1);
   int device = 0;
@@ -245,11 +274,11 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
       g2 = std::max(g2, p.g2);
     }
   if (g1 != GroupedKernel::kNone)
-    make_prefill_gemm(m.prefill1, g1, m.plans[0][1].w13, m.w13_experts.get<cuda::ExpertTensors>(), w13_data, m.num_sms);
+    make_prefill_gemm(m.prefill1, g1, m.plans[0][1].w13, m.w13_experts.get<cuda::ExpertTensors>(), w13, m.num_sms);
   if (g2 != GroupedKernel::kNone)
-    make_prefill_gemm(m.prefill2, g2, m.plans[0][1].w2, m.w2_experts.get<cuda::ExpertTensors>(), w2_data, m.num_sms);
+    make_prefill_gemm(m.prefill2, g2, m.plans[0][1].w2, m.w2_experts.get<cuda::ExpertTensors>(), w2, m.num_sms);
   if (g1 != GroupedKernel::kNone || g2 != GroupedKernel::kNone) {
-    const int64_t elem_bytes = g1 == GroupedKernel::kBf16 || g2 == GroupedKernel::kBf16 ? 2 : 1;
+    const int64_t elem_bytes = takes_16bit_rows(g1) || takes_16bit_rows(g2) ? 2 : 1;
     m.sorted_rows = DeviceBuffer(T * k * std::max(H, I) * elem_bytes);  // codes or bf16
     m.sorted_scales = DeviceBuffer(sizeof(float) * T * k);
     m.slot_position = DeviceBuffer(sizeof(int32_t) * T * k);
@@ -349,7 +378,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     gr.by_token = by_token;
     gr.top_k = k;
     gr.k = cols;
-    gr.out_kind = g.kind == GroupedKernel::kBf16 ? 0 : g.kind == GroupedKernel::kFp8 ? 1 : 2;
+    gr.out_kind = takes_16bit_rows(g.kind) ? 0 : g.kind == GroupedKernel::kFp8 ? 1 : 2;
     gr.a_rows = m.sorted_rows.get();
     gr.a_scale_rows = m.sorted_scales.get<float>();
     check(cuda::launch_gather_rows(gr, stream), "prefill gather");
@@ -362,7 +391,8 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     sp.n = g.n;
     sp.k = g.k;
     sp.a_rows = m.sorted_rows.get();
-    sp.elem_bytes = g.kind == GroupedKernel::kBf16 ? 2 : 1;
+    sp.elem_bytes = takes_16bit_rows(g.kind) ? 2 : 1;
+    sp.transposed = g.kind == GroupedKernel::kInt4Bf16;
     sp.a_scale_rows = m.sorted_scales.get<float>();
     sp.d_rows = d;
     check(cuda::launch_grouped_setup(sp, stream), "prefill setup");

@@ -24,9 +24,10 @@ __device__ float dequant(const WeightLayout& L, const ExpertTensors& w, int64_t 
     }
     case kIntPacked:
     case kIntUnpacked: {
-      const int q = L.format == kIntPacked
-                        ? quant::unpack_int(static_cast<const int32_t*>(w.data) + row * L.words_per_row, col, L.bits)
-                        : static_cast<const int8_t*>(w.data)[row * L.cols + col];
+      int q = L.format == kIntPacked
+                  ? quant::unpack_int(static_cast<const int32_t*>(w.data) + row * L.words_per_row, col, L.bits)
+                  : static_cast<const int8_t*>(w.data)[row * L.cols + col];
+      if (L.format == kIntPacked && L.bits == 4) q = ((q + 8) ^ 8) - 8;  // device codes are u ^ 8 (launch_int4_to_signed)
       const int64_t g = group_of(L, w, col);
       return quant::dequant_int(q, zero_point_at(L, w, row, g), scale_at(L, w, row, g), kind_of(L));
     }

@@ -41,8 +41,9 @@ __device__ __forceinline__ void decode(const WeightLayout& L, const ExpertTensor
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
   if constexpr (C == Chunk::kInt4) {
     if (L.round_to_scale_dtype && L.scale_kind == 0) {
-      // W4A16 with bf16 scales, two nibbles per instruction: OR-ing a nibble into the mantissa of
-      // bf16 128.0 (0x4300) gives 128 + u exactly; subtracting 136 + z gives q - z exactly; the
+      // W4A16 with bf16 scales, two nibbles per instruction: xor-ing a device nibble u ^ 8
+      // (launch_int4_to_signed) with 8 into the mantissa of bf16 128.0 (0x4300) gives 128 + u
+      // exactly; subtracting 136 + z gives q - z exactly; the
       // bf16x2 multiply by the scale rounds once to bf16, i.e. RNE_bf16((q - z) * s) as the CPU.
       // (w >> 4j) & 0x000F000F holds elements j and j + 4 of the word in its two halves.
       const __nv_bfloat162 s2 = __bfloat162bfloat162(__float2bfloat16_rn(chunk_scale(L, w, row, col)));
@@ -51,7 +52,7 @@ __device__ __forceinline__ void decode(const WeightLayout& L, const ExpertTensor
       for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const uint32_t bits = ((words[i] >> (4 * j)) & 0x000F000Fu) | 0x43004300u;
+          const uint32_t bits = ((words[i] >> (4 * j)) & 0x000F000Fu) ^ 0x43084308u;
           const __nv_bfloat162 v = __hmul2(__hsub2(*reinterpret_cast<const __nv_bfloat162*>(&bits), off2), s2);
           const uint32_t r = *reinterpret_cast<const uint32_t*>(&v);
           out[i * 8 + j] = __uint_as_float(r << 16);
@@ -70,7 +71,8 @@ __device__ __forceinline__ void decode(const WeightLayout& L, const ExpertTensor
     for (int i = 0; i < 4; ++i)
 #pragma unroll
       for (int j = 0; j < kPerWord; ++j) {
-        const uint32_t u = (words[i] >> (kBits * j)) & ((1u << kBits) - 1);
+        // Device 4-bit codes are u ^ 8 (launch_int4_to_signed).
+        const uint32_t u = ((words[i] >> (kBits * j)) & ((1u << kBits) - 1)) ^ (C == Chunk::kInt4 ? 8u : 0u);
         const int q = C == Chunk::kInt8 ? static_cast<int>(static_cast<int8_t>(u)) : static_cast<int>(u) - (1 << (kBits - 1));
         out[i * kPerWord + j] = quant::dequant_int(q, z, s, kind);
       }

@@ -163,12 +163,13 @@ cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream);
 // Per-group device arrays ([groups] each) that the prefill grouped GEMM reads, filled on the device
 // for every forward by launch_grouped_setup (so the GEMM's own arguments are fixed at load).
 struct GroupedTcBuffers {
-  int32_t* problem_mnk = nullptr;  // [groups, 3]: (m_e, n, k)
+  int32_t* problem_mnk = nullptr;  // [groups, 3]: (m_e, n, k), or (n, m_e, k) for the mixed-input kernels
   const void** a = nullptr;        // A_e: [m_e, k] rows of the sorted input
   const void** b = nullptr;        // B_e: [n, k] weights
   void** d = nullptr;              // D_e: [m_e, n] fp32 rows of the sorted output
   float** a_scale = nullptr;       // [m_e] per-row input scales, or the array itself null (scale 1)
   float** b_scale = nullptr;       // [n] per-column weight scales, or the array itself null (scale 1)
+  const void** b_group_scale = nullptr;  // weight-only kernels: [k / group, n] bf16 scales (n contiguous)
 };
 
 // One grouped GEMM instance (CUTLASS, wgmma + TMA) bound to its buffers at load; run() only
@@ -186,6 +187,10 @@ std::unique_ptr<GroupedTcGemm> make_grouped_int8(GroupedTile tile, const Grouped
                                                  int64_t k, int num_sms);
 std::unique_ptr<GroupedTcGemm> make_grouped_bf16(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
                                                  int64_t k, int num_sms);
+// Weight-only INT4 (grouped_sm90_int4.cu, transposed: problem_mnk holds (n, m_e, k)): D_e = A_e *
+// dequant(B_e)^T with B_e signed int4 codes [n, k] and scales b_group_scale_e [k / group_size, n].
+std::unique_ptr<GroupedTcGemm> make_grouped_int4_bf16(GroupedTile tile, const GroupedTcBuffers& buf, int groups,
+                                                      int64_t n, int64_t k, int64_t group_size, int num_sms);
 
 // Fills the per-group arrays for the rows sorted by expert: group e covers sorted rows
 // [offsets[e], offsets[e+1]) of `a_rows` (row stride k elements of `elem_bytes`), `a_scale_rows`
@@ -199,6 +204,7 @@ struct GroupedSetupParams {
   int elem_bytes = 1;
   float* a_scale_rows = nullptr;  // or null: no input scales
   float* d_rows = nullptr;
+  bool transposed = false;  // problem_mnk as (n, m_e, k): the mixed-input kernels
 };
 cudaError_t launch_grouped_setup(const GroupedSetupParams& p, cudaStream_t stream);
 
@@ -249,6 +255,15 @@ struct InputRowsParams {
   float* a_scale_rows = nullptr;           // [sorted rows] (8-bit codes only)
 };
 cudaError_t launch_input_rows(const InputRowsParams& p, cudaStream_t stream);
+
+// Packed 4-bit integer weights on the device hold each code as u ^ 8, i.e. the signed two's-complement
+// q = u - 8 that CUTLASS's int4 operand reads, instead of the checkpoint's offset-binary u = q + 8
+// (zero points unchanged); every kernel that reads them expects it. In place, at load.
+cudaError_t launch_int4_to_signed(int32_t* words, int64_t num_words, cudaStream_t stream);
+
+// out[c, r] = in[r, c] for 16-bit values ([rows, cols] -> [cols, rows]); at load (the mixed-input
+// prefill kernels' scales are n-contiguous).
+cudaError_t launch_transpose16(const uint16_t* in, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t stream);
 
 // Per-column fp32 weight scales of every local expert ([experts, rows]) from the canonical scale
 // tensors (tensor or channel strategy), as the decode kernels read them; at load.

@@ -74,10 +74,10 @@ __device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t b) {
   return lanes2<kBf16>(a, b, [](auto x, auto y) { return __hmul2(x, y); });
 }
 
-// (a & b) | c in one instruction.
-__device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t c) {
+// (a & b) ^ c in one instruction.
+__device__ __forceinline__ uint32_t lop3_and_xor(uint32_t a, uint32_t b, uint32_t c) {
   uint32_t d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  asm("lop3.b32 %0, %1, %2, %3, 0x6A;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
   return d;
 }
 
@@ -112,19 +112,20 @@ struct Int4 {
   };
   static constexpr int kScaleBytes = 2;
   __device__ static Row row(uint32_t scale_bits, int zero) {
-    // The scale is stored in the activation dtype: its bits are the multiplier. OR-ing a nibble u
-    // into the mantissa of 128.0 (bf16 0x4300) or 1024.0 (f16 0x6400) gives base + u exactly;
-    // subtracting base + 8 + z (bits base + 8 + z, as z is in [-8, 7]) gives q - z exactly; the
-    // multiply by the scale rounds once, i.e. RNE((q - z) * s) as formats.h.
+    // The scale is stored in the activation dtype: its bits are the multiplier. A device nibble
+    // t = u ^ 8 (launch_int4_to_signed) xor-ed with 8 into the mantissa of 128.0 (bf16 0x4300) or
+    // 1024.0 (f16 0x6400) gives base + u exactly; subtracting base + 8 + z (bits base + 8 + z, as z
+    // is in [-8, 7]) gives q - z exactly; the multiply by the scale rounds once, i.e.
+    // RNE((q - z) * s) as formats.h.
     const uint32_t offset = (kBf16 ? 0x4308u : 0x6408u) + zero;
     return {scale_bits * 0x10001u, offset * 0x10001u};
   }
   __device__ static void group(const uint4& raw, int g, const Row& p, uint32_t (&pairs)[4]) {
     const uint32_t word = g == 0 ? raw.x : g == 1 ? raw.y : g == 2 ? raw.z : raw.w;
-    constexpr uint32_t kBase = kBf16 ? 0x43004300u : 0x64006400u;
+    constexpr uint32_t kBase = kBf16 ? 0x43084308u : 0x64086408u;  // base with the nibbles' 8 flipped
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const uint32_t bits = lop3_and_or(word >> (4 * j), 0x000F000Fu, kBase);  // nibbles j and j + 4
+      const uint32_t bits = lop3_and_xor(word >> (4 * j), 0x000F000Fu, kBase);  // nibbles j and j + 4
       pairs[j] = mul2<kBf16>(sub2<kBf16>(bits, p.offset2), p.scale2);
     }
   }
@@ -299,7 +300,7 @@ struct Int4Codes {
   __device__ static void group(const uint4& raw, int g, const Row& p, uint32_t (&pairs)[4]) {
     const uint32_t word = g == 0 ? raw.x : g == 1 ? raw.y : g == 2 ? raw.z : raw.w;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) pairs[j] = sub2<false>(lop3_and_or(word >> (4 * j), 0x000F000Fu, 0x64006400u), p.offset2);
+    for (int j = 0; j < 4; ++j) pairs[j] = sub2<false>(lop3_and_xor(word >> (4 * j), 0x000F000Fu, 0x64086408u), p.offset2);
   }
 };
 

@@ -1,6 +1,7 @@
 // The CUDA backend's small kernels: routing, slot grouping, input conversion, activation
 // quantization, activation functions and the weighted combine. Each mirrors its CPU counterpart
 // (src/routing, src/cpu/moe_math.cpp) operation for operation where bit-identity matters.
+#include <algorithm>
 #include <cfloat>
 
 #include "cuda/moe_kernels.h"
@@ -580,8 +581,9 @@ __global__ void grouped_setup_kernel(GroupedSetupParams p) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= p.groups) return;
   const int64_t m0 = p.expert_offsets[e];
-  p.buf.problem_mnk[3 * e] = p.expert_offsets[e + 1] - static_cast<int32_t>(m0);
-  p.buf.problem_mnk[3 * e + 1] = static_cast<int32_t>(p.n);
+  const int32_t m = p.expert_offsets[e + 1] - static_cast<int32_t>(m0);
+  p.buf.problem_mnk[3 * e] = p.transposed ? static_cast<int32_t>(p.n) : m;
+  p.buf.problem_mnk[3 * e + 1] = p.transposed ? m : static_cast<int32_t>(p.n);
   p.buf.problem_mnk[3 * e + 2] = static_cast<int32_t>(p.k);
   p.buf.a[e] = static_cast<const char*>(p.a_rows) + m0 * p.k * p.elem_bytes;
   p.buf.d[e] = p.d_rows + m0 * p.n;
@@ -592,6 +594,27 @@ __global__ void expand_column_scales_kernel(WeightLayout L, const ExpertTensors*
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= num_experts * L.rows) return;
   out[i] = scale_at(L, experts[i / L.rows], i % L.rows, 0);
+}
+
+__global__ void int4_to_signed_kernel(int32_t* words, int64_t num_words) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < num_words;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    words[i] ^= static_cast<int32_t>(0x88888888u);
+}
+
+// 32 x 32 tiles through shared memory (padded against bank conflicts), 32 x 8 threads.
+__global__ void transpose16_kernel(const uint16_t* in, int64_t rows, int64_t cols, uint16_t* out) {
+  __shared__ uint16_t tile[32][33];
+  const int64_t r0 = blockIdx.y * 32LL, c0 = blockIdx.x * 32LL;
+  for (int i = threadIdx.y; i < 32; i += 8) {
+    const int64_t r = r0 + i, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) tile[i][threadIdx.x] = in[r * cols + c];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += 8) {
+    const int64_t c = c0 + i, r = r0 + threadIdx.x;
+    if (r < rows && c < cols) out[c * rows + r] = tile[threadIdx.x][i];
+  }
 }
 
 int blocks_for(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
@@ -658,6 +681,21 @@ cudaError_t launch_gather_rows(const GatherParams& p, cudaStream_t stream) {
 cudaError_t launch_grouped_setup(const GroupedSetupParams& p, cudaStream_t stream) {
   if (p.groups == 0) return cudaSuccess;
   grouped_setup_kernel<<<(p.groups + 127) / 128, 128, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_int4_to_signed(int32_t* words, int64_t num_words, cudaStream_t stream) {
+  if (num_words <= 0) return cudaSuccess;
+  const int blocks = static_cast<int>(std::min<int64_t>(blocks_for(num_words), 4096));
+  int4_to_signed_kernel<<<blocks, kThreads, 0, stream>>>(words, num_words);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_transpose16(const uint16_t* in, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  if ((cols + 31) / 32 > INT32_MAX || (rows + 31) / 32 > 65535) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32));
+  transpose16_kernel<<<grid, dim3(32, 8), 0, stream>>>(in, rows, cols, out);
   return cudaGetLastError();
 }
 

@@ -259,15 +259,16 @@ TEST(GemmPlan, ExpertsBeyondThirtyTwoBitOffsetsFallBack) {
 }
 
 TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
-  // FP8 and INT8 W8A8 with one weight scale per tensor or channel and one input scale per row, and
-  // unquantized bf16, have prefill kernels; every other scheme keeps the decode kernels at every
-  // size (for now).
+  // FP8 and INT8 W8A8 with one weight scale per tensor or channel and one input scale per row,
+  // unquantized bf16, and symmetric W4A16 with groups of >= 64 have prefill kernels; every other
+  // scheme keeps the decode kernels at every size (for now).
   for (const std::string& scheme : synthetic_schemes()) {
     const MoeLayer layer = synthetic_layer(scheme, {"small", 4, 2, 256, 128}, 7, 1);
     const LayerGemmPlan p = plan_layer_gemms(layer, 0, true);
     const GroupedKernel want = scheme == "fp8_tensor" || scheme == "fp8_channel" ? GroupedKernel::kFp8
                                : scheme == "int8"                                ? GroupedKernel::kInt8
                                : scheme == "bf16"                                ? GroupedKernel::kBf16
+                               : scheme == "w4a16_g128"                          ? GroupedKernel::kInt4Bf16
                                                                                  : GroupedKernel::kNone;
     EXPECT_EQ(p.g1, want) << scheme;
     EXPECT_EQ(p.g2, want) << scheme;
@@ -301,11 +302,40 @@ TEST(GemmPlan, PrefillKernelNeedsItsLayout) {
   EXPECT_EQ(plan_grouped_kernel(layout_of_scheme("fp8_block"), false, false, per_token, codes), GroupedKernel::kNone);
 }
 
+TEST(GemmPlan, Int4PrefillKernelNeedsItsLayout) {
+  const GemmLayout int4 = layout_of_scheme("w4a16_g128");
+  const GemmInput bf16_in{};
+  const GemmKernel mma = GemmKernel::kTensorCore16;
+  EXPECT_EQ(plan_grouped_kernel(int4, false, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
+  EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt4Bf16));
+  EXPECT_FALSE(takes_16bit_rows(GroupedKernel::kFp8));
+  // Channel scales (one group of k) and groups that are multiples of the 64-wide k-tiles.
+  GemmLayout channel = int4, g64 = int4, g32 = int4, asym = int4, f16_scales = int4;
+  channel.strategy = static_cast<int>(Strategy::kChannel);
+  g64.group_size = 64;
+  EXPECT_EQ(plan_grouped_kernel(channel, false, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
+  EXPECT_EQ(plan_grouped_kernel(g64, false, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
+  // Groups of 32, zero points, f16 scales or inputs, act order, k not in 16-byte int4 rows, rows
+  // not in 16-byte scale rows: none.
+  g32.group_size = 32;
+  asym.has_zero_point = true;
+  f16_scales.scale_kind = 1;
+  EXPECT_EQ(plan_grouped_kernel(g32, false, false, bf16_in, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(asym, false, false, bf16_in, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(f16_scales, false, false, bf16_in, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(int4, false, false, {0, 0, 1, true}, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(int4, true, false, bf16_in, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(sized(channel, 256, 48), false, false, bf16_in, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(sized(channel, 260, 256), false, false, bf16_in, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(sized(channel, 2880, 2880), false, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
+}
+
 TEST(GemmPlan, PrefillFromTheCrossover) {
   // Each prefill kernel from its measured token count; decode batches below stay on the decode kernels.
   const std::pair<GroupedKernel, int> crossovers[] = {{GroupedKernel::kFp8, kGroupedMinTokensFp8},
                                                       {GroupedKernel::kInt8, kGroupedMinTokensInt8},
-                                                      {GroupedKernel::kBf16, kGroupedMinTokensBf16}};
+                                                      {GroupedKernel::kBf16, kGroupedMinTokensBf16},
+                                                      {GroupedKernel::kInt4Bf16, kGroupedMinTokensInt4}};
   for (const auto& [kind, min_tokens] : crossovers) {
     EXPECT_GT(min_tokens, 1) << to_string(kind);  // one token always decodes
     EXPECT_FALSE(use_grouped_kernel(kind, min_tokens - 1)) << to_string(kind);
@@ -318,7 +348,8 @@ TEST(GemmPlan, PrefillFromTheCrossover) {
 TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   // Mean rows per expert: Qwen3-30B-A3B (128 experts, top-8) at 1024 tokens has 64, Mixtral (8,
   // top-2) at 4096 tokens 1024, DeepSeek-V3 (256, top-8) at 16 tokens 0.5.
-  for (GroupedKernel kind : {GroupedKernel::kFp8, GroupedKernel::kInt8, GroupedKernel::kBf16}) {
+  for (GroupedKernel kind :
+       {GroupedKernel::kFp8, GroupedKernel::kInt8, GroupedKernel::kBf16, GroupedKernel::kInt4Bf16}) {
     const int min_192 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor192Fp8 : kGroupedMinRowsFor192;
     EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128 - 1, 128), GroupedTile::kPingpong64x128);
     EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128, 128), GroupedTile::kCoop128x128);
@@ -336,6 +367,7 @@ TEST(GemmPlan, KernelNames) {
   EXPECT_EQ(to_string(GroupedKernel::kFp8), "grouped wgmma (FP8)");
   EXPECT_EQ(to_string(GroupedKernel::kInt8), "grouped wgmma (INT8)");
   EXPECT_EQ(to_string(GroupedKernel::kBf16), "grouped wgmma (BF16)");
+  EXPECT_EQ(to_string(GroupedKernel::kInt4Bf16), "grouped wgmma (INT4 weights dequantized to BF16)");
   EXPECT_EQ(to_string(GroupedKernel::kNone), "none");
   EXPECT_EQ(to_string(GemmKernel::kTensorCore16), "tensor-core (16-bit inputs)");
   EXPECT_EQ(to_string(GemmKernel::kTensorCoreCodes), "tensor-core (activation codes)");

@@ -36,12 +36,13 @@ std::mt19937_64& rng() {
 
 // ---- random layers -----------------------------------------------------------------------------
 
-enum class Scheme { kW4A16G128, kW4A16AsymG32, kW8A16Channel, kW8A16AsymG64, kW8A16Int8Storage, kFp8Channel, kFp8Block,
+enum class Scheme { kW4A16G128, kW4A16Channel, kW4A16AsymG32, kW8A16Channel, kW8A16AsymG64, kW8A16Int8Storage, kFp8Channel, kFp8Block,
                     kFp8TensorStatic, kInt8, kNvfp4, kNvfp4ExactW4A4, kMxfp4, kDense, kW4A8Fp8, kW4A8Int8 };
 
 const char* name_of(Scheme s) {
   switch (s) {
     case Scheme::kW4A16G128: return "w4a16_g128";
+    case Scheme::kW4A16Channel: return "w4a16_channel";
     case Scheme::kW4A16AsymG32: return "w4a16_asym_g32";
     case Scheme::kW8A16Channel: return "w8a16_channel";
     case Scheme::kW8A16AsymG64: return "w8a16_asym_g64";
@@ -87,21 +88,27 @@ QuantWeight random_weight(Scheme s, int64_t rows, int64_t cols) {
                         : s == Scheme::kNvfp4                            ? 16
                         : s == Scheme::kW8A16AsymG64                     ? 64
                                                                          : 128;
-  const bool grouped = s != Scheme::kW8A16Channel && s != Scheme::kInt8 && s != Scheme::kFp8Channel &&
+  const bool grouped = s != Scheme::kW8A16Channel && s != Scheme::kW4A16Channel && s != Scheme::kInt8 && s != Scheme::kFp8Channel &&
                        s != Scheme::kFp8TensorStatic && s != Scheme::kDense && s != Scheme::kFp8Block;
   if (grouped && cols % group != 0) throw Error("random_weight: cols must be a multiple of the group size");
   w.rows = rows;
   w.cols = cols;
   switch (s) {
     case Scheme::kW4A16G128:
+    case Scheme::kW4A16Channel:
     case Scheme::kW4A16AsymG32:
     case Scheme::kW4A8Fp8:
     case Scheme::kW4A8Int8: {
       w.format = WeightFormat::kIntPacked;
       w.bits = 4;
+      w.data = random_bytes(DType::kI32, {rows, quant::packed_words_per_row(cols, 4)});
+      if (s == Scheme::kW4A16Channel) {
+        w.strategy = Strategy::kChannel;
+        w.scale = random_bf16({rows, 1}, 0.0005f, 0.005f);
+        break;
+      }
       w.strategy = Strategy::kGroup;
       w.group_size = s == Scheme::kW4A16AsymG32 ? 32 : 128;
-      w.data = random_bytes(DType::kI32, {rows, quant::packed_words_per_row(cols, 4)});
       w.scale = random_bf16({rows, cols / w.group_size}, 0.002f, 0.02f);
       if (s == Scheme::kW4A16AsymG32) {
         w.zero_point = Tensor(DType::kI8, {rows, cols / w.group_size});
@@ -274,7 +281,7 @@ TEST_P(RandomLayers, MatchTheCpuBackend) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, RandomLayers,
-                         ::testing::Values(Scheme::kW4A16G128, Scheme::kW4A16AsymG32, Scheme::kW8A16Channel,
+                         ::testing::Values(Scheme::kW4A16G128, Scheme::kW4A16Channel, Scheme::kW4A16AsymG32, Scheme::kW8A16Channel,
                                            Scheme::kW8A16AsymG64, Scheme::kW8A16Int8Storage, Scheme::kFp8Channel, Scheme::kFp8Block, Scheme::kFp8TensorStatic,
                                            Scheme::kInt8, Scheme::kNvfp4, Scheme::kNvfp4ExactW4A4, Scheme::kMxfp4,
                                            Scheme::kDense, Scheme::kW4A8Fp8, Scheme::kW4A8Int8),
@@ -359,9 +366,12 @@ TEST(RandomLayerEdges, ActivationsExpertMapAndRouting) {
 
 TEST(PrefillKernels, MatchTheCpuBackend) {
   REQUIRE_GPU();
-  for (Scheme s : {Scheme::kFp8Channel, Scheme::kFp8TensorStatic, Scheme::kInt8, Scheme::kDense}) {
-    // A Qwen3-like shape scaled down in experts, and gpt-oss's odd 2880 (not a multiple of the tiles).
+  for (Scheme s : {Scheme::kFp8Channel, Scheme::kFp8TensorStatic, Scheme::kInt8, Scheme::kDense, Scheme::kW4A16G128,
+                   Scheme::kW4A16Channel}) {
+    // A Qwen3-like shape scaled down in experts, and gpt-oss's odd 2880 (not a multiple of the tiles;
+    // not with groups of 128, which must divide it).
     for (LayerShape shape : {LayerShape{16, 8, 2048, 768}, LayerShape{8, 4, 2880, 1440}}) {
+      if (s == Scheme::kW4A16G128 && shape.hidden == 2880) continue;
       const MoeLayer layer = random_layer(s, shape);
       for (int64_t tokens : {1, 7, 64, 300}) {
         Tensor x, logits;
@@ -373,7 +383,7 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
     }
   }
   // The automatic path on a batch past the crossover.
-  for (Scheme s : {Scheme::kFp8Channel, Scheme::kInt8, Scheme::kDense}) {
+  for (Scheme s : {Scheme::kFp8Channel, Scheme::kInt8, Scheme::kDense, Scheme::kW4A16G128}) {
     const MoeLayer layer = random_layer(s, {8, 2, 1024, 512});
     Tensor x, logits;
     random_inputs(1024, layer, x, logits);
@@ -415,11 +425,27 @@ TEST(PrefillKernels, EdgeCases) {
   dyn.act_quant = ActQuant::kFp8PerTensorDynamic;
   random_inputs(150, dyn, x, logits);
   expect_cuda_matches_cpu(dyn, x, logits, "prefill fp8 per-tensor dynamic inputs", GemmPath::kPrefill);
+  // The transposed W4A16 kernel: all tokens on two experts, one token, an expert map.
+  MoeLayer int4 = random_layer(Scheme::kW4A16G128, {8, 2, 512, 256});
+  random_inputs(300, int4, x, logits);
+  for (int64_t t = 0; t < 300; ++t) {
+    logits.data<float>()[t * 8 + 1] = 30.0f;
+    logits.data<float>()[t * 8 + 6] = 29.0f;
+  }
+  expect_cuda_matches_cpu(int4, x, logits, "prefill w4a16 all tokens on experts 1 and 6", GemmPath::kPrefill);
+  random_inputs(1, int4, x, logits);
+  expect_cuda_matches_cpu(int4, x, logits, "prefill w4a16 one token", GemmPath::kPrefill);
+  MoeLayer int4_ep = random_layer(Scheme::kW4A16Channel, {8, 2, 512, 256});
+  int4_ep.expert_map = {-1, 0, -1, 1, -1, 2, -1, 3};
+  int4_ep.num_local_experts = 4;
+  int4_ep.experts.resize(4);
+  random_inputs(129, int4_ep, x, logits);
+  expect_cuda_matches_cpu(int4_ep, x, logits, "prefill w4a16 channel expert map", GemmPath::kPrefill);
 }
 
 TEST(PrefillKernels, SchemesWithoutOneSayNotSupported) {
   REQUIRE_GPU();
-  const MoeLayer layer = random_layer(Scheme::kW4A16G128, {8, 2, 512, 256});
+  const MoeLayer layer = random_layer(Scheme::kW4A16AsymG32, {8, 2, 512, 256});
   Tensor x, logits;
   random_inputs(4, layer, x, logits);
   ForwardOptions options;
@@ -580,6 +606,7 @@ TEST(CudaMoeLayerApi, PoisonedOutputIsFullyWrittenAndGraphReplayMatchesEager) {
   ForwardOptions prefill;
   prefill.gemm_path = GemmPath::kPrefill;
   expect_graph_replay_matches_eager(random_layer(Scheme::kFp8Channel, {16, 4, 1024, 512}), 200, prefill);
+  expect_graph_replay_matches_eager(random_layer(Scheme::kW4A16G128, {16, 4, 1024, 512}), 200, prefill);
 }
 
 }  // namespace

@@ -1,0 +1,178 @@
+// The prefill grouped GEMM for weight-only quantized experts on Hopper: CUTLASS's pointer-array
+// mixed-input grouped GEMM. The quantized weights are dequantized to bf16 in registers inside the
+// mainloop (RS warpgroup MMA: only operand A may come from registers), so the product is computed
+// transposed, with the weights as A:
+//
+//   per group (local expert) e with m_e rows:  D_e^T[n, m] = sum_k W_e[n, k] * X_e[m, k]
+//
+// W_e: [n, k] row-major quantized codes (k contiguous, the checkpoint's [out, in] layout),
+// dequantized as RNE_bf16(q * S_e[k / group, n]) exactly like the decode kernels; X_e: [m_e, k]
+// bf16 rows of the sorted input; D_e^T column-major = D_e: [m_e, n] fp32 row-major, as the other
+// prefill kernels write it. Included only by grouped_sm90_<type>.cu instance files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "cuda/moe_kernels.h"
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/group_array_problem_shape.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/util/packed_stride.hpp"
+
+namespace qmoe::cuda::sm90 {
+
+using namespace cute;
+
+// One configuration: weight code type, tile (weight rows x input rows x k), cluster, schedules.
+template <class ElementW_, class TileShape_, class ClusterShape_, class KernelSchedule_, class EpilogueSchedule_>
+struct MixedConfig {
+  using ElementW = ElementW_;
+  using TileShape = TileShape_;
+  using ClusterShape = ClusterShape_;
+  using KernelSchedule = KernelSchedule_;
+  using EpilogueSchedule = EpilogueSchedule_;
+};
+
+template <class Config>
+class MixedGroupedGemm final : public GroupedTcGemm {
+  using ElementW = typename Config::ElementW;
+  using ElementX = cutlass::bfloat16_t;
+  using ElementScale = cutlass::bfloat16_t;
+  using ElementD = float;
+  using TileShape = typename Config::TileShape;
+  using ClusterShape = typename Config::ClusterShape;
+  using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>;  // (n, m, k) per group
+  static constexpr int kAlignW = 128 / cutlass::sizeof_bits<ElementW>::value;  // 16-byte rows
+  static constexpr int kAlignX = 128 / cutlass::sizeof_bits<ElementX>::value;
+  static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;
+  static constexpr int kAlignScale = 128 / cutlass::sizeof_bits<ElementScale>::value;
+
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::ColumnMajor*, kAlignD,
+      ElementD, cutlass::layout::ColumnMajor*, kAlignD, typename Config::EpilogueSchedule>::CollectiveOp;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cute::tuple<ElementW, ElementScale>,
+      cutlass::layout::RowMajor*, kAlignW, ElementX, cutlass::layout::ColumnMajor*, kAlignX, float, TileShape,
+      ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      typename Config::KernelSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using StrideW = typename Kernel::InternalStrideA;
+  using StrideX = typename Kernel::InternalStrideB;
+  using StrideD = typename Kernel::InternalStrideD;
+  using StrideScale = typename CollectiveMainloop::NonVoidStrideScale;
+  static_assert(sizeof(typename ProblemShape::UnderlyingProblemShape) == 3 * sizeof(int32_t),
+                "GroupedTcBuffers::problem_mnk holds (n, m, k) as three int32");
+
+ public:
+  // group_size: k elements per scale (a multiple of the tile's k, or k itself: channel scales).
+  MixedGroupedGemm(const GroupedTcBuffers& buf, int groups, int64_t n, int64_t k, int64_t group_size, int num_sms) {
+    constexpr int kTileK = size<2>(TileShape{});
+    if (n % kAlignScale != 0 || n % kAlignD != 0 || k % kAlignW != 0)
+      throw std::invalid_argument("mixed-input grouped GEMM: n must be a multiple of " + std::to_string(kAlignScale) +
+                                  " and k of " + std::to_string(kAlignW));
+    if (group_size <= 0 || (group_size != k && group_size % kTileK != 0))
+      throw std::invalid_argument("mixed-input grouped GEMM: group size " + std::to_string(group_size) +
+                                  " is neither k nor a multiple of " + std::to_string(kTileK));
+    if (buf.b_group_scale == nullptr) throw std::invalid_argument("mixed-input grouped GEMM: no weight scales");
+    const int scale_k = static_cast<int>((k + group_size - 1) / group_size);
+    // Strides do not depend on m, so they are the same for every group and written once.
+    StrideW sw = cutlass::make_cute_packed_stride(StrideW{}, {static_cast<int>(n), static_cast<int>(k), 1});
+    StrideX sx = cutlass::make_cute_packed_stride(StrideX{}, {1, static_cast<int>(k), 1});
+    StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, {static_cast<int>(n), 1, 1});
+    StrideScale ss = cutlass::make_cute_packed_stride(StrideScale{}, {static_cast<int>(n), scale_k, 1});
+    const size_t bytes = groups * (sizeof(StrideW) + sizeof(StrideX) + sizeof(StrideD) + sizeof(StrideScale));
+    check(cudaMalloc(&strides_, bytes));
+    auto* w = static_cast<StrideW*>(strides_);
+    auto* x = reinterpret_cast<StrideX*>(w + groups);
+    auto* d = reinterpret_cast<StrideD*>(x + groups);
+    auto* s = reinterpret_cast<StrideScale*>(d + groups);
+    fill(w, sw, groups);
+    fill(x, sx, groups);
+    fill(d, sd, groups);
+    fill(s, ss, groups);
+
+    cutlass::KernelHardwareInfo hw;
+    check(cudaGetDevice(&hw.device_id));
+    hw.sm_count = num_sms;
+    typename Gemm::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGrouped,
+        {groups, reinterpret_cast<typename ProblemShape::UnderlyingProblemShape*>(buf.problem_mnk), nullptr},
+        {reinterpret_cast<const ElementW**>(buf.b), w, reinterpret_cast<const ElementX**>(buf.a), x,
+         reinterpret_cast<const ElementScale**>(buf.b_group_scale), s, static_cast<int>(group_size)},
+        {{}, nullptr, nullptr, reinterpret_cast<ElementD**>(buf.d), d},
+        hw};
+    args.epilogue.thread.alpha = 1.0f;
+    args.epilogue.thread.beta = 0.0f;
+    if (gemm_.can_implement(args) != cutlass::Status::kSuccess)
+      throw std::invalid_argument("mixed-input grouped GEMM: CUTLASS cannot run this problem");
+    workspace_bytes_ = Gemm::get_workspace_size(args);
+    if (workspace_bytes_ > 0) check(cudaMalloc(&workspace_, workspace_bytes_));
+    // Every pointer the kernel reads is fixed here; the per-forward problem sizes and pointers are
+    // device data, so run() is only a launch.
+    if (gemm_.initialize(args, workspace_) != cutlass::Status::kSuccess)
+      throw std::runtime_error("mixed-input grouped GEMM: CUTLASS initialization failed");
+  }
+  ~MixedGroupedGemm() override {
+    cudaFree(strides_);
+    cudaFree(workspace_);
+  }
+  cudaError_t run(cudaStream_t stream) override {
+    return gemm_.run(stream) == cutlass::Status::kSuccess ? cudaGetLastError() : cudaErrorLaunchFailure;
+  }
+
+ private:
+  static void check(cudaError_t err) {
+    if (err != cudaSuccess) throw std::runtime_error(std::string("mixed-input grouped GEMM: ") + cudaGetErrorString(err));
+  }
+  template <class S>
+  static void fill(S* dst, const S& value, int groups) {
+    auto host = std::make_unique<S[]>(groups);
+    for (int g = 0; g < groups; ++g) host[g] = value;
+    check(cudaMemcpy(dst, host.get(), sizeof(S) * groups, cudaMemcpyHostToDevice));
+  }
+
+  Gemm gemm_;
+  void* strides_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+};
+
+// The instances of one weight code type, one per GroupedTile (config/gemm_plan.h; for these
+// transposed kernels a tile is weight rows x input rows): 128 x 128 and 128 x 192 cooperative (each
+// warpgroup 64 weight rows), 64 x 128 pingpong. k-tiles of 64 (128 bytes of bf16 input per row).
+template <class ElementW>
+std::unique_ptr<GroupedTcGemm> make_mixed_grouped(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
+                                                  int64_t k, int64_t group_size, int num_sms) {
+  using Cluster = Shape<_1, _1, _1>;
+  using Coop = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
+  using Pingpong = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
+  using EpiCoop = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
+  using EpiPingpong = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
+  using Coop128x128 = MixedConfig<ElementW, Shape<_128, _128, _64>, Cluster, Coop, EpiCoop>;
+  using Coop128x192 = MixedConfig<ElementW, Shape<_128, _192, _64>, Cluster, Coop, EpiCoop>;
+  using Pingpong64x128 = MixedConfig<ElementW, Shape<_64, _128, _64>, Cluster, Pingpong, EpiPingpong>;
+  switch (tile) {
+    case GroupedTile::kCoop128x128:
+      return std::make_unique<MixedGroupedGemm<Coop128x128>>(buf, groups, n, k, group_size, num_sms);
+    case GroupedTile::kCoop128x192:
+      return std::make_unique<MixedGroupedGemm<Coop128x192>>(buf, groups, n, k, group_size, num_sms);
+    case GroupedTile::kPingpong64x128:
+      return std::make_unique<MixedGroupedGemm<Pingpong64x128>>(buf, groups, n, k, group_size, num_sms);
+  }
+  throw std::invalid_argument("mixed-input grouped GEMM: unknown tile configuration");
+}
+
+}  // namespace qmoe::cuda::sm90
