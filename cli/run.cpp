@@ -135,9 +135,9 @@ int run_run(const RunArgs& args) {
   const int act_kind = x.dtype() == DType::kBF16 ? 0 : x.dtype() == DType::kF16 ? 1 : 2;
   const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, options.round_intermediate);
   // The prefill kernel's crossover, or null (JSON) / never for projections without one.
-  auto prefill_from = [](GroupedKernel g) -> nlohmann::ordered_json {
+  auto prefill_from = [&](GroupedKernel g) -> nlohmann::ordered_json {
     if (g == GroupedKernel::kNone) return nullptr;
-    return grouped_min_tokens(g);
+    return grouped_min_tokens(g, layer.num_local_experts, layer.top_k);
   };
   if (args.json) {
     nlohmann::ordered_json j;
@@ -178,8 +178,10 @@ int run_run(const RunArgs& args) {
     fmt::print("cuda gemm w13: {}; w2: {}\n", to_string(plan.k1), to_string(plan.k2));
     for (const auto& [name, g] : {std::pair{"w13", plan.g1}, std::pair{"w2", plan.g2}})
       if (g != GroupedKernel::kNone)
-        fmt::print("cuda gemm {} from {} tokens: {} ({})\n", name, grouped_min_tokens(g), to_string(g),
-                   use_grouped_kernel(g, x.dim(0)) ? "this batch" : "not this batch");
+        fmt::print("cuda gemm {} from {} tokens: {} ({})\n", name,
+                   grouped_min_tokens(g, layer.num_local_experts, layer.top_k), to_string(g),
+                   use_grouped_kernel(g, x.dim(0), layer.num_local_experts, layer.top_k) ? "this batch"
+                                                                                        : "not this batch");
     for (const auto& n : d.notes) fmt::print("note      {}\n", n);
     for (const auto& n : layer.notes) fmt::print("note      {}\n", n);
     fmt::print("weights   {} loaded in {:.3f} s\n", human_bytes(static_cast<uint64_t>(layer.weight_bytes())), load_s);

@@ -161,9 +161,27 @@ bool takes_16bit_rows(GroupedKernel kind) { return kind == GroupedKernel::kBf16 
 
 std::string to_string(GroupedTile t) {
   switch (t) {
-    case GroupedTile::kCoop128x128: return "coop 128x128";
-    case GroupedTile::kCoop128x192: return "coop 128x192";
-    case GroupedTile::kPingpong64x128: return "pingpong 64x128";
+    case GroupedTile::kSmall: return "small";
+    case GroupedTile::kMedium: return "medium";
+    case GroupedTile::kLarge: return "large";
+  }
+  return "?";
+}
+
+std::string tile_config(GroupedKernel kind, GroupedTile t) {
+  if (kind == GroupedKernel::kNone) return "none";
+  if (kind == GroupedKernel::kInt4Bf16) {
+    switch (t) {
+      case GroupedTile::kSmall: return "coop 128x128 (weight rows x input rows)";
+      case GroupedTile::kMedium: return "coop 128x192 cluster 2x1 (weight rows x input rows)";
+      case GroupedTile::kLarge: return "coop 128x256 (weight rows x input rows)";
+    }
+    return "?";
+  }
+  switch (t) {
+    case GroupedTile::kSmall: return "pingpong 64x128 cluster 1x2";
+    case GroupedTile::kMedium: return "coop 128x128 cluster 1x2";
+    case GroupedTile::kLarge: return "coop 128x192 cluster 1x2";
   }
   return "?";
 }
@@ -171,22 +189,33 @@ std::string to_string(GroupedTile t) {
 GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_local_experts) {
   const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_local_experts, 1);
   const int min_rows_192 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor192Fp8 : kGroupedMinRowsFor192;
-  if (rows_per_expert < kGroupedMinRowsFor128) return GroupedTile::kPingpong64x128;
-  return rows_per_expert < min_rows_192 ? GroupedTile::kCoop128x128 : GroupedTile::kCoop128x192;
+  if (kind == GroupedKernel::kInt4Bf16) {
+    if (rows_per_expert < kInt4MinRowsForMedium) return GroupedTile::kSmall;
+    return rows_per_expert < kInt4MinRowsForLarge ? GroupedTile::kMedium : GroupedTile::kLarge;
+  }
+  if (rows_per_expert < kGroupedMinRowsFor128) return GroupedTile::kSmall;
+  return rows_per_expert < min_rows_192 ? GroupedTile::kMedium : GroupedTile::kLarge;
 }
 
-int64_t grouped_min_tokens(GroupedKernel kind) {
+int64_t grouped_min_tokens(GroupedKernel kind, int num_local_experts, int top_k) {
   switch (kind) {
     case GroupedKernel::kFp8: return kGroupedMinTokensFp8;
     case GroupedKernel::kInt8: return kGroupedMinTokensInt8;
     case GroupedKernel::kBf16: return kGroupedMinTokensBf16;
-    case GroupedKernel::kInt4Bf16: return kGroupedMinTokensInt4;
+    case GroupedKernel::kInt4Bf16: {
+      // The decode kernels stream each expert's 4-bit weights once per pass of slots; the mixed-input
+      // kernel converts them in every tile, so it pays only with enough rows per expert.
+      const int64_t slots = int64_t{kGroupedMinRowsPerExpertInt4} * std::max(num_local_experts, 1);
+      return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
+    }
     case GroupedKernel::kNone: break;
   }
   return std::numeric_limits<int64_t>::max();
 }
 
-bool use_grouped_kernel(GroupedKernel kind, int64_t tokens) { return tokens >= grouped_min_tokens(kind); }
+bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_local_experts, int top_k) {
+  return tokens >= grouped_min_tokens(kind, num_local_experts, top_k);
+}
 
 LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_intermediate) {
   LayerGemmPlan p;

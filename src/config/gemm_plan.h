@@ -67,24 +67,29 @@ bool takes_16bit_rows(GroupedKernel kind);
 // from the decode kernels' input codes). Layers with a bias keep the decode kernels for now.
 GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_bias, const GemmInput& in,
                                   GemmKernel decode);
-// Tile configurations of the prefill kernels (one compiled instance each, all loaded with the layer),
-// input rows x weight rows; the transposed mixed-input kernel (kInt4Bf16) reads them as weight rows x
-// input rows.
+// Tile configurations of the prefill kernels by the rows per expert they suit (one compiled instance
+// each, all loaded with the layer; the values are the `prefill:<tile>` numbers of qmoe bench). What
+// each is for each kernel: tile_config.
 enum class GroupedTile {
-  kCoop128x128,    // two warpgroups on one 128 x 128 tile
-  kCoop128x192,    // two warpgroups on one 128 x 192 tile: many rows per expert
-  kPingpong64x128, // warpgroups alternating 64 x 128 tiles: few rows per expert
+  kMedium,  // FP8/INT8/BF16: cooperative 128 x 128; W4A16: cooperative 128 x 192, clusters of 2
+  kLarge,   // FP8/INT8/BF16: cooperative 128 x 192, clusters of 2; W4A16: cooperative 128 x 256
+  kSmall,   // FP8/INT8/BF16: pingpong 64 x 128; W4A16: cooperative 128 x 128
 };
 inline constexpr int kGroupedTiles = 3;
-std::string to_string(GroupedTile t);
+std::string to_string(GroupedTile t);  // "small", "medium", "large"
+// The CUTLASS configuration behind tile `t` of prefill kernel `kind`, e.g. "coop 128x192 cluster 1x2"
+// (input rows x weight rows; the transposed W4A16 kernel's are weight rows x input rows).
+std::string tile_config(GroupedKernel kind, GroupedTile t);
 // The tile of prefill kernel `kind` for num_slots slots over num_local_experts: the mean rows per
 // expert decide (gemm_tuning.h, measured on the H200).
 GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_local_experts);
 
-// From how many tokens the automatic path runs prefill kernel `kind` (the measured crossover,
-// gemm_tuning.h; kNone: never), and whether it does for a batch of `tokens`.
-int64_t grouped_min_tokens(GroupedKernel kind);
-bool use_grouped_kernel(GroupedKernel kind, int64_t tokens);
+// From how many tokens the automatic path runs prefill kernel `kind` on a layer of
+// num_local_experts experts and top-k routing (the measured crossover, gemm_tuning.h: a token count,
+// or for the W4A16 kernel mean rows per expert; kNone: never), and whether it does for a batch of
+// `tokens`.
+int64_t grouped_min_tokens(GroupedKernel kind, int num_local_experts, int top_k);
+bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_local_experts, int top_k);
 
 // Both GEMMs of a layer: layouts (of the first local expert; all share them), inputs and kernels, for
 // hidden states of `act_kind` and the forward's rounding option (ForwardOptions::round_intermediate):

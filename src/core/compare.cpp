@@ -52,7 +52,8 @@ double tolerance_rel_l2(const MoeLayer& layer, const ForwardOptions& options, Co
     const bool has_fp8_prefill = plan.g1 == GroupedKernel::kFp8 || plan.g2 == GroupedKernel::kFp8;
     const bool runs_prefill =
         options.gemm_path == GemmPath::kPrefill ||
-        (options.gemm_path == GemmPath::kAuto && (tokens < 0 || use_grouped_kernel(GroupedKernel::kFp8, tokens)));
+        (options.gemm_path == GemmPath::kAuto &&
+         (tokens < 0 || use_grouped_kernel(GroupedKernel::kFp8, tokens, layer.num_local_experts, layer.top_k)));
     if (has_fp8_prefill && runs_prefill) return 3e-2;
     kind = Comparison::kBackendVsReference;
   }

@@ -322,7 +322,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     switch (options.gemm_path) {
       case GemmPath::kDecode: return false;
       case GemmPath::kPrefill: return g != GroupedKernel::kNone;
-      default: return use_grouped_kernel(g, tokens);
+      default: return use_grouped_kernel(g, tokens, E, k);
     }
   };
   const bool prefill1 = prefill(plan.g1), prefill2 = prefill(plan.g2);

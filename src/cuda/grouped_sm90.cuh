@@ -160,9 +160,9 @@ std::unique_ptr<GroupedTcGemm> make_grouped(GroupedTile tile, const GroupedTcBuf
   using Pingpong64x128 =
       GroupedConfig<ElementIn, ElementAcc, Shape<_64, _128, TileK>, Cluster, KernelPingpong, EpiPingpong>;
   switch (tile) {
-    case GroupedTile::kCoop128x128: return std::make_unique<GroupedGemm<Coop128x128>>(buf, groups, n, k, num_sms);
-    case GroupedTile::kCoop128x192: return std::make_unique<GroupedGemm<Coop128x192>>(buf, groups, n, k, num_sms);
-    case GroupedTile::kPingpong64x128:
+    case GroupedTile::kMedium: return std::make_unique<GroupedGemm<Coop128x128>>(buf, groups, n, k, num_sms);
+    case GroupedTile::kLarge: return std::make_unique<GroupedGemm<Coop128x192>>(buf, groups, n, k, num_sms);
+    case GroupedTile::kSmall:
       return std::make_unique<GroupedGemm<Pingpong64x128>>(buf, groups, n, k, num_sms);
   }
   throw std::invalid_argument("grouped GEMM: unknown tile configuration");

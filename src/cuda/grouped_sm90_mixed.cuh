@@ -150,27 +150,22 @@ class MixedGroupedGemm final : public GroupedTcGemm {
   size_t workspace_bytes_ = 0;
 };
 
-// The instances of one weight code type, one per GroupedTile (config/gemm_plan.h; for these
-// transposed kernels a tile is weight rows x input rows): 128 x 128 and 128 x 192 cooperative (each
-// warpgroup 64 weight rows), 64 x 128 pingpong. k-tiles of 64 (128 bytes of bf16 input per row).
+// The instances of one weight code type, one per GroupedTile (config/gemm_plan.h: tile_config), in
+// weight rows x input rows x k, all cooperative (each warpgroup owns 64 weight rows): 128 x 128 for
+// few rows per expert, 128 x 192 in clusters of 2 along the weight rows (the pair shares its input
+// tile through TMA multicast), 128 x 256 for many. k-tiles of 64 (128 bytes of bf16 input per row).
 template <class ElementW>
 std::unique_ptr<GroupedTcGemm> make_mixed_grouped(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
                                                   int64_t k, int64_t group_size, int num_sms) {
-  using Cluster = Shape<_1, _1, _1>;
   using Coop = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
-  using Pingpong = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
   using EpiCoop = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
-  using EpiPingpong = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
-  using Coop128x128 = MixedConfig<ElementW, Shape<_128, _128, _64>, Cluster, Coop, EpiCoop>;
-  using Coop128x192 = MixedConfig<ElementW, Shape<_128, _192, _64>, Cluster, Coop, EpiCoop>;
-  using Pingpong64x128 = MixedConfig<ElementW, Shape<_64, _128, _64>, Cluster, Pingpong, EpiPingpong>;
+  using Small = MixedConfig<ElementW, Shape<_128, _128, _64>, Shape<_1, _1, _1>, Coop, EpiCoop>;
+  using Medium = MixedConfig<ElementW, Shape<_128, _192, _64>, Shape<_2, _1, _1>, Coop, EpiCoop>;
+  using Large = MixedConfig<ElementW, Shape<_128, _256, _64>, Shape<_1, _1, _1>, Coop, EpiCoop>;
   switch (tile) {
-    case GroupedTile::kCoop128x128:
-      return std::make_unique<MixedGroupedGemm<Coop128x128>>(buf, groups, n, k, group_size, num_sms);
-    case GroupedTile::kCoop128x192:
-      return std::make_unique<MixedGroupedGemm<Coop128x192>>(buf, groups, n, k, group_size, num_sms);
-    case GroupedTile::kPingpong64x128:
-      return std::make_unique<MixedGroupedGemm<Pingpong64x128>>(buf, groups, n, k, group_size, num_sms);
+    case GroupedTile::kSmall: return std::make_unique<MixedGroupedGemm<Small>>(buf, groups, n, k, group_size, num_sms);
+    case GroupedTile::kMedium: return std::make_unique<MixedGroupedGemm<Medium>>(buf, groups, n, k, group_size, num_sms);
+    case GroupedTile::kLarge: return std::make_unique<MixedGroupedGemm<Large>>(buf, groups, n, k, group_size, num_sms);
   }
   throw std::invalid_argument("mixed-input grouped GEMM: unknown tile configuration");
 }

@@ -85,13 +85,17 @@ INSTANTIATE_TEST_SUITE_P(All, CliFixture, ::testing::ValuesIn(fixture_names()),
 TEST(Cli, RunNamesTheCudaPrefillKernelAndItsCrossover) {
   const Result r = run_cli("run " + test::fixture_dir("fp8_dynamic") + " --tokens 3 --seed 1 --repeat 1");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("cuda gemm w13 from " + std::to_string(grouped_min_tokens(GroupedKernel::kFp8)) +
+  EXPECT_THAT(r.out, HasSubstr("cuda gemm w13 from " + std::to_string(grouped_min_tokens(GroupedKernel::kFp8, 1, 1)) +
                                " tokens: grouped wgmma (FP8) (not this batch)"));
   const Result g128 = run_cli("run " + test::fixture_dir("w4a16_g128") + " --tokens 3 --seed 1 --repeat 1 --json");
   ASSERT_EQ(g128.exit_code, 0) << g128.out;
-  const auto int4 = nlohmann::json::parse(g128.out).at("cuda_prefill_gemms");
+  const auto g128_json = nlohmann::json::parse(g128.out);
+  const auto int4 = g128_json.at("cuda_prefill_gemms");
   EXPECT_EQ(int4.at("w13").get<std::string>(), to_string(GroupedKernel::kInt4Bf16));
-  EXPECT_EQ(int4.at("w13_from_tokens").get<int64_t>(), grouped_min_tokens(GroupedKernel::kInt4Bf16));
+  // The W4A16 crossover is in rows per expert: tokens * top_k / local experts.
+  EXPECT_EQ(int4.at("w13_from_tokens").get<int64_t>(),
+            grouped_min_tokens(GroupedKernel::kInt4Bf16, g128_json.at("local_experts").get<int>(),
+                               g128_json.at("top_k").get<int>()));
   // Groups of 32 have no prefill kernel yet.
   const Result j = run_cli("run " + test::fixture_dir("w4a16_g32") + " --tokens 3 --seed 1 --repeat 1 --json");
   ASSERT_EQ(j.exit_code, 0) << j.out;

@@ -331,36 +331,57 @@ TEST(GemmPlan, Int4PrefillKernelNeedsItsLayout) {
 }
 
 TEST(GemmPlan, PrefillFromTheCrossover) {
-  // Each prefill kernel from its measured token count; decode batches below stay on the decode kernels.
+  // Each prefill kernel from its measured token count, whatever the layer's experts; decode batches
+  // below stay on the decode kernels.
   const std::pair<GroupedKernel, int> crossovers[] = {{GroupedKernel::kFp8, kGroupedMinTokensFp8},
                                                       {GroupedKernel::kInt8, kGroupedMinTokensInt8},
-                                                      {GroupedKernel::kBf16, kGroupedMinTokensBf16},
-                                                      {GroupedKernel::kInt4Bf16, kGroupedMinTokensInt4}};
+                                                      {GroupedKernel::kBf16, kGroupedMinTokensBf16}};
   for (const auto& [kind, min_tokens] : crossovers) {
     EXPECT_GT(min_tokens, 1) << to_string(kind);  // one token always decodes
-    EXPECT_FALSE(use_grouped_kernel(kind, min_tokens - 1)) << to_string(kind);
-    EXPECT_TRUE(use_grouped_kernel(kind, min_tokens)) << to_string(kind);
-    EXPECT_TRUE(use_grouped_kernel(kind, 16384)) << to_string(kind);
+    for (auto [experts, top_k] : {std::pair{8, 2}, std::pair{256, 8}}) {
+      EXPECT_EQ(grouped_min_tokens(kind, experts, top_k), min_tokens) << to_string(kind);
+      EXPECT_FALSE(use_grouped_kernel(kind, min_tokens - 1, experts, top_k)) << to_string(kind);
+      EXPECT_TRUE(use_grouped_kernel(kind, min_tokens, experts, top_k)) << to_string(kind);
+      EXPECT_TRUE(use_grouped_kernel(kind, 16384, experts, top_k)) << to_string(kind);
+    }
   }
-  EXPECT_FALSE(use_grouped_kernel(GroupedKernel::kNone, 16384));
+  EXPECT_FALSE(use_grouped_kernel(GroupedKernel::kNone, 16384, 8, 2));
+  // W4A16 from kGroupedMinRowsPerExpertInt4 mean rows per expert: Mixtral (8 experts, top-2) at
+  // rows * 4 tokens, DeepSeek-V3 (256, top-8) at rows * 32.
+  const GroupedKernel int4 = GroupedKernel::kInt4Bf16;
+  const int rows = kGroupedMinRowsPerExpertInt4;
+  EXPECT_EQ(grouped_min_tokens(int4, 8, 2), rows * 4);
+  EXPECT_EQ(grouped_min_tokens(int4, 256, 8), rows * 32);
+  EXPECT_FALSE(use_grouped_kernel(int4, rows * 4 - 1, 8, 2));
+  EXPECT_TRUE(use_grouped_kernel(int4, rows * 4, 8, 2));
+  EXPECT_FALSE(use_grouped_kernel(int4, rows * 4, 256, 8));
+  EXPECT_GE(grouped_min_tokens(int4, 1, 8), 2);  // never a single token
 }
 
 TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   // Mean rows per expert: Qwen3-30B-A3B (128 experts, top-8) at 1024 tokens has 64, Mixtral (8,
   // top-2) at 4096 tokens 1024, DeepSeek-V3 (256, top-8) at 16 tokens 0.5.
-  for (GroupedKernel kind :
-       {GroupedKernel::kFp8, GroupedKernel::kInt8, GroupedKernel::kBf16, GroupedKernel::kInt4Bf16}) {
+  for (GroupedKernel kind : {GroupedKernel::kFp8, GroupedKernel::kInt8, GroupedKernel::kBf16}) {
     const int min_192 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor192Fp8 : kGroupedMinRowsFor192;
-    EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128 - 1, 128), GroupedTile::kPingpong64x128);
-    EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128, 128), GroupedTile::kCoop128x128);
-    EXPECT_EQ(plan_grouped_tile(kind, int64_t{min_192} * 8 - 1, 8), GroupedTile::kCoop128x128);
-    EXPECT_EQ(plan_grouped_tile(kind, int64_t{min_192} * 8, 8), GroupedTile::kCoop128x192);
-    EXPECT_EQ(plan_grouped_tile(kind, 16 * 8, 256), GroupedTile::kPingpong64x128);
-    EXPECT_EQ(plan_grouped_tile(kind, 0, 0), GroupedTile::kPingpong64x128);
+    EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128 - 1, 128), GroupedTile::kSmall);
+    EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128, 128), GroupedTile::kMedium);
+    EXPECT_EQ(plan_grouped_tile(kind, int64_t{min_192} * 8 - 1, 8), GroupedTile::kMedium);
+    EXPECT_EQ(plan_grouped_tile(kind, int64_t{min_192} * 8, 8), GroupedTile::kLarge);
+    EXPECT_EQ(plan_grouped_tile(kind, 16 * 8, 256), GroupedTile::kSmall);
+    EXPECT_EQ(plan_grouped_tile(kind, 0, 0), GroupedTile::kSmall);
   }
   EXPECT_LT(kGroupedMinRowsFor128, kGroupedMinRowsFor192);
   EXPECT_LT(kGroupedMinRowsFor192, kGroupedMinRowsFor192Fp8);
-  EXPECT_EQ(to_string(GroupedTile::kCoop128x192), "coop 128x192");
+  // W4A16 has its own thresholds (its tiles differ).
+  const GroupedKernel int4 = GroupedKernel::kInt4Bf16;
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForMedium} * 256 - 1, 256), GroupedTile::kSmall);
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForMedium} * 256, 256), GroupedTile::kMedium);
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForLarge} * 8 - 1, 8), GroupedTile::kMedium);
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForLarge} * 8, 8), GroupedTile::kLarge);
+  EXPECT_LT(kInt4MinRowsForMedium, kInt4MinRowsForLarge);
+  EXPECT_EQ(to_string(GroupedTile::kLarge), "large");
+  EXPECT_EQ(tile_config(GroupedKernel::kFp8, GroupedTile::kLarge), "coop 128x192 cluster 1x2");
+  EXPECT_EQ(tile_config(int4, GroupedTile::kLarge), "coop 128x256 (weight rows x input rows)");
 }
 
 TEST(GemmPlan, KernelNames) {

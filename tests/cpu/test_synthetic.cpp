@@ -45,7 +45,7 @@ TEST(Tolerance, CudaBoundWidensOnlyWhereAnFp8PrefillGemmRuns) {
   ForwardOptions automatic, decode, prefill;
   decode.gemm_path = GemmPath::kDecode;
   prefill.gemm_path = GemmPath::kPrefill;
-  const int64_t crossover = grouped_min_tokens(GroupedKernel::kFp8);
+  const int64_t crossover = grouped_min_tokens(GroupedKernel::kFp8, shape.num_experts, shape.top_k);
   for (const std::string& scheme : synthetic_schemes()) {
     const MoeLayer layer = synthetic_layer(scheme, shape, 3, 1);
     const double base = tolerance_rel_l2(layer, automatic, Comparison::kBackendVsReference);
