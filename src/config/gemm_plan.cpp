@@ -174,7 +174,7 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
     switch (t) {
       case GroupedTile::kSmall: return "coop 128x128 (weight rows x input rows)";
       case GroupedTile::kMedium: return "coop 128x192 cluster 2x1 (weight rows x input rows)";
-      case GroupedTile::kLarge: return "coop 128x256 (weight rows x input rows)";
+      case GroupedTile::kLarge: return "coop 128x256 cluster 2x1 (weight rows x input rows)";
     }
     return "?";
   }
@@ -205,7 +205,9 @@ int64_t grouped_min_tokens(GroupedKernel kind, int num_local_experts, int top_k)
     case GroupedKernel::kInt4Bf16: {
       // The decode kernels stream each expert's 4-bit weights once per pass of slots; the mixed-input
       // kernel converts them in every tile, so it pays only with enough rows per expert.
-      const int64_t slots = int64_t{kGroupedMinRowsPerExpertInt4} * std::max(num_local_experts, 1);
+      const int rows = num_local_experts <= kInt4FewExperts ? kGroupedMinRowsPerExpertInt4FewExperts
+                                                            : kGroupedMinRowsPerExpertInt4;
+      const int64_t slots = int64_t{rows} * std::max(num_local_experts, 1);
       return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
     }
     case GroupedKernel::kNone: break;

@@ -72,7 +72,7 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_
 // each is for each kernel: tile_config.
 enum class GroupedTile {
   kMedium,  // FP8/INT8/BF16: cooperative 128 x 128; W4A16: cooperative 128 x 192, clusters of 2
-  kLarge,   // FP8/INT8/BF16: cooperative 128 x 192, clusters of 2; W4A16: cooperative 128 x 256
+  kLarge,   // FP8/INT8/BF16: cooperative 128 x 192, clusters of 2; W4A16: 128 x 256, clusters of 2
   kSmall,   // FP8/INT8/BF16: pingpong 64 x 128; W4A16: cooperative 128 x 128
 };
 inline constexpr int kGroupedTiles = 3;

@@ -23,12 +23,14 @@ inline constexpr int kMmaBlocksPerSm = 3;  // the pipelined one-n-tile kernels' 
 inline constexpr int kGroupedMinTokensFp8 = 8;
 inline constexpr int kGroupedMinTokensInt8 = 4;
 inline constexpr int kGroupedMinTokensBf16 = 16;
-// W4A16: by mean rows per expert (tokens * top_k / experts; H200, bench/NOTES.md). The mixed-input
-// kernel's time barely grows with the rows (it converts every weight tile whatever its rows), the
-// decode kernels' grows linearly: at 16 rows the decode kernels won (Mixtral 570 vs ~745 us, Qwen3-
-// 30B-A3B 252 vs ~331, DeepSeek-V3 4121 vs ~5000), at 32 the mixed-input kernel with 128 x 128 tiles
-// (Mixtral 743 vs 901, Qwen3 332 vs 442, DeepSeek-V3 5055 vs 7104); interpolated, they cross at 21-25.
+// W4A16: by mean rows per expert (tokens * top_k / experts; H200, bench/RESULTS.md table D). The
+// mixed-input kernel's time barely grows with the rows (it converts every weight tile whatever its
+// rows), the decode kernels' grows linearly. At 24 rows the mixed-input kernel won on DeepSeek-V3
+// (768 tokens: 5037 vs 5321 us) and tied on Qwen3-30B-A3B (384: 326 vs 323), but lost on Mixtral
+// (96: 770 vs 677), which won from 32 rows (128: 738 vs 896): layers of few experts switch at 28.
 inline constexpr int kGroupedMinRowsPerExpertInt4 = 24;
+inline constexpr int kGroupedMinRowsPerExpertInt4FewExperts = 28;
+inline constexpr int kInt4FewExperts = 16;  // "few": at most this many local experts
 // W4A16 tiles: 128 x 128 below 128 rows per expert (DeepSeek-V3 at 64 rows: 4880 us against 5945 and
 // 8639 for the larger ones), 128 x 192 in clusters of 2 up to 256, then 128 x 256 (Mixtral at 1024
 // and 2048 rows: 659 and 679 TFLOP/s against 620 and 643 for 128 x 192 and 519 for 128 x 128).

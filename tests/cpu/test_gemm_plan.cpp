@@ -346,14 +346,15 @@ TEST(GemmPlan, PrefillFromTheCrossover) {
     }
   }
   EXPECT_FALSE(use_grouped_kernel(GroupedKernel::kNone, 16384, 8, 2));
-  // W4A16 from kGroupedMinRowsPerExpertInt4 mean rows per expert: Mixtral (8 experts, top-2) at
-  // rows * 4 tokens, DeepSeek-V3 (256, top-8) at rows * 32.
+  // W4A16 from kGroupedMinRowsPerExpertInt4 mean rows per expert (more for few experts): Mixtral
+  // (8 experts, top-2) at few_rows * 4 tokens, DeepSeek-V3 (256, top-8) at rows * 32.
   const GroupedKernel int4 = GroupedKernel::kInt4Bf16;
-  const int rows = kGroupedMinRowsPerExpertInt4;
-  EXPECT_EQ(grouped_min_tokens(int4, 8, 2), rows * 4);
+  const int rows = kGroupedMinRowsPerExpertInt4, few_rows = kGroupedMinRowsPerExpertInt4FewExperts;
+  EXPECT_EQ(grouped_min_tokens(int4, 8, 2), few_rows * 4);
   EXPECT_EQ(grouped_min_tokens(int4, 256, 8), rows * 32);
-  EXPECT_FALSE(use_grouped_kernel(int4, rows * 4 - 1, 8, 2));
-  EXPECT_TRUE(use_grouped_kernel(int4, rows * 4, 8, 2));
+  EXPECT_EQ(grouped_min_tokens(int4, kInt4FewExperts + 1, 1), rows * (kInt4FewExperts + 1));
+  EXPECT_FALSE(use_grouped_kernel(int4, few_rows * 4 - 1, 8, 2));
+  EXPECT_TRUE(use_grouped_kernel(int4, few_rows * 4, 8, 2));
   EXPECT_FALSE(use_grouped_kernel(int4, rows * 4, 256, 8));
   EXPECT_GE(grouped_min_tokens(int4, 1, 8), 2);  // never a single token
 }
@@ -381,7 +382,7 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_LT(kInt4MinRowsForMedium, kInt4MinRowsForLarge);
   EXPECT_EQ(to_string(GroupedTile::kLarge), "large");
   EXPECT_EQ(tile_config(GroupedKernel::kFp8, GroupedTile::kLarge), "coop 128x192 cluster 1x2");
-  EXPECT_EQ(tile_config(int4, GroupedTile::kLarge), "coop 128x256 (weight rows x input rows)");
+  EXPECT_EQ(tile_config(int4, GroupedTile::kLarge), "coop 128x256 cluster 2x1 (weight rows x input rows)");
 }
 
 TEST(GemmPlan, KernelNames) {
