@@ -186,8 +186,8 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
   return "?";
 }
 
-GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_local_experts) {
-  const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_local_experts, 1);
+GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_experts) {
+  const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_experts, 1);
   const int min_rows_192 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor192Fp8 : kGroupedMinRowsFor192;
   if (kind == GroupedKernel::kInt4Bf16) {
     if (rows_per_expert < kInt4MinRowsForMedium) return GroupedTile::kSmall;
@@ -197,7 +197,7 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_loc
   return rows_per_expert < min_rows_192 ? GroupedTile::kMedium : GroupedTile::kLarge;
 }
 
-int64_t grouped_min_tokens(GroupedKernel kind, int num_local_experts, int top_k) {
+int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {
   switch (kind) {
     case GroupedKernel::kFp8: return kGroupedMinTokensFp8;
     case GroupedKernel::kInt8: return kGroupedMinTokensInt8;
@@ -205,9 +205,9 @@ int64_t grouped_min_tokens(GroupedKernel kind, int num_local_experts, int top_k)
     case GroupedKernel::kInt4Bf16: {
       // The decode kernels stream each expert's 4-bit weights once per pass of slots; the mixed-input
       // kernel converts them in every tile, so it pays only with enough rows per expert.
-      const int rows = num_local_experts <= kInt4FewExperts ? kGroupedMinRowsPerExpertInt4FewExperts
-                                                            : kGroupedMinRowsPerExpertInt4;
-      const int64_t slots = int64_t{rows} * std::max(num_local_experts, 1);
+      const int rows =
+          num_experts <= kInt4FewExperts ? kGroupedMinRowsPerExpertInt4FewExperts : kGroupedMinRowsPerExpertInt4;
+      const int64_t slots = int64_t{rows} * std::max(num_experts, 1);
       return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
     }
     case GroupedKernel::kNone: break;
@@ -215,8 +215,8 @@ int64_t grouped_min_tokens(GroupedKernel kind, int num_local_experts, int top_k)
   return std::numeric_limits<int64_t>::max();
 }
 
-bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_local_experts, int top_k) {
-  return tokens >= grouped_min_tokens(kind, num_local_experts, top_k);
+bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_experts, int top_k) {
+  return tokens >= grouped_min_tokens(kind, num_experts, top_k);
 }
 
 LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_intermediate) {

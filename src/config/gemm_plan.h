@@ -80,16 +80,16 @@ std::string to_string(GroupedTile t);  // "small", "medium", "large"
 // The CUTLASS configuration behind tile `t` of prefill kernel `kind`, e.g. "coop 128x192 cluster 1x2"
 // (input rows x weight rows; the transposed W4A16 kernel's are weight rows x input rows).
 std::string tile_config(GroupedKernel kind, GroupedTile t);
-// The tile of prefill kernel `kind` for num_slots slots over num_local_experts: the mean rows per
-// expert decide (gemm_tuning.h, measured on the H200).
-GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_local_experts);
+// The tile of prefill kernel `kind` for num_slots (tokens * top_k) slots over num_experts (all of
+// them, local or not): the mean rows per expert decide (gemm_tuning.h, measured on the H200).
+GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_experts);
 
-// From how many tokens the automatic path runs prefill kernel `kind` on a layer of
-// num_local_experts experts and top-k routing (the measured crossover, gemm_tuning.h: a token count,
-// or for the W4A16 kernel mean rows per expert; kNone: never), and whether it does for a batch of
-// `tokens`.
-int64_t grouped_min_tokens(GroupedKernel kind, int num_local_experts, int top_k);
-bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_local_experts, int top_k);
+// From how many tokens the automatic path runs prefill kernel `kind` on a layer of num_experts
+// experts (all of them, local or not: each local expert gets tokens * top_k / num_experts rows on
+// average) and top-k routing (the measured crossover, gemm_tuning.h: a token count, or for the W4A16
+// kernel mean rows per expert; kNone: never), and whether it does for a batch of `tokens`.
+int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k);
+bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_experts, int top_k);
 
 // Both GEMMs of a layer: layouts (of the first local expert; all share them), inputs and kernels, for
 // hidden states of `act_kind` and the forward's rounding option (ForwardOptions::round_intermediate):

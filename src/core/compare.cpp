@@ -53,7 +53,7 @@ double tolerance_rel_l2(const MoeLayer& layer, const ForwardOptions& options, Co
     const bool runs_prefill =
         options.gemm_path == GemmPath::kPrefill ||
         (options.gemm_path == GemmPath::kAuto &&
-         (tokens < 0 || use_grouped_kernel(GroupedKernel::kFp8, tokens, layer.num_local_experts, layer.top_k)));
+         (tokens < 0 || use_grouped_kernel(GroupedKernel::kFp8, tokens, layer.num_experts, layer.top_k)));
     if (has_fp8_prefill && runs_prefill) return 3e-2;
     kind = Comparison::kBackendVsReference;
   }

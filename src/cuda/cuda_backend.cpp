@@ -322,7 +322,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     switch (options.gemm_path) {
       case GemmPath::kDecode: return false;
       case GemmPath::kPrefill: return g != GroupedKernel::kNone;
-      default: return use_grouped_kernel(g, tokens, E, k);
+      default: return use_grouped_kernel(g, tokens, L.num_experts, k);
     }
   };
   const bool prefill1 = prefill(plan.g1), prefill2 = prefill(plan.g2);
@@ -397,7 +397,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     sp.d_rows = d;
     check(cuda::launch_grouped_setup(sp, stream), "prefill setup");
     const int tile = options.prefill_tile >= 0 ? options.prefill_tile
-                                               : static_cast<int>(plan_grouped_tile(g.kind, num_slots, E));
+                                               : static_cast<int>(plan_grouped_tile(g.kind, num_slots, L.num_experts));
     if (num_slots > 0) check(g.gemm[tile]->run(stream), "prefill GEMM");
   };
   uint16_t* x16 = mma1 || codes1 ? m.x16.get<uint16_t>() : nullptr;

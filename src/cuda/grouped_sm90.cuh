@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cuda/grouped_sm90_common.cuh"
 #include "cuda/moe_kernels.h"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -41,8 +42,9 @@ struct GroupedConfig {
   using EpilogueSchedule = EpilogueSchedule_;
 };
 
+// The CUTLASS types of one configuration.
 template <class Config>
-class GroupedGemm final : public GroupedTcGemm {
+struct GroupedTypes {
   using ElementIn = typename Config::ElementIn;
   using ElementAcc = typename Config::ElementAcc;
   using ElementD = float;
@@ -73,74 +75,40 @@ class GroupedGemm final : public GroupedTcGemm {
       typename Config::KernelSchedule>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-  using StrideA = typename Kernel::InternalStrideA;
-  using StrideB = typename Kernel::InternalStrideB;
-  using StrideD = typename Kernel::InternalStrideD;
   static_assert(sizeof(typename ProblemShape::UnderlyingProblemShape) == 3 * sizeof(int32_t),
                 "GroupedTcBuffers::problem_mnk holds (m, n, k) as three int32");
+};
+
+template <class Config>
+class GroupedGemm final : public CutlassGrouped<typename GroupedTypes<Config>::Gemm> {
+  using T = GroupedTypes<Config>;
+  using ElementIn = typename T::ElementIn;
+  using ElementD = typename T::ElementD;
+  using ProblemShape = typename T::ProblemShape;
+  using StrideA = typename T::Kernel::InternalStrideA;
+  using StrideB = typename T::Kernel::InternalStrideB;
+  using StrideD = typename T::Kernel::InternalStrideD;
 
  public:
-  GroupedGemm(const GroupedTcBuffers& buf, int groups, int64_t n, int64_t k, int num_sms) {
-    if (n % kAlignD != 0 || k % kAlignIn != 0)
-      throw std::invalid_argument("grouped GEMM: n and k must be multiples of " + std::to_string(kAlignD) + " and " +
-                                  std::to_string(kAlignIn));
-    // Strides do not depend on m, so they are the same for every group and written once.
-    StrideA sa = cutlass::make_cute_packed_stride(StrideA{}, {1, static_cast<int>(k), 1});
-    StrideB sb = cutlass::make_cute_packed_stride(StrideB{}, {static_cast<int>(n), static_cast<int>(k), 1});
-    StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, {1, static_cast<int>(n), 1});
-    strides_bytes_ = groups * (sizeof(StrideA) + sizeof(StrideB) + sizeof(StrideD));
-    check(cudaMalloc(&strides_, strides_bytes_));
-    auto* a = static_cast<StrideA*>(strides_);
-    auto* b = reinterpret_cast<StrideB*>(a + groups);
-    auto* d = reinterpret_cast<StrideD*>(b + groups);
-    fill(a, sa, groups);
-    fill(b, sb, groups);
-    fill(d, sd, groups);
-
-    cutlass::KernelHardwareInfo hw;
-    check(cudaGetDevice(&hw.device_id));
-    hw.sm_count = num_sms;
-    typename Gemm::Arguments args{
+  GroupedGemm(const GroupedTcBuffers& buf, int groups, int64_t n, int64_t k, int num_sms)
+      : CutlassGrouped<typename T::Gemm>("grouped GEMM") {
+    if (n % T::kAlignD != 0 || k % T::kAlignIn != 0)
+      throw std::invalid_argument("grouped GEMM: n and k must be multiples of " + std::to_string(T::kAlignD) +
+                                  " and " + std::to_string(T::kAlignIn));
+    StrideA* a = this->repeated(cutlass::make_cute_packed_stride(StrideA{}, {1, static_cast<int>(k), 1}), groups);
+    StrideB* b = this->repeated(
+        cutlass::make_cute_packed_stride(StrideB{}, {static_cast<int>(n), static_cast<int>(k), 1}), groups);
+    StrideD* d = this->repeated(cutlass::make_cute_packed_stride(StrideD{}, {1, static_cast<int>(n), 1}), groups);
+    typename T::Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGrouped,
         {groups, reinterpret_cast<typename ProblemShape::UnderlyingProblemShape*>(buf.problem_mnk), nullptr},
         {reinterpret_cast<const ElementIn**>(buf.a), a, reinterpret_cast<const ElementIn**>(buf.b), b},
         {{}, nullptr, nullptr, reinterpret_cast<ElementD**>(buf.d), d},
-        hw};
+        this->hardware(num_sms)};
     // Arguments of Sm90EVT<Mul, AScale, Sm90EVT<Mul, BScale, Acc>>: children first, then the node.
     args.epilogue.thread = {{buf.a_scale, 1.0f, {}}, {{buf.b_scale, 1.0f, {}}, {}, {}}, {}};
-    if (gemm_.can_implement(args) != cutlass::Status::kSuccess)
-      throw std::invalid_argument("grouped GEMM: CUTLASS cannot run this problem");
-    workspace_bytes_ = Gemm::get_workspace_size(args);
-    if (workspace_bytes_ > 0) check(cudaMalloc(&workspace_, workspace_bytes_));
-    // Every pointer the kernel reads is fixed here; the per-forward problem sizes and pointers are
-    // device data, so run() is only a launch.
-    if (gemm_.initialize(args, workspace_) != cutlass::Status::kSuccess)
-      throw std::runtime_error("grouped GEMM: CUTLASS initialization failed");
+    this->initialize(args);
   }
-  ~GroupedGemm() override {
-    cudaFree(strides_);
-    cudaFree(workspace_);
-  }
-  cudaError_t run(cudaStream_t stream) override {
-    return gemm_.run(stream) == cutlass::Status::kSuccess ? cudaGetLastError() : cudaErrorLaunchFailure;
-  }
-
- private:
-  static void check(cudaError_t err) {
-    if (err != cudaSuccess) throw std::runtime_error(std::string("grouped GEMM: ") + cudaGetErrorString(err));
-  }
-  template <class S>
-  static void fill(S* dst, const S& value, int groups) {
-    auto host = std::make_unique<S[]>(groups);
-    for (int g = 0; g < groups; ++g) host[g] = value;
-    check(cudaMemcpy(dst, host.get(), sizeof(S) * groups, cudaMemcpyHostToDevice));
-  }
-
-  Gemm gemm_;
-  void* strides_ = nullptr;
-  size_t strides_bytes_ = 0;
-  void* workspace_ = nullptr;
-  size_t workspace_bytes_ = 0;
 };
 
 // The instances of one operand type, one per GroupedTile (config/gemm_plan.h): 64-row tiles with

@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cuda/grouped_sm90_common.cuh"
 #include "cuda/moe_kernels.h"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -42,8 +43,9 @@ struct MixedConfig {
   using EpilogueSchedule = EpilogueSchedule_;
 };
 
+// The CUTLASS types of one configuration.
 template <class Config>
-class MixedGroupedGemm final : public GroupedTcGemm {
+struct MixedTypes {
   using ElementW = typename Config::ElementW;
   using ElementX = cutlass::bfloat16_t;
   using ElementScale = cutlass::bfloat16_t;
@@ -69,85 +71,47 @@ class MixedGroupedGemm final : public GroupedTcGemm {
       typename Config::KernelSchedule>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-  using StrideW = typename Kernel::InternalStrideA;
-  using StrideX = typename Kernel::InternalStrideB;
-  using StrideD = typename Kernel::InternalStrideD;
-  using StrideScale = typename CollectiveMainloop::NonVoidStrideScale;
   static_assert(sizeof(typename ProblemShape::UnderlyingProblemShape) == 3 * sizeof(int32_t),
                 "GroupedTcBuffers::problem_mnk holds (n, m, k) as three int32");
+};
+
+template <class Config>
+class MixedGroupedGemm final : public CutlassGrouped<typename MixedTypes<Config>::Gemm> {
+  using T = MixedTypes<Config>;
+  using StrideW = typename T::Kernel::InternalStrideA;
+  using StrideX = typename T::Kernel::InternalStrideB;
+  using StrideD = typename T::Kernel::InternalStrideD;
+  using StrideScale = typename T::CollectiveMainloop::NonVoidStrideScale;
 
  public:
   // group_size: k elements per scale (a multiple of the tile's k, or k itself: channel scales).
-  MixedGroupedGemm(const GroupedTcBuffers& buf, int groups, int64_t n, int64_t k, int64_t group_size, int num_sms) {
-    constexpr int kTileK = size<2>(TileShape{});
-    if (n % kAlignScale != 0 || n % kAlignD != 0 || k % kAlignW != 0)
-      throw std::invalid_argument("mixed-input grouped GEMM: n must be a multiple of " + std::to_string(kAlignScale) +
-                                  " and k of " + std::to_string(kAlignW));
+  MixedGroupedGemm(const GroupedTcBuffers& buf, int groups, int64_t n, int64_t k, int64_t group_size, int num_sms)
+      : CutlassGrouped<typename T::Gemm>("mixed-input grouped GEMM") {
+    constexpr int kTileK = size<2>(typename T::TileShape{});
+    if (n % T::kAlignScale != 0 || n % T::kAlignD != 0 || k % T::kAlignW != 0)
+      throw std::invalid_argument("mixed-input grouped GEMM: n must be a multiple of " +
+                                  std::to_string(T::kAlignScale) + " and k of " + std::to_string(T::kAlignW));
     if (group_size <= 0 || (group_size != k && group_size % kTileK != 0))
       throw std::invalid_argument("mixed-input grouped GEMM: group size " + std::to_string(group_size) +
                                   " is neither k nor a multiple of " + std::to_string(kTileK));
     if (buf.b_group_scale == nullptr) throw std::invalid_argument("mixed-input grouped GEMM: no weight scales");
+    const int rows = static_cast<int>(n), cols = static_cast<int>(k);
     const int scale_k = static_cast<int>((k + group_size - 1) / group_size);
-    // Strides do not depend on m, so they are the same for every group and written once.
-    StrideW sw = cutlass::make_cute_packed_stride(StrideW{}, {static_cast<int>(n), static_cast<int>(k), 1});
-    StrideX sx = cutlass::make_cute_packed_stride(StrideX{}, {1, static_cast<int>(k), 1});
-    StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, {static_cast<int>(n), 1, 1});
-    StrideScale ss = cutlass::make_cute_packed_stride(StrideScale{}, {static_cast<int>(n), scale_k, 1});
-    const size_t bytes = groups * (sizeof(StrideW) + sizeof(StrideX) + sizeof(StrideD) + sizeof(StrideScale));
-    check(cudaMalloc(&strides_, bytes));
-    auto* w = static_cast<StrideW*>(strides_);
-    auto* x = reinterpret_cast<StrideX*>(w + groups);
-    auto* d = reinterpret_cast<StrideD*>(x + groups);
-    auto* s = reinterpret_cast<StrideScale*>(d + groups);
-    fill(w, sw, groups);
-    fill(x, sx, groups);
-    fill(d, sd, groups);
-    fill(s, ss, groups);
-
-    cutlass::KernelHardwareInfo hw;
-    check(cudaGetDevice(&hw.device_id));
-    hw.sm_count = num_sms;
-    typename Gemm::Arguments args{
+    StrideW* w = this->repeated(cutlass::make_cute_packed_stride(StrideW{}, {rows, cols, 1}), groups);
+    StrideX* x = this->repeated(cutlass::make_cute_packed_stride(StrideX{}, {1, cols, 1}), groups);
+    StrideD* d = this->repeated(cutlass::make_cute_packed_stride(StrideD{}, {rows, 1, 1}), groups);
+    StrideScale* s = this->repeated(cutlass::make_cute_packed_stride(StrideScale{}, {rows, scale_k, 1}), groups);
+    typename T::Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGrouped,
-        {groups, reinterpret_cast<typename ProblemShape::UnderlyingProblemShape*>(buf.problem_mnk), nullptr},
-        {reinterpret_cast<const ElementW**>(buf.b), w, reinterpret_cast<const ElementX**>(buf.a), x,
-         reinterpret_cast<const ElementScale**>(buf.b_group_scale), s, static_cast<int>(group_size)},
-        {{}, nullptr, nullptr, reinterpret_cast<ElementD**>(buf.d), d},
-        hw};
+        {groups, reinterpret_cast<typename T::ProblemShape::UnderlyingProblemShape*>(buf.problem_mnk), nullptr},
+        {reinterpret_cast<const typename T::ElementW**>(buf.b), w, reinterpret_cast<const typename T::ElementX**>(buf.a),
+         x, reinterpret_cast<const typename T::ElementScale**>(buf.b_group_scale), s, static_cast<int>(group_size)},
+        {{}, nullptr, nullptr, reinterpret_cast<typename T::ElementD**>(buf.d), d},
+        this->hardware(num_sms)};
     args.epilogue.thread.alpha = 1.0f;
     args.epilogue.thread.beta = 0.0f;
-    if (gemm_.can_implement(args) != cutlass::Status::kSuccess)
-      throw std::invalid_argument("mixed-input grouped GEMM: CUTLASS cannot run this problem");
-    workspace_bytes_ = Gemm::get_workspace_size(args);
-    if (workspace_bytes_ > 0) check(cudaMalloc(&workspace_, workspace_bytes_));
-    // Every pointer the kernel reads is fixed here; the per-forward problem sizes and pointers are
-    // device data, so run() is only a launch.
-    if (gemm_.initialize(args, workspace_) != cutlass::Status::kSuccess)
-      throw std::runtime_error("mixed-input grouped GEMM: CUTLASS initialization failed");
+    this->initialize(args);
   }
-  ~MixedGroupedGemm() override {
-    cudaFree(strides_);
-    cudaFree(workspace_);
-  }
-  cudaError_t run(cudaStream_t stream) override {
-    return gemm_.run(stream) == cutlass::Status::kSuccess ? cudaGetLastError() : cudaErrorLaunchFailure;
-  }
-
- private:
-  static void check(cudaError_t err) {
-    if (err != cudaSuccess) throw std::runtime_error(std::string("mixed-input grouped GEMM: ") + cudaGetErrorString(err));
-  }
-  template <class S>
-  static void fill(S* dst, const S& value, int groups) {
-    auto host = std::make_unique<S[]>(groups);
-    for (int g = 0; g < groups; ++g) host[g] = value;
-    check(cudaMemcpy(dst, host.get(), sizeof(S) * groups, cudaMemcpyHostToDevice));
-  }
-
-  Gemm gemm_;
-  void* strides_ = nullptr;
-  void* workspace_ = nullptr;
-  size_t workspace_bytes_ = 0;
 };
 
 // The instances of one weight code type, one per GroupedTile (config/gemm_plan.h: tile_config), in

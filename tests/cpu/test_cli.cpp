@@ -92,9 +92,9 @@ TEST(Cli, RunNamesTheCudaPrefillKernelAndItsCrossover) {
   const auto g128_json = nlohmann::json::parse(g128.out);
   const auto int4 = g128_json.at("cuda_prefill_gemms");
   EXPECT_EQ(int4.at("w13").get<std::string>(), to_string(GroupedKernel::kInt4Bf16));
-  // The W4A16 crossover is in rows per expert: tokens * top_k / local experts.
+  // The W4A16 crossover is in rows per expert: tokens * top_k / experts.
   EXPECT_EQ(int4.at("w13_from_tokens").get<int64_t>(),
-            grouped_min_tokens(GroupedKernel::kInt4Bf16, g128_json.at("local_experts").get<int>(),
+            grouped_min_tokens(GroupedKernel::kInt4Bf16, g128_json.at("experts").get<int>(),
                                g128_json.at("top_k").get<int>()));
   // Groups of 32 have no prefill kernel yet.
   const Result j = run_cli("run " + test::fixture_dir("w4a16_g32") + " --tokens 3 --seed 1 --repeat 1 --json");

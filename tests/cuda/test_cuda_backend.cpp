@@ -391,27 +391,36 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
   }
 }
 
-TEST(PrefillKernels, EdgeCases) {
-  REQUIRE_GPU();
-  // All tokens on two experts (the others get empty groups), one token, an expert map with
-  // non-local experts.
-  MoeLayer one = random_layer(Scheme::kFp8Channel, {8, 2, 512, 256});
+// On the prefill kernels of `s`: all tokens on two experts (the others get empty groups), one
+// token; and an expert map with non-local experts on those of `map_scheme`.
+void expect_prefill_edges(Scheme s, int64_t skewed_tokens, Scheme map_scheme, int64_t map_tokens) {
+  MoeLayer one = random_layer(s, {8, 2, 512, 256});
   Tensor x, logits;
-  random_inputs(400, one, x, logits);
-  for (int64_t t = 0; t < 400; ++t) {
+  random_inputs(skewed_tokens, one, x, logits);
+  for (int64_t t = 0; t < skewed_tokens; ++t) {
     logits.data<float>()[t * 8 + 3] = 30.0f;
     logits.data<float>()[t * 8 + 5] = 29.0f;
   }
-  expect_cuda_matches_cpu(one, x, logits, "prefill all tokens on experts 3 and 5", GemmPath::kPrefill);
+  const std::string name = name_of(s);
+  expect_cuda_matches_cpu(one, x, logits, "prefill " + name + " all tokens on experts 3 and 5", GemmPath::kPrefill);
   random_inputs(1, one, x, logits);
-  expect_cuda_matches_cpu(one, x, logits, "prefill one token", GemmPath::kPrefill);
-  MoeLayer ep = random_layer(Scheme::kFp8Channel, {8, 2, 512, 256});
+  expect_cuda_matches_cpu(one, x, logits, "prefill " + name + " one token", GemmPath::kPrefill);
+  MoeLayer ep = random_layer(map_scheme, {8, 2, 512, 256});
   ep.expert_map = {-1, 0, -1, 1, -1, 2, -1, 3};
   ep.num_local_experts = 4;
   ep.experts.resize(4);
-  random_inputs(257, ep, x, logits);
-  expect_cuda_matches_cpu(ep, x, logits, "prefill expert map", GemmPath::kPrefill);
+  random_inputs(map_tokens, ep, x, logits);
+  expect_cuda_matches_cpu(ep, x, logits, std::string("prefill ") + name_of(map_scheme) + " expert map",
+                          GemmPath::kPrefill);
+}
+
+TEST(PrefillKernels, EdgeCases) {
+  REQUIRE_GPU();
+  expect_prefill_edges(Scheme::kFp8Channel, 400, Scheme::kFp8Channel, 257);
+  // The transposed W4A16 kernel (group and channel scales).
+  expect_prefill_edges(Scheme::kW4A16G128, 300, Scheme::kW4A16Channel, 129);
   // Top-1 with the router weight on the input (Llama-4): the input rows carry the rescaled values.
+  Tensor x, logits;
   MoeLayer llama = random_layer(Scheme::kFp8Channel, {8, 1, 512, 256});
   llama.routing.custom_llama4 = true;
   llama.routing.router_weight_on_input = true;
@@ -425,22 +434,6 @@ TEST(PrefillKernels, EdgeCases) {
   dyn.act_quant = ActQuant::kFp8PerTensorDynamic;
   random_inputs(150, dyn, x, logits);
   expect_cuda_matches_cpu(dyn, x, logits, "prefill fp8 per-tensor dynamic inputs", GemmPath::kPrefill);
-  // The transposed W4A16 kernel: all tokens on two experts, one token, an expert map.
-  MoeLayer int4 = random_layer(Scheme::kW4A16G128, {8, 2, 512, 256});
-  random_inputs(300, int4, x, logits);
-  for (int64_t t = 0; t < 300; ++t) {
-    logits.data<float>()[t * 8 + 1] = 30.0f;
-    logits.data<float>()[t * 8 + 6] = 29.0f;
-  }
-  expect_cuda_matches_cpu(int4, x, logits, "prefill w4a16 all tokens on experts 1 and 6", GemmPath::kPrefill);
-  random_inputs(1, int4, x, logits);
-  expect_cuda_matches_cpu(int4, x, logits, "prefill w4a16 one token", GemmPath::kPrefill);
-  MoeLayer int4_ep = random_layer(Scheme::kW4A16Channel, {8, 2, 512, 256});
-  int4_ep.expert_map = {-1, 0, -1, 1, -1, 2, -1, 3};
-  int4_ep.num_local_experts = 4;
-  int4_ep.experts.resize(4);
-  random_inputs(129, int4_ep, x, logits);
-  expect_cuda_matches_cpu(int4_ep, x, logits, "prefill w4a16 channel expert map", GemmPath::kPrefill);
 }
 
 TEST(PrefillKernels, SchemesWithoutOneSayNotSupported) {

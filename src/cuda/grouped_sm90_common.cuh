@@ -1,0 +1,73 @@
+// What every CUTLASS grouped GEMM instance of the prefill path shares: per-group stride arrays on the
+// device, the hardware info, the can_implement / workspace / initialize sequence at load, and a
+// launch-only run(). Included by grouped_sm90.cuh and grouped_sm90_mixed.cuh only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuda/moe_kernels.h"
+#include "cutlass/cutlass.h"
+#include "cutlass/kernel_hardware_info.h"
+
+namespace qmoe::cuda::sm90 {
+
+// `Gemm`: a cutlass::gemm::device::GemmUniversalAdapter of a grouped kernel; `name` prefixes errors.
+template <class Gemm>
+class CutlassGrouped : public GroupedTcGemm {
+ public:
+  ~CutlassGrouped() override {
+    for (void* p : device_arrays_) cudaFree(p);
+  }
+  cudaError_t run(cudaStream_t stream) override {
+    return gemm_.run(stream) == cutlass::Status::kSuccess ? cudaGetLastError() : cudaErrorLaunchFailure;
+  }
+
+ protected:
+  explicit CutlassGrouped(std::string name) : name_(std::move(name)) {}
+
+  void check(cudaError_t err) const {
+    if (err != cudaSuccess) throw std::runtime_error(name_ + ": " + cudaGetErrorString(err));
+  }
+  // A device array of `groups` copies of one stride (strides do not depend on a group's rows).
+  template <class S>
+  S* repeated(const S& value, int groups) {
+    void* dst = nullptr;
+    check(cudaMalloc(&dst, sizeof(S) * groups));
+    device_arrays_.push_back(dst);
+    std::vector<S> host(groups, value);
+    check(cudaMemcpy(dst, host.data(), sizeof(S) * groups, cudaMemcpyHostToDevice));
+    return static_cast<S*>(dst);
+  }
+  cutlass::KernelHardwareInfo hardware(int num_sms) const {
+    cutlass::KernelHardwareInfo hw;
+    check(cudaGetDevice(&hw.device_id));
+    hw.sm_count = num_sms;
+    return hw;
+  }
+  // Binds the kernel to `args` once: every pointer it reads is fixed here and the per-forward problem
+  // sizes and pointers are device data, so run() is only a launch.
+  void initialize(const typename Gemm::Arguments& args) {
+    if (gemm_.can_implement(args) != cutlass::Status::kSuccess)
+      throw std::invalid_argument(name_ + ": CUTLASS cannot run this problem");
+    const size_t workspace_bytes = Gemm::get_workspace_size(args);
+    void* workspace = nullptr;
+    if (workspace_bytes > 0) {
+      check(cudaMalloc(&workspace, workspace_bytes));
+      device_arrays_.push_back(workspace);
+    }
+    if (gemm_.initialize(args, workspace) != cutlass::Status::kSuccess)
+      throw std::runtime_error(name_ + ": CUTLASS initialization failed");
+  }
+
+ private:
+  Gemm gemm_;
+  std::string name_;
+  std::vector<void*> device_arrays_;  // strides and workspace
+};
+
+}  // namespace qmoe::cuda::sm90
