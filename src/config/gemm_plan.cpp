@@ -124,6 +124,7 @@ std::string to_string(GroupedKernel k) {
     case GroupedKernel::kInt8: return "grouped wgmma (INT8)";
     case GroupedKernel::kBf16: return "grouped wgmma (BF16)";
     case GroupedKernel::kInt4Bf16: return "grouped wgmma (INT4 weights dequantized to BF16)";
+    case GroupedKernel::kFp8Block: return "grouped wgmma (FP8, 128x128 block scales)";
   }
   return "?";
 }
@@ -141,6 +142,11 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_
                         in.act_quant == static_cast<int>(ActQuant::kFp8Static);
   if (decode == GemmKernel::kTensorCoreCodes) {
     if (L.format == kFp8 && per_tensor_or_channel && fp8_rows) return GroupedKernel::kFp8;
+    // DeepSeek-V3's scheme: 128 x 128 weight blocks, inputs in groups of 128 columns (CUTLASS's
+    // blockwise kernel scales each 128-deep k-tile; partial last blocks are zero-filled by TMA).
+    if (L.format == kFp8 && L.strategy == kBlock && L.block_rows == 128 && L.block_cols == 128 &&
+        in.act_quant == kFp8Group && in.act_group == 128)
+      return GroupedKernel::kFp8Block;
     if (L.format == kIntUnpacked && L.bits == 8 && per_tensor_or_channel && in.act_quant == kInt8PerToken)
       return GroupedKernel::kInt8;
     return GroupedKernel::kNone;
@@ -158,6 +164,11 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_
 }
 
 bool takes_16bit_rows(GroupedKernel kind) { return kind == GroupedKernel::kBf16 || kind == GroupedKernel::kInt4Bf16; }
+
+int64_t grouped_scales_per_row(GroupedKernel kind, int64_t k) {
+  if (kind == GroupedKernel::kNone || takes_16bit_rows(kind)) return 0;
+  return kind == GroupedKernel::kFp8Block ? (k + 127) / 128 : 1;
+}
 
 std::string to_string(GroupedTile t) {
   switch (t) {
@@ -181,7 +192,8 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
   switch (t) {
     case GroupedTile::kSmall: return "pingpong 64x128 cluster 1x2";
     case GroupedTile::kMedium: return "coop 128x128 cluster 1x2";
-    case GroupedTile::kLarge: return "coop 128x192 cluster 1x2";
+    case GroupedTile::kLarge:
+      return kind == GroupedKernel::kFp8Block ? "coop 128x128 cluster 1x1" : "coop 128x192 cluster 1x2";
   }
   return "?";
 }
@@ -193,6 +205,8 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
     if (rows_per_expert < kInt4MinRowsForMedium) return GroupedTile::kSmall;
     return rows_per_expert < kInt4MinRowsForLarge ? GroupedTile::kMedium : GroupedTile::kLarge;
   }
+  if (kind == GroupedKernel::kFp8Block)
+    return rows_per_expert < kFp8BlockMinRowsForMedium ? GroupedTile::kSmall : GroupedTile::kMedium;
   if (rows_per_expert < kGroupedMinRowsFor128) return GroupedTile::kSmall;
   return rows_per_expert < min_rows_192 ? GroupedTile::kMedium : GroupedTile::kLarge;
 }
@@ -200,6 +214,7 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
 int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {
   switch (kind) {
     case GroupedKernel::kFp8: return kGroupedMinTokensFp8;
+    case GroupedKernel::kFp8Block: return kGroupedMinTokensFp8Block;
     case GroupedKernel::kInt8: return kGroupedMinTokensInt8;
     case GroupedKernel::kBf16: return kGroupedMinTokensBf16;
     case GroupedKernel::kInt4Bf16: {

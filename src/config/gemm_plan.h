@@ -59,10 +59,16 @@ enum class GroupedKernel {
   kBf16,  // bf16 inputs x bf16 weights (unquantized experts of bf16 models)
   kInt4Bf16,  // bf16 inputs x symmetric INT4 weights with bf16 group (>= 64) or channel scales, W4A16:
               // CUTLASS's mixed-input kernel, dequantizing in the mainloop (transposed: weights as A)
+  kFp8Block,  // FP8 codes with one scale per (row, 128 columns) x FP8 weights with 128 x 128 block
+              // scales: CUTLASS's blockwise-scaled kernel, each 128-deep partial sum scaled in fp32
 };
 std::string to_string(GroupedKernel k);
-// Whether prefill kernel `kind` takes bf16 input rows (else 8-bit codes with a scale per row).
+// Whether prefill kernel `kind` takes bf16 input rows (else 8-bit codes with a scale per row, or per
+// row and 128 columns: grouped_scales_per_row).
 bool takes_16bit_rows(GroupedKernel kind);
+// Input scales per sorted row of prefill kernel `kind` on a k-column input: 1 (row-wise codes), or
+// one per 128 columns (kFp8Block); 0 for 16-bit rows.
+int64_t grouped_scales_per_row(GroupedKernel kind, int64_t k);
 // The prefill kernel for a projection whose decode kernel is `decode` (the sorted rows are gathered
 // from the decode kernels' input codes). Layers with a bias keep the decode kernels for now.
 GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_bias, const GemmInput& in,
@@ -72,8 +78,9 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_
 // each is for each kernel: tile_config.
 enum class GroupedTile {
   kMedium,  // FP8/INT8/BF16: cooperative 128 x 128; W4A16: cooperative 128 x 192, clusters of 2
-  kLarge,   // FP8/INT8/BF16: cooperative 128 x 192, clusters of 2; W4A16: 128 x 256, clusters of 2
-  kSmall,   // FP8/INT8/BF16: pingpong 64 x 128; W4A16: cooperative 128 x 128
+  kLarge,   // FP8/INT8/BF16: cooperative 128 x 192, clusters of 2; W4A16: 128 x 256, clusters of 2;
+            // FP8 block: cooperative 128 x 128 without clusters (a sweep option, not planned)
+  kSmall,   // FP8/INT8/BF16/FP8 block: pingpong 64 x 128; W4A16: cooperative 128 x 128
 };
 inline constexpr int kGroupedTiles = 3;
 std::string to_string(GroupedTile t);  // "small", "medium", "large"

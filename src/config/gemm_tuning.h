@@ -23,6 +23,8 @@ inline constexpr int kMmaBlocksPerSm = 3;  // the pipelined one-n-tile kernels' 
 inline constexpr int kGroupedMinTokensFp8 = 8;
 inline constexpr int kGroupedMinTokensInt8 = 4;
 inline constexpr int kGroupedMinTokensBf16 = 16;
+// FP8 128 x 128 block (provisional, not yet measured: FP8's rule).
+inline constexpr int kGroupedMinTokensFp8Block = 8;
 // W4A16: by mean rows per expert (tokens * top_k / experts; H200, bench/RESULTS.md table D). The
 // mixed-input kernel's time barely grows with the rows (it converts every weight tile whatever its
 // rows), the decode kernels' grows linearly. At 24 rows the mixed-input kernel won on DeepSeek-V3
@@ -44,5 +46,10 @@ inline constexpr int kInt4MinRowsForLarge = 256;
 inline constexpr int kGroupedMinRowsFor128 = 64;
 inline constexpr int kGroupedMinRowsFor192 = 256;
 inline constexpr int kGroupedMinRowsFor192Fp8 = 1024;
+// FP8 block: 64 x 128 pingpong tiles below this many rows per expert, then 128 x 128 cooperative
+// (H200, 2026-11-30, GEMM us: DeepSeek-V3 32 rows 3023 vs 3328, 128 rows 5583 vs 5203; Qwen3-30B-A3B
+// 64 rows 268 vs 291, 256 rows 702 vs 709; Mixtral 256 rows 1110 vs 919). The third tile (no
+// cluster) is only a sweep option: 128 x 128 in clusters of 2 along m lost to both on every shape.
+inline constexpr int kFp8BlockMinRowsForMedium = 128;
 
 }  // namespace qmoe

@@ -87,7 +87,7 @@ int cuda_device_count() {
 struct PrefillGemm {
   GroupedKernel kind = GroupedKernel::kNone;
   DeviceBuffer arrays;        // problem_mnk, a, b, d, a_scale, b_scale for every local expert
-  DeviceBuffer column_scale;  // [experts, n] fp32 weight scales
+  DeviceBuffer column_scale;  // [experts, n] fp32 weight scales (FP8 block: [experts, n / 128, k / 128])
   DeviceBuffer group_scale;   // weight-only kernels: [experts, k / group, n] bf16 scales (n contiguous)
   cuda::GroupedTcBuffers buf;
   std::unique_ptr<cuda::GroupedTcGemm> gemm[kGroupedTiles];  // by GroupedTile
@@ -137,6 +137,16 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
     }
     check(cudaMemcpy(g.buf.b_group_scale, scales.data(), ptrs, cudaMemcpyHostToDevice), "upload");
     check(cudaDeviceSynchronize(), "weight scales");
+  } else if (kind == GroupedKernel::kFp8Block) {
+    // fp32 block scales in the checkpoint's [rows / 128, cols / 128] layout, whatever their dtype.
+    g.buf.b_group_scale = nullptr;
+    const int64_t per_expert = ((L.rows + 127) / 128) * ((L.cols + 127) / 128);
+    g.column_scale = DeviceBuffer(sizeof(float) * E * per_expert);
+    check(cuda::launch_block_scales_f32(L, experts, E, g.column_scale.get<float>(), nullptr), "weight scales");
+    std::vector<float*> scales(E);
+    for (int e = 0; e < E; ++e) scales[e] = g.column_scale.get<float>() + e * per_expert;
+    check(cudaMemcpy(g.buf.b_scale, scales.data(), ptrs, cudaMemcpyHostToDevice), "upload");
+    check(cudaDeviceSynchronize(), "weight scales");
   } else {
     g.buf.b_group_scale = nullptr;
     g.column_scale = DeviceBuffer(sizeof(float) * E * L.rows);
@@ -157,6 +167,7 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
         case GroupedKernel::kInt4Bf16:
           g.gemm[t] = cuda::make_grouped_int4_bf16(tile, g.buf, E, g.n, g.k, group_size, num_sms);
           break;
+        case GroupedKernel::kFp8Block: g.gemm[t] = cuda::make_grouped_fp8_block(tile, g.buf, E, g.n, g.k, num_sms); break;
         case GroupedKernel::kNone: break;
       }
     }
@@ -166,20 +177,21 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
 }
 
 // Whether launch_activation_rows takes GEMM2's input: row-wise 8-bit quantization (FP8 per token or
-// static, INT8 per token) with an activation row that fits in shared memory, or 16-bit rows;
-// 4-column chunks.
+// static, INT8 per token; FP8 per group of 128 columns where they divide the row) with an activation
+// row that fits in shared memory, or 16-bit rows; 4-column chunks.
 // (Unquantized bf16 prefill GEMMs take 16-bit rows, which need no quantization.)
-bool row_wise(GroupedKernel g, const cpu::ActQuantParams& q) {
+bool row_wise(GroupedKernel g, const cpu::ActQuantParams& q, int64_t cols) {
   if (takes_16bit_rows(g)) return q.kind == ActQuant::kNone;
+  if (q.kind == ActQuant::kFp8Group) return q.group_size == 128 && cols % 128 == 0;
   return q.kind == ActQuant::kFp8PerToken || q.kind == ActQuant::kFp8Static || q.kind == ActQuant::kInt8PerToken;
 }
 bool fused_activation_fits(GroupedKernel g, const cpu::ActQuantParams& q, int64_t inter) {
-  return row_wise(g, q) && inter % 4 == 0 && inter * 4 <= cuda::kMaxActivationRowBytes;
+  return row_wise(g, q, inter) && inter % 4 == 0 && inter * 4 <= cuda::kMaxActivationRowBytes;
 }
 
 // Whether launch_input_rows takes GEMM1's input (row-wise quantization or none, 8-column chunks).
 bool fused_input_fits(GroupedKernel g, const cpu::ActQuantParams& q, int64_t hidden, int top_k) {
-  return row_wise(g, q) && hidden % 8 == 0 && top_k <= 32;
+  return row_wise(g, q, hidden) && hidden % 8 == 0 && top_k <= 32;
 }
 
 struct CudaMoeLayer::Impl {
@@ -280,7 +292,8 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
   if (g1 != GroupedKernel::kNone || g2 != GroupedKernel::kNone) {
     const int64_t elem_bytes = takes_16bit_rows(g1) || takes_16bit_rows(g2) ? 2 : 1;
     m.sorted_rows = DeviceBuffer(T * k * std::max(H, I) * elem_bytes);  // codes or bf16
-    m.sorted_scales = DeviceBuffer(sizeof(float) * T * k);
+    const int64_t scales_per_row = std::max({int64_t{1}, grouped_scales_per_row(g1, H), grouped_scales_per_row(g2, I)});
+    m.sorted_scales = DeviceBuffer(sizeof(float) * T * k * scales_per_row);
     m.slot_position = DeviceBuffer(sizeof(int32_t) * T * k);
   }
 }
@@ -378,7 +391,8 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     gr.by_token = by_token;
     gr.top_k = k;
     gr.k = cols;
-    gr.out_kind = takes_16bit_rows(g.kind) ? 0 : g.kind == GroupedKernel::kFp8 ? 1 : 2;
+    gr.out_kind = takes_16bit_rows(g.kind) ? 0 : g.kind == GroupedKernel::kInt8 ? 2 : 1;
+    gr.scales_per_row = std::max<int64_t>(1, grouped_scales_per_row(g.kind, cols));
     gr.a_rows = m.sorted_rows.get();
     gr.a_scale_rows = m.sorted_scales.get<float>();
     check(cuda::launch_gather_rows(gr, stream), "prefill gather");
@@ -394,6 +408,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     sp.elem_bytes = takes_16bit_rows(g.kind) ? 2 : 1;
     sp.transposed = g.kind == GroupedKernel::kInt4Bf16;
     sp.a_scale_rows = m.sorted_scales.get<float>();
+    sp.scales_per_row = std::max<int64_t>(1, grouped_scales_per_row(g.kind, g.k));
     sp.d_rows = d;
     check(cuda::launch_grouped_setup(sp, stream), "prefill setup");
     const int tile = options.prefill_tile >= 0 ? options.prefill_tile

@@ -167,8 +167,10 @@ struct GroupedTcBuffers {
   const void** a = nullptr;        // A_e: [m_e, k] rows of the sorted input
   const void** b = nullptr;        // B_e: [n, k] weights
   void** d = nullptr;              // D_e: [m_e, n] fp32 rows of the sorted output
-  float** a_scale = nullptr;       // [m_e] per-row input scales, or the array itself null (scale 1)
-  float** b_scale = nullptr;       // [n] per-column weight scales, or the array itself null (scale 1)
+  float** a_scale = nullptr;       // [m_e] per-row input scales, or the array itself null (scale 1);
+                                   // FP8 block: [m_e, ceil(k / 128)]
+  float** b_scale = nullptr;       // [n] per-column weight scales, or the array itself null (scale 1);
+                                   // FP8 block: [ceil(n / 128), ceil(k / 128)]
   const void** b_group_scale = nullptr;  // weight-only kernels: [k / group, n] bf16 scales (n contiguous)
 };
 
@@ -191,6 +193,11 @@ std::unique_ptr<GroupedTcGemm> make_grouped_bf16(GroupedTile tile, const Grouped
 // dequant(B_e)^T with B_e signed int4 codes [n, k] and scales b_group_scale_e [k / group_size, n].
 std::unique_ptr<GroupedTcGemm> make_grouped_int4_bf16(GroupedTile tile, const GroupedTcBuffers& buf, int groups,
                                                       int64_t n, int64_t k, int64_t group_size, int num_sms);
+// FP8 with 128 x 128 weight blocks and inputs in groups of 128 columns (grouped_sm90_fp8_block.cu):
+// D_e[m, n] = sum over 128-column blocks b of a_scale_e[m, b] * b_scale_e[n / 128, b] *
+// sum_{k in b} A_e[m, k] B_e[n, k], the inner sums exact in the MMA, the outer in fp32.
+std::unique_ptr<GroupedTcGemm> make_grouped_fp8_block(GroupedTile tile, const GroupedTcBuffers& buf, int groups,
+                                                      int64_t n, int64_t k, int num_sms);
 
 // Fills the per-group arrays for the rows sorted by expert: group e covers sorted rows
 // [offsets[e], offsets[e+1]) of `a_rows` (row stride k elements of `elem_bytes`), `a_scale_rows`
@@ -203,6 +210,7 @@ struct GroupedSetupParams {
   const void* a_rows = nullptr;
   int elem_bytes = 1;
   float* a_scale_rows = nullptr;  // or null: no input scales
+  int64_t scales_per_row = 1;     // input scales per sorted row (grouped_scales_per_row)
   float* d_rows = nullptr;
   bool transposed = false;  // problem_mnk as (n, m_e, k): the mixed-input kernels
 };
@@ -211,10 +219,12 @@ cudaError_t launch_grouped_setup(const GroupedSetupParams& p, cudaStream_t strea
 // The prefill GEMM's input rows in expert order: row p (< *total_rows) of `a_rows` [*, k] becomes
 // input row r = slot / top_k (by_token) or slot (slot = sorted_slots[p]), un-permuted from the
 // tensor-core layout of launch_convert_input (`in16`: bf16/f16 bits, or f16 codes stored as fp8 e4m3
-// (out_kind 1) or int8 bytes (2)); a_scale_rows[p] = in_scale[r] when in_scale is given.
+// (out_kind 1) or int8 bytes (2)); the row's scales a_scale_rows[p, :] = in_scale[r, :] when
+// in_scale is given.
 struct GatherParams {
   const uint16_t* in16 = nullptr;  // [input rows, k]
-  const float* in_scale = nullptr;  // [input rows] or null
+  const float* in_scale = nullptr;  // [input rows, scales_per_row] or null
+  int64_t scales_per_row = 1;
   const int32_t* sorted_slots = nullptr;
   const int32_t* total_rows = nullptr;  // device: expert_offsets[groups]
   int max_rows = 0;
@@ -230,17 +240,18 @@ cudaError_t launch_gather_rows(const GatherParams& p, cudaStream_t stream);
 // The prefill GEMM2 input straight from the prefill GEMM1 output (p.u in sorted order): activation
 // as launch_activation, then, for q.kind FP8 per-token or static or INT8 per-token, 8-bit codes as
 // launch_fake_quantize, written as fp8 e4m3 / int8 rows a_rows [sorted rows, inter] with
-// a_scale_rows; for q.kind 0 (unquantized, p.round, 16-bit dtype) the activation's 16-bit rows.
-// inter % 4 == 0.
+// a_scale_rows [sorted rows]; for FP8 per group of 128 columns (inter % 128 == 0) the same with
+// a_scale_rows [sorted rows, inter / 128]; for q.kind 0 (unquantized, p.round, 16-bit dtype) the
+// activation's 16-bit rows. inter % 4 == 0.
 // 8-bit rows keep the activation row in shared memory: at most kMaxActivationRowBytes of it.
 inline constexpr int kMaxActivationRowBytes = 160 * 1024;
 cudaError_t launch_activation_rows(const ActivationParams& p, const ActQuantParams& q, void* a_rows,
                                    float* a_scale_rows, cudaStream_t stream);
 
 // The prefill GEMM1 input straight from the hidden states: x as launch_convert_input computes it,
-// then 8-bit codes as launch_fake_quantize (q.kind as launch_activation_rows) or, for q.kind 0 and
-// 16-bit hidden states, x's 16-bit bits, written to the sorted row (GroupingParams::slot_position)
-// of each of the token's local slots. hidden % 8 == 0.
+// then 8-bit codes as launch_fake_quantize (q.kind as launch_activation_rows, groups of 128 when
+// hidden % 128 == 0) or, for q.kind 0 and 16-bit hidden states, x's 16-bit bits, written to the
+// sorted row (GroupingParams::slot_position) of each of the token's local slots. hidden % 8 == 0.
 struct InputRowsParams {
   const void* hidden_states = nullptr;  // [tokens, hidden] of dtype_kind (0 BF16, 1 F16, 2 F32)
   int dtype_kind = 0;
@@ -252,7 +263,7 @@ struct InputRowsParams {
   const int32_t* slot_expert = nullptr;    // [tokens * top_k]
   const int32_t* slot_position = nullptr;  // [tokens * top_k]
   void* a_rows = nullptr;                  // [sorted rows, hidden] 8-bit codes or 16-bit values
-  float* a_scale_rows = nullptr;           // [sorted rows] (8-bit codes only)
+  float* a_scale_rows = nullptr;           // [sorted rows] or [sorted rows, hidden / 128] (8-bit codes only)
 };
 cudaError_t launch_input_rows(const InputRowsParams& p, cudaStream_t stream);
 
@@ -264,6 +275,11 @@ cudaError_t launch_int4_to_signed(int32_t* words, int64_t num_words, cudaStream_
 // out[c, r] = in[r, c] for 16-bit values ([rows, cols] -> [cols, rows]); at load (the mixed-input
 // prefill kernels' scales are n-contiguous).
 cudaError_t launch_transpose16(const uint16_t* in, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t stream);
+
+// FP32 128 x 128 block weight scales of every local expert ([experts, ceil(rows / 128), ceil(cols /
+// 128)]) from the canonical block scale tensors (any scale dtype), for the FP8 block prefill kernel.
+cudaError_t launch_block_scales_f32(const WeightLayout& L, const ExpertTensors* experts, int num_experts, float* out,
+                                    cudaStream_t stream);
 
 // Per-column fp32 weight scales of every local expert ([experts, rows]) from the canonical scale
 // tensors (tensor or channel strategy), as the decode kernels read them; at load.

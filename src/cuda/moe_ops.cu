@@ -428,6 +428,18 @@ struct RowQuant {
   __device__ uint32_t codes4(float4 a) const { return code(a.x) | code(a.y) << 8 | code(a.z) << 16 | code(a.w) << 24; }
 };
 
+// FP8 per-token-group quantization of one group with absolute maximum `amax`, as fake_quant_kernel's
+// kind 4 computes it: scale = max(amax, 1e-10) / 448, code = fp8(v / scale).
+struct GroupQuant {
+  float scale;
+  __device__ explicit GroupQuant(float amax) : scale(div_rn(fmaxf(amax, 1e-10f), quant::kFp8E4M3Max)) {}
+  __device__ uint32_t code(float v) const { return quant::float_to_fp8e4m3_sat(div_rn(v, scale)); }
+  __device__ uint32_t codes4(float4 a) const { return code(a.x) | code(a.y) << 8 | code(a.z) << 16 | code(a.w) << 24; }
+};
+inline constexpr int kFusedGroup = 128;  // the group size the fused row kernels quantize in
+
+__device__ float abs_max4(float4 a) { return fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))); }
+
 __global__ void activation_rows_kernel(ActivationParams p, ActQuantParams q, void* a_rows, float* a_scale_rows) {
   extern __shared__ float4 act_row[];  // [inter / 4] (8-bit rows only)
   const bool rows16 = q.kind == 0;     // unquantized: the rounded activation's 16-bit bits
@@ -461,10 +473,25 @@ __global__ void activation_rows_kernel(ActivationParams p, ActQuantParams q, voi
         continue;
       }
       act_row[i] = a;
-      m = fmaxf(m, fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))));
+      m = fmaxf(m, abs_max4(a));
     }
   }
   if (rows16) return;  // uniform over the block
+  if (q.kind == 4) {    // FP8 per group of 128 columns: one warp per group (32 chunks of 4)
+    __syncthreads();    // act_row
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t groups = p.inter / kFusedGroup;
+    uint32_t* out = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(a_rows) + r * p.inter);  // [n4]
+    for (int64_t g = warp; g < groups; g += blockDim.x / 32) {
+      const float4 a = act_row[g * 32 + lane];
+      float gm = abs_max4(a);
+      for (int o = 16; o > 0; o >>= 1) gm = fmaxf(gm, __shfl_xor_sync(0xffffffffu, gm, o));
+      const GroupQuant gq(gm);
+      out[g * 32 + lane] = gq.codes4(a);
+      if (lane == 0) a_scale_rows[r * groups + g] = gq.scale;
+    }
+    return;
+  }
   const RowQuant rq(q, block_amax(m));  // block_amax's barrier also publishes act_row
   uint32_t* out = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(a_rows) + r * p.inter);  // [n4]
   for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) out[i] = rq.codes4(act_row[i]);
@@ -515,6 +542,27 @@ __global__ void input_rows_kernel(InputRowsParams p) {
     }
     return;
   }
+  if (p.q.kind == 4) {  // FP8 per group of 128 columns: 16 threads per group, one pass
+    __syncthreads();     // dest and num_dest
+    const int lane = threadIdx.x % 32;
+    const int64_t groups = p.hidden / kFusedGroup;
+    // Whole warps per step (hidden % 128 == 0: each half-warp is one group, wholly in or out).
+    for (int64_t base = threadIdx.x - lane; base < n8; base += blockDim.x) {
+      const int64_t c8 = base + lane;
+      float v[8] = {};
+      if (c8 < n8) load_input8(p, t, c8, v);
+      float gm = fmaxf(abs_max4(make_float4(v[0], v[1], v[2], v[3])), abs_max4(make_float4(v[4], v[5], v[6], v[7])));
+      for (int o = kFusedGroup / 16; o > 0; o >>= 1) gm = fmaxf(gm, __shfl_xor_sync(0xffffffffu, gm, o));
+      if (c8 >= n8) continue;
+      const GroupQuant gq(gm);
+      const uint2 codes = {gq.codes4(make_float4(v[0], v[1], v[2], v[3])), gq.codes4(make_float4(v[4], v[5], v[6], v[7]))};
+      for (int d = 0; d < num_dest; ++d) {
+        reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.a_rows) + dest[d] * p.hidden)[c8] = codes;
+        if (c8 % (kFusedGroup / 8) == 0) p.a_scale_rows[dest[d] * groups + c8 / (kFusedGroup / 8)] = gq.scale;
+      }
+    }
+    return;
+  }
   float m = 0.0f;
   for (int64_t c8 = threadIdx.x; c8 < n8; c8 += blockDim.x) {
     float v[8];
@@ -557,7 +605,9 @@ __global__ void gather_rows_kernel(GatherParams p) {
   if (r >= *p.total_rows) return;
   const int64_t slot = p.sorted_slots[r];
   const int64_t row = p.by_token ? slot / p.top_k : slot;
-  if (threadIdx.x == 0 && p.in_scale) p.a_scale_rows[r] = p.in_scale[row];
+  if (p.in_scale)
+    for (int64_t j = threadIdx.x; j < p.scales_per_row; j += blockDim.x)
+      p.a_scale_rows[r * p.scales_per_row + j] = p.in_scale[row * p.scales_per_row + j];
   const uint4* src = reinterpret_cast<const uint4*>(p.in16 + row * p.k);  // [k / 8] chunks
   for (int64_t c = threadIdx.x; c < p.k / 8; c += blockDim.x) {
     const uint4 chunk = src[c];
@@ -587,13 +637,22 @@ __global__ void grouped_setup_kernel(GroupedSetupParams p) {
   p.buf.problem_mnk[3 * e + 2] = static_cast<int32_t>(p.k);
   p.buf.a[e] = static_cast<const char*>(p.a_rows) + m0 * p.k * p.elem_bytes;
   p.buf.d[e] = p.d_rows + m0 * p.n;
-  if (p.buf.a_scale) p.buf.a_scale[e] = p.a_scale_rows + m0;
+  if (p.buf.a_scale) p.buf.a_scale[e] = p.a_scale_rows + m0 * p.scales_per_row;
 }
 
 __global__ void expand_column_scales_kernel(WeightLayout L, const ExpertTensors* experts, int num_experts, float* out) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= num_experts * L.rows) return;
   out[i] = scale_at(L, experts[i / L.rows], i % L.rows, 0);
+}
+
+// One thread per (expert, block row, block column) of the [experts, block_rows_n, block_cols_n] output.
+__global__ void block_scales_kernel(WeightLayout L, const ExpertTensors* experts, int num_experts, int64_t row_blocks,
+                                    int64_t col_blocks, float* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= num_experts * row_blocks * col_blocks) return;
+  const int64_t e = i / (row_blocks * col_blocks), rb = i / col_blocks % row_blocks, cb = i % col_blocks;
+  out[i] = scale_at(L, experts[e], rb * L.block_rows, cb);
 }
 
 __global__ void int4_to_signed_kernel(int32_t* words, int64_t num_words) {
@@ -707,10 +766,22 @@ cudaError_t launch_expand_column_scales(const WeightLayout& L, const ExpertTenso
   return cudaGetLastError();
 }
 
+cudaError_t launch_block_scales_f32(const WeightLayout& L, const ExpertTensors* experts, int num_experts, float* out,
+                                    cudaStream_t stream) {
+  if (L.strategy != kBlock || L.block_rows <= 0 || L.block_cols <= 0) return cudaErrorInvalidValue;
+  const int64_t row_blocks = (L.rows + L.block_rows - 1) / L.block_rows;
+  const int64_t col_blocks = (L.cols + L.block_cols - 1) / L.block_cols;
+  const int64_t n = num_experts * row_blocks * col_blocks;
+  if (n == 0) return cudaSuccess;
+  block_scales_kernel<<<blocks_for(n), kThreads, 0, stream>>>(L, experts, num_experts, row_blocks, col_blocks, out);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_activation_rows(const ActivationParams& p, const ActQuantParams& q, void* a_rows,
                                    float* a_scale_rows, cudaStream_t stream) {
   const bool rows16 = q.kind == 0 && p.round && p.dtype_kind != 2;
-  if ((!rows16 && q.kind != 1 && q.kind != 3 && q.kind != 5) || p.inter % 4 != 0) return cudaErrorInvalidValue;
+  const bool groups = q.kind == 4 && q.group_size == kFusedGroup && p.inter % kFusedGroup == 0;
+  if ((!rows16 && !groups && q.kind != 1 && q.kind != 3 && q.kind != 5) || p.inter % 4 != 0) return cudaErrorInvalidValue;
   if (p.max_slots == 0) return cudaSuccess;
   const size_t smem = rows16 ? 0 : sizeof(float) * p.inter;
   if (smem > kMaxActivationRowBytes) return cudaErrorInvalidValue;
@@ -727,7 +798,9 @@ cudaError_t launch_activation_rows(const ActivationParams& p, const ActQuantPara
 
 cudaError_t launch_input_rows(const InputRowsParams& p, cudaStream_t stream) {
   const bool rows16 = p.q.kind == 0 && p.dtype_kind != 2;
-  if ((!rows16 && p.q.kind != 1 && p.q.kind != 3 && p.q.kind != 5) || p.hidden % 8 != 0 || p.top_k > kMaxTopK)
+  const bool groups = p.q.kind == 4 && p.q.group_size == kFusedGroup && p.hidden % kFusedGroup == 0;
+  if ((!rows16 && !groups && p.q.kind != 1 && p.q.kind != 3 && p.q.kind != 5) || p.hidden % 8 != 0 ||
+      p.top_k > kMaxTopK)
     return cudaErrorInvalidValue;
   if (p.tokens == 0) return cudaSuccess;
   input_rows_kernel<<<p.tokens, kThreads, 0, stream>>>(p);

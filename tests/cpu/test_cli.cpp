@@ -96,6 +96,12 @@ TEST(Cli, RunNamesTheCudaPrefillKernelAndItsCrossover) {
   EXPECT_EQ(int4.at("w13_from_tokens").get<int64_t>(),
             grouped_min_tokens(GroupedKernel::kInt4Bf16, g128_json.at("experts").get<int>(),
                                g128_json.at("top_k").get<int>()));
+  // DeepSeek-V3's 128 x 128 FP8 blocks.
+  const Result block = run_cli("run " + test::fixture_dir("deepseek_fp8_block") + " --tokens 3 --seed 1 --repeat 1 --json");
+  ASSERT_EQ(block.exit_code, 0) << block.out;
+  const auto block_json = nlohmann::json::parse(block.out).at("cuda_prefill_gemms");
+  EXPECT_EQ(block_json.at("w13").get<std::string>(), to_string(GroupedKernel::kFp8Block));
+  EXPECT_EQ(block_json.at("w2").get<std::string>(), to_string(GroupedKernel::kFp8Block));
   // Groups of 32 have no prefill kernel yet.
   const Result j = run_cli("run " + test::fixture_dir("w4a16_g32") + " --tokens 3 --seed 1 --repeat 1 --json");
   ASSERT_EQ(j.exit_code, 0) << j.out;

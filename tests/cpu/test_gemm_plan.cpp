@@ -259,9 +259,9 @@ TEST(GemmPlan, ExpertsBeyondThirtyTwoBitOffsetsFallBack) {
 }
 
 TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
-  // FP8 and INT8 W8A8 with one weight scale per tensor or channel and one input scale per row,
-  // unquantized bf16, and symmetric W4A16 with groups of >= 64 have prefill kernels; every other
-  // scheme keeps the decode kernels at every size (for now).
+  // FP8 and INT8 W8A8 with one weight scale per tensor or channel and one input scale per row, FP8
+  // with 128 x 128 weight blocks, unquantized bf16, and symmetric W4A16 with groups of >= 64 have
+  // prefill kernels; every other scheme keeps the decode kernels at every size (for now).
   for (const std::string& scheme : synthetic_schemes()) {
     const MoeLayer layer = synthetic_layer(scheme, {"small", 4, 2, 256, 128}, 7, 1);
     const LayerGemmPlan p = plan_layer_gemms(layer, 0, true);
@@ -269,6 +269,7 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
                                : scheme == "int8"                                ? GroupedKernel::kInt8
                                : scheme == "bf16"                                ? GroupedKernel::kBf16
                                : scheme == "w4a16_g128"                          ? GroupedKernel::kInt4Bf16
+                               : scheme == "fp8_block"                           ? GroupedKernel::kFp8Block
                                                                                  : GroupedKernel::kNone;
     EXPECT_EQ(p.g1, want) << scheme;
     EXPECT_EQ(p.g2, want) << scheme;
@@ -298,8 +299,24 @@ TEST(GemmPlan, PrefillKernelNeedsItsLayout) {
   EXPECT_EQ(plan_grouped_kernel(sized(fp8, 256, 136), false, false, per_token, codes), GroupedKernel::kNone);
   EXPECT_EQ(plan_grouped_kernel(sized(fp8, 258, 256), false, false, per_token, codes), GroupedKernel::kNone);
   EXPECT_EQ(plan_grouped_kernel(sized(fp8, 2880, 2880), false, false, per_token, codes), GroupedKernel::kFp8);
-  // Block-scaled FP8 weights have no prefill kernel yet.
-  EXPECT_EQ(plan_grouped_kernel(layout_of_scheme("fp8_block"), false, false, per_token, codes), GroupedKernel::kNone);
+  // Block-scaled FP8 weights: 128 x 128 blocks with inputs in groups of 128 columns only (k not a
+  // multiple of 128 is fine: partial last blocks).
+  const GemmLayout block = layout_of_scheme("fp8_block");
+  const GemmInput groups128{static_cast<int>(ActQuant::kFp8Group), 128, 0, true};
+  EXPECT_EQ(plan_grouped_kernel(block, false, false, groups128, codes), GroupedKernel::kFp8Block);
+  EXPECT_EQ(plan_grouped_kernel(sized(block, 2880, 2880), false, false, groups128, codes), GroupedKernel::kFp8Block);
+  EXPECT_EQ(plan_grouped_kernel(block, false, false, per_token, codes), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(block, false, false, {static_cast<int>(ActQuant::kFp8Group), 64, 0, true}, codes),
+            GroupedKernel::kNone);
+  GemmLayout block64 = block;
+  block64.block_rows = block64.block_cols = 64;
+  EXPECT_EQ(plan_grouped_kernel(block64, false, false, groups128, codes), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(block, false, true, groups128, codes), GroupedKernel::kNone);
+  // Scales per sorted row: one per 128 columns (rounded up) for block-scaled inputs.
+  EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kFp8Block, 7168), 56);
+  EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kFp8Block, 2880), 23);
+  EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kFp8, 7168), 1);
+  EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kInt4Bf16, 7168), 0);
 }
 
 TEST(GemmPlan, Int4PrefillKernelNeedsItsLayout) {
@@ -334,6 +351,7 @@ TEST(GemmPlan, PrefillFromTheCrossover) {
   // Each prefill kernel from its measured token count, whatever the layer's experts; decode batches
   // below stay on the decode kernels.
   const std::pair<GroupedKernel, int> crossovers[] = {{GroupedKernel::kFp8, kGroupedMinTokensFp8},
+                                                      {GroupedKernel::kFp8Block, kGroupedMinTokensFp8Block},
                                                       {GroupedKernel::kInt8, kGroupedMinTokensInt8},
                                                       {GroupedKernel::kBf16, kGroupedMinTokensBf16}};
   for (const auto& [kind, min_tokens] : crossovers) {
@@ -373,6 +391,13 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   }
   EXPECT_LT(kGroupedMinRowsFor128, kGroupedMinRowsFor192);
   EXPECT_LT(kGroupedMinRowsFor192, kGroupedMinRowsFor192Fp8);
+  // FP8 block: 64-row pingpong tiles, then 128 x 128 (DeepSeek-V3 at 4096 tokens: 128 rows); the
+  // cluster-less third tile is never planned.
+  const GroupedKernel block = GroupedKernel::kFp8Block;
+  EXPECT_EQ(plan_grouped_tile(block, int64_t{kFp8BlockMinRowsForMedium} * 256 - 1, 256), GroupedTile::kSmall);
+  EXPECT_EQ(plan_grouped_tile(block, int64_t{kFp8BlockMinRowsForMedium} * 256, 256), GroupedTile::kMedium);
+  EXPECT_EQ(plan_grouped_tile(block, 16384 * 8, 8), GroupedTile::kMedium);
+  EXPECT_EQ(tile_config(block, GroupedTile::kLarge), "coop 128x128 cluster 1x1");
   // W4A16 has its own thresholds (its tiles differ).
   const GroupedKernel int4 = GroupedKernel::kInt4Bf16;
   EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForMedium} * 256 - 1, 256), GroupedTile::kSmall);
