@@ -23,8 +23,12 @@ inline constexpr int kMmaBlocksPerSm = 3;  // the pipelined one-n-tile kernels' 
 inline constexpr int kGroupedMinTokensFp8 = 8;
 inline constexpr int kGroupedMinTokensInt8 = 4;
 inline constexpr int kGroupedMinTokensBf16 = 16;
-// FP8 128 x 128 block (provisional, not yet measured: FP8's rule).
-inline constexpr int kGroupedMinTokensFp8Block = 8;
+// FP8 128 x 128 block: the blockwise prefill kernel (64 x 128 pingpong tiles) beat the decode kernel
+// (whose per-step rescale costs it ~30%) at every batch measured, 1-64 tokens, on all three shapes
+// (H200, 9576d04, table D-FP8-block of bench/RESULTS.md: GEMM 114.7 vs 159.3 us for DeepSeek-V3 at
+// 1 token, 132.4 vs 153.1 for Mixtral; Qwen3-30B-A3B 31.0 vs 30.7, but its layer 58.2 vs 63.5 us
+// with the prefill path's fused input rows): it runs from one token.
+inline constexpr int kGroupedMinTokensFp8Block = 1;
 // W4A16: by mean rows per expert (tokens * top_k / experts; H200, bench/RESULTS.md table D). The
 // mixed-input kernel's time barely grows with the rows (it converts every weight tile whatever its
 // rows), the decode kernels' grows linearly. At 24 rows the mixed-input kernel won on DeepSeek-V3
