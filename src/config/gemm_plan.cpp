@@ -125,6 +125,7 @@ std::string to_string(GroupedKernel k) {
     case GroupedKernel::kBf16: return "grouped wgmma (BF16)";
     case GroupedKernel::kInt4Bf16: return "grouped wgmma (INT4 weights dequantized to BF16)";
     case GroupedKernel::kFp8Block: return "grouped wgmma (FP8, 128x128 block scales)";
+    case GroupedKernel::kInt8Bf16: return "grouped wgmma (INT8 weights dequantized to BF16)";
   }
   return "?";
 }
@@ -153,17 +154,23 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_
   }
   if (in.act_kind != 0 || in.act_quant != 0) return GroupedKernel::kNone;  // bf16 inputs from here on
   if (L.format == kDense && L.data_kind == 0) return GroupedKernel::kBf16;
-  // W4A16: the mixed-input kernel applies one bf16 scale per (row, group of k) with the decode
-  // kernels' rounding, in k-tiles of 64 (a group is k, or a multiple of 64); 16-byte int4 rows;
-  // n-contiguous scales need 16-byte alignment. Zero points: not in CUTLASS 4.2's grouped kernel.
+  // W4A16 / W8A16: the mixed-input kernel applies one bf16 scale per (row, group of k) with the
+  // decode kernels' rounding, in k-tiles of 64 (a group is k, or a multiple of 64); 16-byte code
+  // rows; n-contiguous scales need 16-byte alignment. Zero points: not in CUTLASS 4.2's grouped
+  // kernel.
   const bool group_fits = L.strategy == kChannel || (L.strategy == kGroup && L.group_size % 64 == 0);
-  if (L.format == kIntPacked && L.bits == 4 && !L.has_zero_point && group_fits && L.scale_kind == 0 &&
-      L.round_to_scale_dtype && L.cols % 32 == 0 && L.rows % 8 == 0)
-    return GroupedKernel::kInt4Bf16;
+  if (L.has_zero_point || !group_fits || L.scale_kind != 0 || !L.round_to_scale_dtype || L.rows % 8 != 0)
+    return GroupedKernel::kNone;
+  if (L.format == kIntPacked && L.bits == 4 && L.cols % 32 == 0) return GroupedKernel::kInt4Bf16;
+  if ((L.format == kIntPacked || L.format == kIntUnpacked) && L.bits == 8) return GroupedKernel::kInt8Bf16;
   return GroupedKernel::kNone;
 }
 
-bool takes_16bit_rows(GroupedKernel kind) { return kind == GroupedKernel::kBf16 || kind == GroupedKernel::kInt4Bf16; }
+bool dequantizes_weights(GroupedKernel kind) {
+  return kind == GroupedKernel::kInt4Bf16 || kind == GroupedKernel::kInt8Bf16;
+}
+
+bool takes_16bit_rows(GroupedKernel kind) { return kind == GroupedKernel::kBf16 || dequantizes_weights(kind); }
 
 int64_t grouped_scales_per_row(GroupedKernel kind, int64_t k) {
   if (kind == GroupedKernel::kNone || takes_16bit_rows(kind)) return 0;
@@ -181,7 +188,7 @@ std::string to_string(GroupedTile t) {
 
 std::string tile_config(GroupedKernel kind, GroupedTile t) {
   if (kind == GroupedKernel::kNone) return "none";
-  if (kind == GroupedKernel::kInt4Bf16) {
+  if (dequantizes_weights(kind)) {
     switch (t) {
       case GroupedTile::kSmall: return "coop 128x128 (weight rows x input rows)";
       case GroupedTile::kMedium: return "coop 128x192 cluster 2x1 (weight rows x input rows)";
@@ -201,7 +208,7 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
 GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_experts) {
   const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_experts, 1);
   const int min_rows_192 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor192Fp8 : kGroupedMinRowsFor192;
-  if (kind == GroupedKernel::kInt4Bf16) {
+  if (dequantizes_weights(kind)) {  // provisional for INT8: the INT4 tiles
     if (rows_per_expert < kInt4MinRowsForMedium) return GroupedTile::kSmall;
     return rows_per_expert < kInt4MinRowsForLarge ? GroupedTile::kMedium : GroupedTile::kLarge;
   }
@@ -217,11 +224,13 @@ int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {
     case GroupedKernel::kFp8Block: return kGroupedMinTokensFp8Block;
     case GroupedKernel::kInt8: return kGroupedMinTokensInt8;
     case GroupedKernel::kBf16: return kGroupedMinTokensBf16;
-    case GroupedKernel::kInt4Bf16: {
-      // The decode kernels stream each expert's 4-bit weights once per pass of slots; the mixed-input
+    case GroupedKernel::kInt4Bf16:
+    case GroupedKernel::kInt8Bf16: {
+      // The decode kernels stream each expert's weights once per pass of slots; the mixed-input
       // kernel converts them in every tile, so it pays only with enough rows per expert.
-      const int rows =
-          num_experts <= kInt4FewExperts ? kGroupedMinRowsPerExpertInt4FewExperts : kGroupedMinRowsPerExpertInt4;
+      const int rows = kind == GroupedKernel::kInt8Bf16       ? kGroupedMinRowsPerExpertInt8
+                       : num_experts <= kInt4FewExperts ? kGroupedMinRowsPerExpertInt4FewExperts
+                                                        : kGroupedMinRowsPerExpertInt4;
       const int64_t slots = int64_t{rows} * std::max(num_experts, 1);
       return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
     }

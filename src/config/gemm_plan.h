@@ -61,11 +61,15 @@ enum class GroupedKernel {
               // CUTLASS's mixed-input kernel, dequantizing in the mainloop (transposed: weights as A)
   kFp8Block,  // FP8 codes with one scale per (row, 128 columns) x FP8 weights with 128 x 128 block
               // scales: CUTLASS's blockwise-scaled kernel, each 128-deep partial sum scaled in fp32
+  kInt8Bf16,  // bf16 inputs x symmetric INT8 weights (packed or int8 storage) with bf16 group (>= 64)
+              // or channel scales, W8A16: the mixed-input kernel of kInt4Bf16 on int8 codes
 };
 std::string to_string(GroupedKernel k);
 // Whether prefill kernel `kind` takes bf16 input rows (else 8-bit codes with a scale per row, or per
 // row and 128 columns: grouped_scales_per_row).
 bool takes_16bit_rows(GroupedKernel kind);
+// Whether it is a mixed-input kernel (weight-only codes dequantized in the mainloop; transposed).
+bool dequantizes_weights(GroupedKernel kind);
 // Input scales per sorted row of prefill kernel `kind` on a k-column input: 1 (row-wise codes), or
 // one per 128 columns (kFp8Block); 0 for 16-bit rows.
 int64_t grouped_scales_per_row(GroupedKernel kind, int64_t k);

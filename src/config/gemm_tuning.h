@@ -37,6 +37,8 @@ inline constexpr int kGroupedMinTokensFp8Block = 1;
 inline constexpr int kGroupedMinRowsPerExpertInt4 = 24;
 inline constexpr int kGroupedMinRowsPerExpertInt4FewExperts = 28;
 inline constexpr int kInt4FewExperts = 16;  // "few": at most this many local experts
+// W8A16 (provisional, not yet measured: the INT4 rule; its decode kernels stream twice the bytes).
+inline constexpr int kGroupedMinRowsPerExpertInt8 = 24;
 // W4A16 tiles: 128 x 128 below 128 rows per expert (DeepSeek-V3 at 64 rows: 4880 us against 5945 and
 // 8639 for the larger ones), 128 x 192 in clusters of 2 up to 256, then 128 x 256 (Mixtral at 1024
 // and 2048 rows: 659 and 679 TFLOP/s against 620 and 643 for 128 x 192 and 519 for 128 x 128).

@@ -120,7 +120,7 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
     g.buf.a_scale = nullptr;
     g.buf.b_scale = nullptr;
     g.buf.b_group_scale = nullptr;
-  } else if (kind == GroupedKernel::kInt4Bf16) {
+  } else if (dequantizes_weights(kind)) {
     // Scales in the dequantizing mainloop; each expert's [n, k / group] scales transposed to n-contiguous.
     g.buf.a_scale = nullptr;
     g.buf.b_scale = nullptr;
@@ -168,6 +168,9 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
           g.gemm[t] = cuda::make_grouped_int4_bf16(tile, g.buf, E, g.n, g.k, group_size, num_sms);
           break;
         case GroupedKernel::kFp8Block: g.gemm[t] = cuda::make_grouped_fp8_block(tile, g.buf, E, g.n, g.k, num_sms); break;
+        case GroupedKernel::kInt8Bf16:
+          g.gemm[t] = cuda::make_grouped_int8_bf16(tile, g.buf, E, g.n, g.k, group_size, num_sms);
+          break;
         case GroupedKernel::kNone: break;
       }
     }
@@ -231,10 +234,10 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
     const ExpertWeights& ew = layer.experts[e];
     for (auto [src, dst, bias] : {std::tuple{&ew.w13, &w13[e], &ew.w13_bias}, std::tuple{&ew.w2, &w2[e], &ew.w2_bias}}) {
       dst->data = put(src->data);
-      if (src->format == WeightFormat::kIntPacked && src->bits == 4)  // signed codes on the device
-        check(cuda::launch_int4_to_signed(static_cast<int32_t*>(const_cast<void*>(dst->data)),
-                                          static_cast<int64_t>(src->data.size_bytes() / 4), nullptr),
-              "int4 codes");
+      if (src->format == WeightFormat::kIntPacked && (src->bits == 4 || src->bits == 8))  // signed codes on the device
+        check(cuda::launch_codes_to_signed(static_cast<int32_t*>(const_cast<void*>(dst->data)),
+                                           static_cast<int64_t>(src->data.size_bytes() / 4), src->bits, nullptr),
+              "integer codes");
       dst->scale = put(src->scale);
       dst->zero_point = static_cast<const int8_t*>(put(src->zero_point));
       dst->g_idx = static_cast<const int32_t*>(put(src->g_idx));
@@ -406,7 +409,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     sp.k = g.k;
     sp.a_rows = m.sorted_rows.get();
     sp.elem_bytes = takes_16bit_rows(g.kind) ? 2 : 1;
-    sp.transposed = g.kind == GroupedKernel::kInt4Bf16;
+    sp.transposed = dequantizes_weights(g.kind);
     sp.a_scale_rows = m.sorted_scales.get<float>();
     sp.scales_per_row = std::max<int64_t>(1, grouped_scales_per_row(g.kind, g.k));
     sp.d_rows = d;

@@ -27,7 +27,11 @@ __device__ float dequant(const WeightLayout& L, const ExpertTensors& w, int64_t 
       int q = L.format == kIntPacked
                   ? quant::unpack_int(static_cast<const int32_t*>(w.data) + row * L.words_per_row, col, L.bits)
                   : static_cast<const int8_t*>(w.data)[row * L.cols + col];
-      if (L.format == kIntPacked && L.bits == 4) q = ((q + 8) ^ 8) - 8;  // device codes are u ^ 8 (launch_int4_to_signed)
+      // Device codes are u ^ 8 / u ^ 128 (launch_codes_to_signed), read here as if offset-binary.
+      if (L.format == kIntPacked && (L.bits == 4 || L.bits == 8)) {
+        const int half = 1 << (L.bits - 1);
+        q = ((q + half) ^ half) - half;
+      }
       const int64_t g = group_of(L, w, col);
       return quant::dequant_int(q, zero_point_at(L, w, row, g), scale_at(L, w, row, g), kind_of(L));
     }

@@ -42,7 +42,7 @@ __device__ __forceinline__ void decode(const WeightLayout& L, const ExpertTensor
   if constexpr (C == Chunk::kInt4) {
     if (L.round_to_scale_dtype && L.scale_kind == 0) {
       // W4A16 with bf16 scales, two nibbles per instruction: xor-ing a device nibble u ^ 8
-      // (launch_int4_to_signed) with 8 into the mantissa of bf16 128.0 (0x4300) gives 128 + u
+      // (launch_codes_to_signed) with 8 into the mantissa of bf16 128.0 (0x4300) gives 128 + u
       // exactly; subtracting 136 + z gives q - z exactly; the
       // bf16x2 multiply by the scale rounds once to bf16, i.e. RNE_bf16((q - z) * s) as the CPU.
       // (w >> 4j) & 0x000F000F holds elements j and j + 4 of the word in its two halves.
@@ -71,9 +71,9 @@ __device__ __forceinline__ void decode(const WeightLayout& L, const ExpertTensor
     for (int i = 0; i < 4; ++i)
 #pragma unroll
       for (int j = 0; j < kPerWord; ++j) {
-        // Device 4-bit codes are u ^ 8 (launch_int4_to_signed).
+        // Device 4-bit codes are u ^ 8 (launch_codes_to_signed); 8-bit ones, packed or not, int8.
         const uint32_t u = ((words[i] >> (kBits * j)) & ((1u << kBits) - 1)) ^ (C == Chunk::kInt4 ? 8u : 0u);
-        const int q = C == Chunk::kInt8 ? static_cast<int>(static_cast<int8_t>(u)) : static_cast<int>(u) - (1 << (kBits - 1));
+        const int q = C == Chunk::kInt4 ? static_cast<int>(u) - 8 : static_cast<int>(static_cast<int8_t>(u));
         out[i * kPerWord + j] = quant::dequant_int(q, z, s, kind);
       }
   } else if constexpr (C == Chunk::kFp8) {

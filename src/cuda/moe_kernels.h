@@ -189,9 +189,12 @@ std::unique_ptr<GroupedTcGemm> make_grouped_int8(GroupedTile tile, const Grouped
                                                  int64_t k, int num_sms);
 std::unique_ptr<GroupedTcGemm> make_grouped_bf16(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
                                                  int64_t k, int num_sms);
-// Weight-only INT4 (grouped_sm90_int4.cu, transposed: problem_mnk holds (n, m_e, k)): D_e = A_e *
-// dequant(B_e)^T with B_e signed int4 codes [n, k] and scales b_group_scale_e [k / group_size, n].
+// Weight-only INT4 and INT8 (grouped_sm90_int4.cu, grouped_sm90_int8w.cu; transposed: problem_mnk
+// holds (n, m_e, k)): D_e = A_e * dequant(B_e)^T with B_e signed int4 / int8 codes [n, k] and scales
+// b_group_scale_e [k / group_size, n].
 std::unique_ptr<GroupedTcGemm> make_grouped_int4_bf16(GroupedTile tile, const GroupedTcBuffers& buf, int groups,
+                                                      int64_t n, int64_t k, int64_t group_size, int num_sms);
+std::unique_ptr<GroupedTcGemm> make_grouped_int8_bf16(GroupedTile tile, const GroupedTcBuffers& buf, int groups,
                                                       int64_t n, int64_t k, int64_t group_size, int num_sms);
 // FP8 with 128 x 128 weight blocks and inputs in groups of 128 columns (grouped_sm90_fp8_block.cu):
 // D_e[m, n] = sum over 128-column blocks b of a_scale_e[m, b] * b_scale_e[n / 128, b] *
@@ -267,10 +270,12 @@ struct InputRowsParams {
 };
 cudaError_t launch_input_rows(const InputRowsParams& p, cudaStream_t stream);
 
-// Packed 4-bit integer weights on the device hold each code as u ^ 8, i.e. the signed two's-complement
-// q = u - 8 that CUTLASS's int4 operand reads, instead of the checkpoint's offset-binary u = q + 8
-// (zero points unchanged); every kernel that reads them expects it. In place, at load.
-cudaError_t launch_int4_to_signed(int32_t* words, int64_t num_words, cudaStream_t stream);
+// Packed 4- and 8-bit integer weights on the device hold each code as u ^ 8 (u ^ 128), i.e. the
+// signed two's-complement q = u - 8 (u - 128) that CUTLASS's int4 (int8) operand reads, instead of
+// the checkpoint's offset-binary u = q + 8 (q + 128); zero points are unchanged. Packed 8-bit rows
+// are then byte for byte what int8 storage holds. Every kernel that reads them expects it. In
+// place, at load.
+cudaError_t launch_codes_to_signed(int32_t* words, int64_t num_words, int bits, cudaStream_t stream);
 
 // out[c, r] = in[r, c] for 16-bit values ([rows, cols] -> [cols, rows]); at load (the mixed-input
 // prefill kernels' scales are n-contiguous).

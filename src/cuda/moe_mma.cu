@@ -113,7 +113,7 @@ struct Int4 {
   static constexpr int kScaleBytes = 2;
   __device__ static Row row(uint32_t scale_bits, int zero) {
     // The scale is stored in the activation dtype: its bits are the multiplier. A device nibble
-    // t = u ^ 8 (launch_int4_to_signed) xor-ed with 8 into the mantissa of 128.0 (bf16 0x4300) or
+    // t = u ^ 8 (launch_codes_to_signed) xor-ed with 8 into the mantissa of 128.0 (bf16 0x4300) or
     // 1024.0 (f16 0x6400) gives base + u exactly; subtracting base + 8 + z (bits base + 8 + z, as z
     // is in [-8, 7]) gives q - z exactly; the multiply by the scale rounds once, i.e.
     // RNE((q - z) * s) as formats.h.
@@ -131,9 +131,10 @@ struct Int4 {
   }
 };
 
-// INT8 (packed as u + 128 in int32 words, or stored as int8) with bf16/f16 scales, rounded to the
-// scale dtype. (q - z) * s is exact in f32 (<= 17 significant bits), so one rounding to 16 bits.
-template <bool kBf16, bool kSignedStorage>
+// INT8 (int8 storage, or packed in int32 words and made signed at load: launch_codes_to_signed) with
+// bf16/f16 scales, rounded to the scale dtype. (q - z) * s is exact in f32 (<= 17 significant bits),
+// so one rounding to 16 bits.
+template <bool kBf16>
 struct Int8 {
   static constexpr int kElems = 16;
   struct Row {
@@ -146,11 +147,8 @@ struct Int8 {
     return {kBf16 ? quant::bf16_to_float(s) : quant::f16_to_float(s), 8388608.0f + 128.0f + static_cast<float>(zero)};
   }
   __device__ static void group(const uint4& raw, int g, const Row& p, uint32_t (&pairs)[4]) {
-    uint32_t lo = g == 0 ? raw.x : raw.z, hi = g == 0 ? raw.y : raw.w;  // t0..t3, t4..t7
-    if constexpr (kSignedStorage) {
-      lo ^= 0x80808080u;  // int8 q -> q + 128, the packed encoding
-      hi ^= 0x80808080u;
-    }
+    // t0..t3, t4..t7, int8 q -> q + 128 (offset binary, for the float trick below)
+    const uint32_t lo = (g == 0 ? raw.x : raw.z) ^ 0x80808080u, hi = (g == 0 ? raw.y : raw.w) ^ 0x80808080u;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float a = __uint_as_float(__byte_perm(lo, 0x4B000000u, 0x7440 + j)) - p.offset;
@@ -622,11 +620,10 @@ cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16,
       if (p.layout.bits == 4)
         return bf16 ? launch_int<Int4<true>, true>(p, in16, in_scale, n, stream)
                     : launch_int<Int4<false>, false>(p, in16, in_scale, n, stream);
-      return bf16 ? launch_int<Int8<true, false>, true>(p, in16, in_scale, n, stream)
-                  : launch_int<Int8<false, false>, false>(p, in16, in_scale, n, stream);
+      [[fallthrough]];  // 8-bit: signed bytes on the device, as int8 storage
     case kIntUnpacked:
-      return bf16 ? launch_int<Int8<true, true>, true>(p, in16, in_scale, n, stream)
-                  : launch_int<Int8<false, true>, false>(p, in16, in_scale, n, stream);
+      return bf16 ? launch_int<Int8<true>, true>(p, in16, in_scale, n, stream)
+                  : launch_int<Int8<false>, false>(p, in16, in_scale, n, stream);
     case kMxfp4: return launch_traits<Mxfp4, true>(p, in16, in_scale, n, stream);
     case kNvfp4: return launch_traits<Nvfp4, true>(p, in16, in_scale, n, stream);
     default:

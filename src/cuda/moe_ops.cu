@@ -655,10 +655,10 @@ __global__ void block_scales_kernel(WeightLayout L, const ExpertTensors* experts
   out[i] = scale_at(L, experts[e], rb * L.block_rows, cb);
 }
 
-__global__ void int4_to_signed_kernel(int32_t* words, int64_t num_words) {
+__global__ void codes_to_signed_kernel(int32_t* words, int64_t num_words, uint32_t sign_bits) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < num_words;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    words[i] ^= static_cast<int32_t>(0x88888888u);
+    words[i] ^= static_cast<int32_t>(sign_bits);
 }
 
 // 32 x 32 tiles through shared memory (padded against bank conflicts), 32 x 8 threads.
@@ -743,10 +743,11 @@ cudaError_t launch_grouped_setup(const GroupedSetupParams& p, cudaStream_t strea
   return cudaGetLastError();
 }
 
-cudaError_t launch_int4_to_signed(int32_t* words, int64_t num_words, cudaStream_t stream) {
+cudaError_t launch_codes_to_signed(int32_t* words, int64_t num_words, int bits, cudaStream_t stream) {
+  if (bits != 4 && bits != 8) return cudaErrorInvalidValue;
   if (num_words <= 0) return cudaSuccess;
   const int blocks = static_cast<int>(std::min<int64_t>(blocks_for(num_words), 4096));
-  int4_to_signed_kernel<<<blocks, kThreads, 0, stream>>>(words, num_words);
+  codes_to_signed_kernel<<<blocks, kThreads, 0, stream>>>(words, num_words, bits == 4 ? 0x88888888u : 0x80808080u);
   return cudaGetLastError();
 }
 

@@ -260,8 +260,8 @@ TEST(GemmPlan, ExpertsBeyondThirtyTwoBitOffsetsFallBack) {
 
 TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
   // FP8 and INT8 W8A8 with one weight scale per tensor or channel and one input scale per row, FP8
-  // with 128 x 128 weight blocks, unquantized bf16, and symmetric W4A16 with groups of >= 64 have
-  // prefill kernels; every other scheme keeps the decode kernels at every size (for now).
+  // with 128 x 128 weight blocks, unquantized bf16, and symmetric W4A16 and W8A16 with groups of >= 64
+  // have prefill kernels; every other scheme keeps the decode kernels at every size (for now).
   for (const std::string& scheme : synthetic_schemes()) {
     const MoeLayer layer = synthetic_layer(scheme, {"small", 4, 2, 256, 128}, 7, 1);
     const LayerGemmPlan p = plan_layer_gemms(layer, 0, true);
@@ -270,6 +270,7 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
                                : scheme == "bf16"                                ? GroupedKernel::kBf16
                                : scheme == "w4a16_g128"                          ? GroupedKernel::kInt4Bf16
                                : scheme == "fp8_block"                           ? GroupedKernel::kFp8Block
+                               : scheme == "w8a16"                               ? GroupedKernel::kInt8Bf16
                                                                                  : GroupedKernel::kNone;
     EXPECT_EQ(p.g1, want) << scheme;
     EXPECT_EQ(p.g2, want) << scheme;
@@ -345,6 +346,20 @@ TEST(GemmPlan, Int4PrefillKernelNeedsItsLayout) {
   EXPECT_EQ(plan_grouped_kernel(sized(channel, 256, 48), false, false, bf16_in, mma), GroupedKernel::kNone);
   EXPECT_EQ(plan_grouped_kernel(sized(channel, 260, 256), false, false, bf16_in, mma), GroupedKernel::kNone);
   EXPECT_EQ(plan_grouped_kernel(sized(channel, 2880, 2880), false, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
+  // INT8 weight-only, packed (made signed at load) or int8 storage: the same kernel on int8 codes,
+  // with the same limits (16-byte rows are 16 columns of int8).
+  GemmLayout int8 = layout_of_scheme("w8a16"), int8_storage = int8, int8_asym = int8, int8_g32 = int8;
+  int8_storage.format = static_cast<int>(WeightFormat::kIntUnpacked);
+  int8_asym.has_zero_point = true;
+  int8_g32.group_size = 32;
+  EXPECT_EQ(plan_grouped_kernel(int8, false, false, bf16_in, mma), GroupedKernel::kInt8Bf16);
+  EXPECT_EQ(plan_grouped_kernel(int8_storage, false, false, bf16_in, mma), GroupedKernel::kInt8Bf16);
+  EXPECT_EQ(plan_grouped_kernel(sized(int8, 256, 136), false, false, bf16_in, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(int8_asym, false, false, bf16_in, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(int8_g32, false, false, bf16_in, mma), GroupedKernel::kNone);
+  EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt8Bf16));
+  EXPECT_TRUE(dequantizes_weights(GroupedKernel::kInt8Bf16));
+  EXPECT_FALSE(dequantizes_weights(GroupedKernel::kBf16));
 }
 
 TEST(GemmPlan, PrefillFromTheCrossover) {
