@@ -208,7 +208,7 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
 GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_experts) {
   const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_experts, 1);
   const int min_rows_192 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor192Fp8 : kGroupedMinRowsFor192;
-  if (dequantizes_weights(kind)) {  // provisional for INT8: the INT4 tiles
+  if (dequantizes_weights(kind)) {
     if (rows_per_expert < kInt4MinRowsForMedium) return GroupedTile::kSmall;
     return rows_per_expert < kInt4MinRowsForLarge ? GroupedTile::kMedium : GroupedTile::kLarge;
   }
@@ -228,9 +228,10 @@ int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {
     case GroupedKernel::kInt8Bf16: {
       // The decode kernels stream each expert's weights once per pass of slots; the mixed-input
       // kernel converts them in every tile, so it pays only with enough rows per expert.
-      const int rows = kind == GroupedKernel::kInt8Bf16       ? kGroupedMinRowsPerExpertInt8
-                       : num_experts <= kInt4FewExperts ? kGroupedMinRowsPerExpertInt4FewExperts
-                                                        : kGroupedMinRowsPerExpertInt4;
+      const bool few = num_experts <= kInt4FewExperts;
+      const int rows = kind == GroupedKernel::kInt8Bf16
+                           ? (few ? kGroupedMinRowsPerExpertInt8FewExperts : kGroupedMinRowsPerExpertInt8)
+                           : (few ? kGroupedMinRowsPerExpertInt4FewExperts : kGroupedMinRowsPerExpertInt4);
       const int64_t slots = int64_t{rows} * std::max(num_experts, 1);
       return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
     }

@@ -37,9 +37,15 @@ inline constexpr int kGroupedMinTokensFp8Block = 1;
 inline constexpr int kGroupedMinRowsPerExpertInt4 = 24;
 inline constexpr int kGroupedMinRowsPerExpertInt4FewExperts = 28;
 inline constexpr int kInt4FewExperts = 16;  // "few": at most this many local experts
-// W8A16 (provisional, not yet measured: the INT4 rule; its decode kernels stream twice the bytes).
-inline constexpr int kGroupedMinRowsPerExpertInt8 = 24;
-// W4A16 tiles: 128 x 128 below 128 rows per expert (DeepSeek-V3 at 64 rows: 4880 us against 5945 and
+// W8A16 (H200, 93addc3, bench/RESULTS.md table D-W8A16, GEMM us decode vs mixed-input): at 16 rows
+// DeepSeek-V3 6070 vs 5540 and Qwen3-30B-A3B 352 vs 356 (a tie), at 8 rows the decode kernels won
+// (4972 vs 5603, 302 vs 362); Mixtral won on the decode kernels at 16 rows (793 vs 876) and on the
+// mixed-input one at 24 (910 vs 872): its switch, 22, is interpolated (decode grows ~15 us per row,
+// the mixed-input kernel stays flat).
+inline constexpr int kGroupedMinRowsPerExpertInt8 = 16;
+inline constexpr int kGroupedMinRowsPerExpertInt8FewExperts = 22;
+// Tiles of the mixed-input kernels (W4A16, and W8A16, which measured the same order: 93addc3 tile
+// sweep): 128 x 128 below 128 rows per expert (DeepSeek-V3 at 64 rows: 4880 us against 5945 and
 // 8639 for the larger ones), 128 x 192 in clusters of 2 up to 256, then 128 x 256 (Mixtral at 1024
 // and 2048 rows: 659 and 679 TFLOP/s against 620 and 643 for 128 x 192 and 519 for 128 x 128).
 inline constexpr int kInt4MinRowsForMedium = 128;

@@ -393,6 +393,11 @@ TEST(GemmPlan, PrefillFromTheCrossover) {
   EXPECT_TRUE(use_grouped_kernel(int4, few_rows * 4, 8, 2));
   EXPECT_FALSE(use_grouped_kernel(int4, rows * 4, 256, 8));
   EXPECT_GE(grouped_min_tokens(int4, 1, 8), 2);  // never a single token
+  // W8A16 by the same measure, with its own (lower) thresholds.
+  const GroupedKernel int8 = GroupedKernel::kInt8Bf16;
+  EXPECT_EQ(grouped_min_tokens(int8, 256, 8), kGroupedMinRowsPerExpertInt8 * 32);
+  EXPECT_EQ(grouped_min_tokens(int8, 8, 2), kGroupedMinRowsPerExpertInt8FewExperts * 4);
+  EXPECT_LE(kGroupedMinRowsPerExpertInt8, kGroupedMinRowsPerExpertInt4);
 }
 
 TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
@@ -423,6 +428,7 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForLarge} * 8 - 1, 8), GroupedTile::kMedium);
   EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForLarge} * 8, 8), GroupedTile::kLarge);
   EXPECT_LT(kInt4MinRowsForMedium, kInt4MinRowsForLarge);
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt8Bf16, int64_t{kInt4MinRowsForLarge} * 8, 8), GroupedTile::kLarge);
   EXPECT_EQ(to_string(GroupedTile::kLarge), "large");
   EXPECT_EQ(tile_config(GroupedKernel::kFp8, GroupedTile::kLarge), "coop 128x192 cluster 1x2");
   EXPECT_EQ(tile_config(int4, GroupedTile::kLarge), "coop 128x256 cluster 2x1 (weight rows x input rows)");
