@@ -126,6 +126,7 @@ std::string to_string(GroupedKernel k) {
     case GroupedKernel::kInt4Bf16: return "grouped wgmma (INT4 weights dequantized to BF16)";
     case GroupedKernel::kFp8Block: return "grouped wgmma (FP8, 128x128 block scales)";
     case GroupedKernel::kInt8Bf16: return "grouped wgmma (INT8 weights dequantized to BF16)";
+    case GroupedKernel::kInt4Codes: return "grouped wgmma (INT4 weights dequantized to BF16, 8-bit activation codes)";
   }
   return "?";
 }
@@ -141,8 +142,17 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_
   const bool fp8_rows = in.act_quant == static_cast<int>(ActQuant::kFp8PerToken) ||
                         in.act_quant == static_cast<int>(ActQuant::kFp8PerTensorDynamic) ||
                         in.act_quant == static_cast<int>(ActQuant::kFp8Static);
+  // W4A16 / W8A16 / W4A8: the mixed-input kernel applies one bf16 scale per (row, group of k), in
+  // k-tiles of 64 (a group is k, or a multiple of 64); 16-byte code rows; n-contiguous scales need
+  // 16-byte alignment. Zero points: not in CUTLASS 4.2's grouped kernel.
+  const bool group_fits = L.strategy == kChannel || (L.strategy == kGroup && L.group_size % 64 == 0);
+  const bool mixed_fits = !L.has_zero_point && group_fits && L.rows % 8 == 0;
   if (decode == GemmKernel::kTensorCoreCodes) {
     if (L.format == kFp8 && per_tensor_or_channel && fp8_rows) return GroupedKernel::kFp8;
+    // W4A8 (bf16 MMA on the codes: exact, as are the decode kernel's f16 products).
+    if (L.format == kIntPacked && L.bits == 4 && mixed_fits && L.cols % 32 == 0 &&
+        (fp8_rows || in.act_quant == kInt8PerToken))
+      return GroupedKernel::kInt4Codes;
     // DeepSeek-V3's scheme: 128 x 128 weight blocks, inputs in groups of 128 columns (CUTLASS's
     // blockwise kernel scales each 128-deep k-tile; partial last blocks are zero-filled by TMA).
     if (L.format == kFp8 && L.strategy == kBlock && L.block_rows == 128 && L.block_cols == 128 &&
@@ -154,27 +164,23 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_
   }
   if (in.act_kind != 0 || in.act_quant != 0) return GroupedKernel::kNone;  // bf16 inputs from here on
   if (L.format == kDense && L.data_kind == 0) return GroupedKernel::kBf16;
-  // W4A16 / W8A16: the mixed-input kernel applies one bf16 scale per (row, group of k) with the
-  // decode kernels' rounding, in k-tiles of 64 (a group is k, or a multiple of 64); 16-byte code
-  // rows; n-contiguous scales need 16-byte alignment. Zero points: not in CUTLASS 4.2's grouped
-  // kernel.
-  const bool group_fits = L.strategy == kChannel || (L.strategy == kGroup && L.group_size % 64 == 0);
-  if (L.has_zero_point || !group_fits || L.scale_kind != 0 || !L.round_to_scale_dtype || L.rows % 8 != 0)
-    return GroupedKernel::kNone;
+  // Weight-only: bf16 scales rounded as the decode kernels round them.
+  if (!mixed_fits || L.scale_kind != 0 || !L.round_to_scale_dtype) return GroupedKernel::kNone;
   if (L.format == kIntPacked && L.bits == 4 && L.cols % 32 == 0) return GroupedKernel::kInt4Bf16;
   if ((L.format == kIntPacked || L.format == kIntUnpacked) && L.bits == 8) return GroupedKernel::kInt8Bf16;
   return GroupedKernel::kNone;
 }
 
 bool dequantizes_weights(GroupedKernel kind) {
-  return kind == GroupedKernel::kInt4Bf16 || kind == GroupedKernel::kInt8Bf16;
+  return kind == GroupedKernel::kInt4Bf16 || kind == GroupedKernel::kInt8Bf16 || kind == GroupedKernel::kInt4Codes;
 }
 
 bool takes_16bit_rows(GroupedKernel kind) { return kind == GroupedKernel::kBf16 || dequantizes_weights(kind); }
 
 int64_t grouped_scales_per_row(GroupedKernel kind, int64_t k) {
-  if (kind == GroupedKernel::kNone || takes_16bit_rows(kind)) return 0;
-  return kind == GroupedKernel::kFp8Block ? (k + 127) / 128 : 1;
+  if (kind == GroupedKernel::kFp8Block) return (k + 127) / 128;
+  if (kind == GroupedKernel::kNone || (takes_16bit_rows(kind) && kind != GroupedKernel::kInt4Codes)) return 0;
+  return 1;
 }
 
 std::string to_string(GroupedTile t) {
@@ -225,6 +231,7 @@ int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {
     case GroupedKernel::kInt8: return kGroupedMinTokensInt8;
     case GroupedKernel::kBf16: return kGroupedMinTokensBf16;
     case GroupedKernel::kInt4Bf16:
+    case GroupedKernel::kInt4Codes:  // provisional: the W4A16 rule (same kernel, same int4 weights)
     case GroupedKernel::kInt8Bf16: {
       // The decode kernels stream each expert's weights once per pass of slots; the mixed-input
       // kernel converts them in every tile, so it pays only with enough rows per expert.

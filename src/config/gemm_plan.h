@@ -63,6 +63,10 @@ enum class GroupedKernel {
               // scales: CUTLASS's blockwise-scaled kernel, each 128-deep partial sum scaled in fp32
   kInt8Bf16,  // bf16 inputs x symmetric INT8 weights (packed or int8 storage) with bf16 group (>= 64)
               // or channel scales, W8A16: the mixed-input kernel of kInt4Bf16 on int8 codes
+  kInt4Codes,  // W4A8 (FP8 or INT8 activations, one scale per row): the activation codes as bf16
+               // values x symmetric INT4 weights with group (>= 64) or channel scales, dequantized
+               // to bf16 (q * s rounded once: the scales of any dtype are bf16 on the device), the
+               // row scale in the epilogue; the kInt4Bf16 kernel
 };
 std::string to_string(GroupedKernel k);
 // Whether prefill kernel `kind` takes bf16 input rows (else 8-bit codes with a scale per row, or per
@@ -70,8 +74,8 @@ std::string to_string(GroupedKernel k);
 bool takes_16bit_rows(GroupedKernel kind);
 // Whether it is a mixed-input kernel (weight-only codes dequantized in the mainloop; transposed).
 bool dequantizes_weights(GroupedKernel kind);
-// Input scales per sorted row of prefill kernel `kind` on a k-column input: 1 (row-wise codes), or
-// one per 128 columns (kFp8Block); 0 for 16-bit rows.
+// Input scales per sorted row of prefill kernel `kind` on a k-column input: 1 (row-wise codes, also
+// kInt4Codes's bf16 codes), or one per 128 columns (kFp8Block); 0 for unscaled 16-bit rows.
 int64_t grouped_scales_per_row(GroupedKernel kind, int64_t k);
 // The prefill kernel for a projection whose decode kernel is `decode` (the sorted rows are gathered
 // from the decode kernels' input codes). Layers with a bias keep the decode kernels for now.

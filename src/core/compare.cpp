@@ -49,12 +49,13 @@ double tolerance_rel_l2(const MoeLayer& layer, const ForwardOptions& options, Co
     // by ~1e-4 relative, so more bf16 roundings and fp8 codes move than with fp32 sums. Measured up
     // to 1.9e-2 (one token, 512 outputs, vLLM rounding); 3e-2 still flags any wrong scale or row.
     const LayerGemmPlan plan = plan_layer_gemms(layer, 0, options.round_intermediate);
-    const bool has_fp8_prefill = plan.g1 == GroupedKernel::kFp8 || plan.g2 == GroupedKernel::kFp8;
+    auto fp8_mma = [](GroupedKernel g) { return g == GroupedKernel::kFp8 || g == GroupedKernel::kFp8Block; };
+    const GroupedKernel fp8_prefill = fp8_mma(plan.g1) ? plan.g1 : plan.g2;
     const bool runs_prefill =
         options.gemm_path == GemmPath::kPrefill ||
         (options.gemm_path == GemmPath::kAuto &&
-         (tokens < 0 || use_grouped_kernel(GroupedKernel::kFp8, tokens, layer.num_experts, layer.top_k)));
-    if (has_fp8_prefill && runs_prefill) return 3e-2;
+         (tokens < 0 || use_grouped_kernel(fp8_prefill, tokens, layer.num_experts, layer.top_k)));
+    if (fp8_mma(fp8_prefill) && runs_prefill) return 3e-2;
     kind = Comparison::kBackendVsReference;
   }
   if (kind == Comparison::kBackendVsReference) {

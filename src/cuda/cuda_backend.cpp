@@ -121,20 +121,17 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
     g.buf.b_scale = nullptr;
     g.buf.b_group_scale = nullptr;
   } else if (dequantizes_weights(kind)) {
-    // Scales in the dequantizing mainloop; each expert's [n, k / group] scales transposed to n-contiguous.
-    g.buf.a_scale = nullptr;
+    // Scales in the dequantizing mainloop: each expert's [n, k / group] scales as bf16 [k / group, n]
+    // (n-contiguous); W4A8's input rows keep their scale (the epilogue's), the others have none.
+    if (kind != GroupedKernel::kInt4Codes) g.buf.a_scale = nullptr;
     g.buf.b_scale = nullptr;
     group_size = L.strategy == static_cast<int>(Strategy::kChannel) ? L.cols : L.group_size;
     const int64_t groups_k = L.strategy == static_cast<int>(Strategy::kChannel) ? 1 : L.scale_cols;
     const int64_t per_expert = groups_k * L.rows;
     g.group_scale = DeviceBuffer(sizeof(uint16_t) * E * per_expert);
+    check(cuda::launch_group_scales_bf16(L, experts, E, g.group_scale.get<uint16_t>(), nullptr), "weight scales");
     std::vector<const void*> scales(E);
-    for (int e = 0; e < E; ++e) {
-      uint16_t* dst = g.group_scale.get<uint16_t>() + e * per_expert;
-      check(cuda::launch_transpose16(static_cast<const uint16_t*>(host[e].scale), L.rows, groups_k, dst, nullptr),
-            "weight scales");
-      scales[e] = dst;
-    }
+    for (int e = 0; e < E; ++e) scales[e] = g.group_scale.get<uint16_t>() + e * per_expert;
     check(cudaMemcpy(g.buf.b_group_scale, scales.data(), ptrs, cudaMemcpyHostToDevice), "upload");
     check(cudaDeviceSynchronize(), "weight scales");
   } else if (kind == GroupedKernel::kFp8Block) {
@@ -165,6 +162,7 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
         case GroupedKernel::kInt8: g.gemm[t] = cuda::make_grouped_int8(tile, g.buf, E, g.n, g.k, num_sms); break;
         case GroupedKernel::kBf16: g.gemm[t] = cuda::make_grouped_bf16(tile, g.buf, E, g.n, g.k, num_sms); break;
         case GroupedKernel::kInt4Bf16:
+        case GroupedKernel::kInt4Codes:
           g.gemm[t] = cuda::make_grouped_int4_bf16(tile, g.buf, E, g.n, g.k, group_size, num_sms);
           break;
         case GroupedKernel::kFp8Block: g.gemm[t] = cuda::make_grouped_fp8_block(tile, g.buf, E, g.n, g.k, num_sms); break;
@@ -184,6 +182,8 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
 // row that fits in shared memory, or 16-bit rows; 4-column chunks.
 // (Unquantized bf16 prefill GEMMs take 16-bit rows, which need no quantization.)
 bool row_wise(GroupedKernel g, const cpu::ActQuantParams& q, int64_t cols) {
+  if (g == GroupedKernel::kInt4Codes)  // the codes as bf16 values
+    return q.kind == ActQuant::kFp8PerToken || q.kind == ActQuant::kFp8Static || q.kind == ActQuant::kInt8PerToken;
   if (takes_16bit_rows(g)) return q.kind == ActQuant::kNone;
   if (q.kind == ActQuant::kFp8Group) return q.group_size == 128 && cols % 128 == 0;
   return q.kind == ActQuant::kFp8PerToken || q.kind == ActQuant::kFp8Static || q.kind == ActQuant::kInt8PerToken;
@@ -394,7 +394,10 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     gr.by_token = by_token;
     gr.top_k = k;
     gr.k = cols;
-    gr.out_kind = takes_16bit_rows(g.kind) ? 0 : g.kind == GroupedKernel::kInt8 ? 2 : 1;
+    gr.out_kind = g.kind == GroupedKernel::kInt4Codes ? 3
+                  : takes_16bit_rows(g.kind)         ? 0
+                  : g.kind == GroupedKernel::kInt8   ? 2
+                                                     : 1;
     gr.scales_per_row = std::max<int64_t>(1, grouped_scales_per_row(g.kind, cols));
     gr.a_rows = m.sorted_rows.get();
     gr.a_scale_rows = m.sorted_scales.get<float>();
@@ -437,6 +440,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     ir.router_weights = router_weights;
     ir.round = options.round_intermediate;
     ir.q = to_cuda(q1, nullptr, nullptr);
+    ir.q.bf16_rows = plan.g1 == GroupedKernel::kInt4Codes;
     ir.tokens = tokens;
     ir.hidden = H;
     ir.top_k = k;
@@ -493,8 +497,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   // gather).
   const bool fused_act = prefill1 && prefill2 && fused_activation_fits(plan.g2, q2, I);
   if (fused_act) {
-    check(cuda::launch_activation_rows(ap, to_cuda(q2, nullptr, nullptr), m.sorted_rows.get(),
-                                       m.sorted_scales.get<float>(), stream),
+    cuda::ActQuantParams rows_q = to_cuda(q2, nullptr, nullptr);
+    rows_q.bf16_rows = plan.g2 == GroupedKernel::kInt4Codes;
+    check(cuda::launch_activation_rows(ap, rows_q, m.sorted_rows.get(), m.sorted_scales.get<float>(), stream),
           "activation and gemm2 input quantization");
   } else {
     check(cuda::launch_activation(ap, stream), "activation");

@@ -8,7 +8,9 @@
 // W_e: [n, k] row-major quantized codes (k contiguous, the checkpoint's [out, in] layout),
 // dequantized as RNE_bf16(q * S_e[k / group, n]) exactly like the decode kernels; X_e: [m_e, k]
 // bf16 rows of the sorted input; D_e^T column-major = D_e: [m_e, n] fp32 row-major, as the other
-// prefill kernels write it. Included only by grouped_sm90_<type>.cu instance files.
+// prefill kernels write it, times an optional scale per input row (W4A8: the rows hold 8-bit
+// activation codes as bf16 values, and this is their quantization scale). Included only by
+// grouped_sm90_<type>.cu instance files.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,6 +24,7 @@
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
 #include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/gemm/device/gemm_universal_adapter.h"
 #include "cutlass/gemm/dispatch_policy.hpp"
@@ -58,10 +61,17 @@ struct MixedTypes {
   static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;
   static constexpr int kAlignScale = 128 / cutlass::sizeof_bits<ElementScale>::value;
 
+  // D^T = acc * x_scale[m]: a vector along the GEMM's n (the input rows), one pointer per group, read
+  // element by element (a group's rows start anywhere in the sorted rows).
+  using Acc = cutlass::epilogue::fusion::Sm90AccFetch;
+  using XScale = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float*, float, Stride<_0, _1, _0>, 1>;
+  using Mul = cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float,
+                                                     cutlass::FloatRoundStyle::round_to_nearest>;
+  using Epilogue = cutlass::epilogue::fusion::Sm90EVT<Mul, XScale, Acc>;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::ColumnMajor*, kAlignD,
-      ElementD, cutlass::layout::ColumnMajor*, kAlignD, typename Config::EpilogueSchedule>::CollectiveOp;
+      ElementD, cutlass::layout::ColumnMajor*, kAlignD, typename Config::EpilogueSchedule, Epilogue>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cute::tuple<ElementW, ElementScale>,
       cutlass::layout::RowMajor*, kAlignW, ElementX, cutlass::layout::ColumnMajor*, kAlignX, float, TileShape,
@@ -108,8 +118,8 @@ class MixedGroupedGemm final : public CutlassGrouped<typename MixedTypes<Config>
          x, reinterpret_cast<const typename T::ElementScale**>(buf.b_group_scale), s, static_cast<int>(group_size)},
         {{}, nullptr, nullptr, reinterpret_cast<typename T::ElementD**>(buf.d), d},
         this->hardware(num_sms)};
-    args.epilogue.thread.alpha = 1.0f;
-    args.epilogue.thread.beta = 0.0f;
+    // Arguments of Sm90EVT<Mul, XScale, Acc>: children first, then the node; a null array: scale 1.
+    args.epilogue.thread = {{buf.a_scale, 1.0f, {}}, {}, {}};
     this->initialize(args);
   }
 };

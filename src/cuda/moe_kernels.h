@@ -108,6 +108,9 @@ struct ActQuantParams {
   // its scales (one per row; per group: ceil(cols / group_size) per row).
   uint16_t* codes16 = nullptr;  // [rows, cols]
   float* row_scale = nullptr;   // [rows, scales per row]
+  // The fused prefill row kernels (launch_input_rows, launch_activation_rows), row-wise modes only:
+  // each code written as its bf16 value (the W4A8 prefill kernel's rows) instead of its byte.
+  bool bf16_rows = false;
 };
 
 // Quantizes rows of `x` [*, cols]: all `num_rows` rows when row_ids is null, else the rows listed in
@@ -234,7 +237,7 @@ struct GatherParams {
   bool by_token = true;
   int top_k = 1;
   int64_t k = 0;
-  int out_kind = 0;  // 0: 16-bit as is, 1: fp8 e4m3, 2: int8
+  int out_kind = 0;  // 0: 16-bit as is, 1: fp8 e4m3, 2: int8, 3: f16 codes as bf16 values
   void* a_rows = nullptr;
   float* a_scale_rows = nullptr;
 };
@@ -277,9 +280,11 @@ cudaError_t launch_input_rows(const InputRowsParams& p, cudaStream_t stream);
 // place, at load.
 cudaError_t launch_codes_to_signed(int32_t* words, int64_t num_words, int bits, cudaStream_t stream);
 
-// out[c, r] = in[r, c] for 16-bit values ([rows, cols] -> [cols, rows]); at load (the mixed-input
-// prefill kernels' scales are n-contiguous).
-cudaError_t launch_transpose16(const uint16_t* in, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t stream);
+// Every local expert's group (or channel) weight scales as bf16, n-contiguous: out [experts, groups,
+// rows] from the canonical [rows, groups] tensors of any scale dtype; at load, for the mixed-input
+// prefill kernels.
+cudaError_t launch_group_scales_bf16(const WeightLayout& L, const ExpertTensors* experts, int num_experts,
+                                     uint16_t* out, cudaStream_t stream);
 
 // FP32 128 x 128 block weight scales of every local expert ([experts, ceil(rows / 128), ceil(cols /
 // 128)]) from the canonical block scale tensors (any scale dtype), for the FP8 block prefill kernel.

@@ -426,6 +426,14 @@ struct RowQuant {
     return quant::quantize_fp8_act(v, inv);
   }
   __device__ uint32_t codes4(float4 a) const { return code(a.x) | code(a.y) << 8 | code(a.z) << 16 | code(a.w) << 24; }
+  // The code of v as a bf16 value (exact: fp8 e4m3 values and integers in [-128, 127] fit bf16).
+  __device__ uint32_t bf16_code(float v) const {
+    const uint32_t c = code(v);
+    return quant::float_to_bf16(kind == 5 ? static_cast<float>(static_cast<int8_t>(c)) : quant::fp8e4m3_to_float(c));
+  }
+  __device__ uint2 bf16_codes4(float4 a) const {
+    return {bf16_code(a.x) | bf16_code(a.y) << 16, bf16_code(a.z) | bf16_code(a.w) << 16};
+  }
 };
 
 // FP8 per-token-group quantization of one group with absolute maximum `amax`, as fake_quant_kernel's
@@ -493,8 +501,13 @@ __global__ void activation_rows_kernel(ActivationParams p, ActQuantParams q, voi
     return;
   }
   const RowQuant rq(q, block_amax(m));  // block_amax's barrier also publishes act_row
-  uint32_t* out = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(a_rows) + r * p.inter);  // [n4]
-  for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) out[i] = rq.codes4(act_row[i]);
+  if (q.bf16_rows) {
+    uint2* out = reinterpret_cast<uint2*>(static_cast<uint16_t*>(a_rows) + r * p.inter);  // [n4]
+    for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) out[i] = rq.bf16_codes4(act_row[i]);
+  } else {
+    uint32_t* out = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(a_rows) + r * p.inter);  // [n4]
+    for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) out[i] = rq.codes4(act_row[i]);
+  }
   if (threadIdx.x == 0) a_scale_rows[r] = rq.scale;
 }
 
@@ -573,6 +586,13 @@ __global__ void input_rows_kernel(InputRowsParams p) {
   for (int64_t c8 = threadIdx.x; c8 < n8; c8 += blockDim.x) {
     float v[8];
     load_input8(p, t, c8, v);
+    if (p.q.bf16_rows) {
+      const uint2 lo = rq.bf16_codes4(make_float4(v[0], v[1], v[2], v[3]));
+      const uint2 hi = rq.bf16_codes4(make_float4(v[4], v[5], v[6], v[7]));
+      for (int d = 0; d < num_dest; ++d)
+        reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.a_rows) + dest[d] * p.hidden)[c8] = {lo.x, lo.y, hi.x, hi.y};
+      continue;
+    }
     const uint2 codes = {rq.codes4(make_float4(v[0], v[1], v[2], v[3])), rq.codes4(make_float4(v[4], v[5], v[6], v[7]))};
     for (int d = 0; d < num_dest; ++d)
       reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.a_rows) + dest[d] * p.hidden)[c8] = codes;
@@ -615,6 +635,9 @@ __global__ void gather_rows_kernel(GatherParams p) {
     uint16_t natural[8];
     for (int t = 0; t < 8; ++t) natural[t] = h[t < 4 ? 2 * t : 2 * t - 7];
     if (p.out_kind == 0) {
+      reinterpret_cast<uint4*>(p.a_rows)[r * (p.k / 8) + c] = *reinterpret_cast<const uint4*>(natural);
+    } else if (p.out_kind == 3) {  // codes are exact in bf16 (fp8 e4m3 values, integers in [-128, 127])
+      for (int t = 0; t < 8; ++t) natural[t] = quant::float_to_bf16(quant::f16_to_float(natural[t]));
       reinterpret_cast<uint4*>(p.a_rows)[r * (p.k / 8) + c] = *reinterpret_cast<const uint4*>(natural);
     } else {
       uint8_t bytes[8];  // f16 codes are exact fp8 e4m3 values or integers in [-128, 127]
@@ -661,19 +684,13 @@ __global__ void codes_to_signed_kernel(int32_t* words, int64_t num_words, uint32
     words[i] ^= static_cast<int32_t>(sign_bits);
 }
 
-// 32 x 32 tiles through shared memory (padded against bank conflicts), 32 x 8 threads.
-__global__ void transpose16_kernel(const uint16_t* in, int64_t rows, int64_t cols, uint16_t* out) {
-  __shared__ uint16_t tile[32][33];
-  const int64_t r0 = blockIdx.y * 32LL, c0 = blockIdx.x * 32LL;
-  for (int i = threadIdx.y; i < 32; i += 8) {
-    const int64_t r = r0 + i, c = c0 + threadIdx.x;
-    if (r < rows && c < cols) tile[i][threadIdx.x] = in[r * cols + c];
-  }
-  __syncthreads();
-  for (int i = threadIdx.y; i < 32; i += 8) {
-    const int64_t c = c0 + i, r = r0 + threadIdx.x;
-    if (r < rows && c < cols) out[c * rows + r] = tile[threadIdx.x][i];
-  }
+// One thread per output scale of the [experts, groups, rows] bf16 array.
+__global__ void group_scales_bf16_kernel(WeightLayout L, const ExpertTensors* experts, int num_experts, int64_t groups,
+                                         uint16_t* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= num_experts * groups * L.rows) return;
+  const int64_t e = i / (groups * L.rows), g = i / L.rows % groups, row = i % L.rows;
+  out[i] = quant::float_to_bf16(scale_at(L, experts[e], row, g));
 }
 
 int blocks_for(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
@@ -751,11 +768,13 @@ cudaError_t launch_codes_to_signed(int32_t* words, int64_t num_words, int bits, 
   return cudaGetLastError();
 }
 
-cudaError_t launch_transpose16(const uint16_t* in, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t stream) {
-  if (rows <= 0 || cols <= 0) return cudaSuccess;
-  if ((cols + 31) / 32 > INT32_MAX || (rows + 31) / 32 > 65535) return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32));
-  transpose16_kernel<<<grid, dim3(32, 8), 0, stream>>>(in, rows, cols, out);
+cudaError_t launch_group_scales_bf16(const WeightLayout& L, const ExpertTensors* experts, int num_experts,
+                                     uint16_t* out, cudaStream_t stream) {
+  if (L.strategy != kGroup && L.strategy != kChannel) return cudaErrorInvalidValue;
+  const int64_t groups = L.strategy == kChannel ? 1 : L.scale_cols;
+  const int64_t n = num_experts * groups * L.rows;
+  if (n == 0) return cudaSuccess;
+  group_scales_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(L, experts, num_experts, groups, out);
   return cudaGetLastError();
 }
 
@@ -783,6 +802,7 @@ cudaError_t launch_activation_rows(const ActivationParams& p, const ActQuantPara
   const bool rows16 = q.kind == 0 && p.round && p.dtype_kind != 2;
   const bool groups = q.kind == 4 && q.group_size == kFusedGroup && p.inter % kFusedGroup == 0;
   if ((!rows16 && !groups && q.kind != 1 && q.kind != 3 && q.kind != 5) || p.inter % 4 != 0) return cudaErrorInvalidValue;
+  if (q.bf16_rows && q.kind != 1 && q.kind != 3 && q.kind != 5) return cudaErrorInvalidValue;
   if (p.max_slots == 0) return cudaSuccess;
   const size_t smem = rows16 ? 0 : sizeof(float) * p.inter;
   if (smem > kMaxActivationRowBytes) return cudaErrorInvalidValue;
@@ -803,6 +823,7 @@ cudaError_t launch_input_rows(const InputRowsParams& p, cudaStream_t stream) {
   if ((!rows16 && !groups && p.q.kind != 1 && p.q.kind != 3 && p.q.kind != 5) || p.hidden % 8 != 0 ||
       p.top_k > kMaxTopK)
     return cudaErrorInvalidValue;
+  if (p.q.bf16_rows && p.q.kind != 1 && p.q.kind != 3 && p.q.kind != 5) return cudaErrorInvalidValue;
   if (p.tokens == 0) return cudaSuccess;
   input_rows_kernel<<<p.tokens, kThreads, 0, stream>>>(p);
   return cudaGetLastError();

@@ -260,8 +260,9 @@ TEST(GemmPlan, ExpertsBeyondThirtyTwoBitOffsetsFallBack) {
 
 TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
   // FP8 and INT8 W8A8 with one weight scale per tensor or channel and one input scale per row, FP8
-  // with 128 x 128 weight blocks, unquantized bf16, and symmetric W4A16 and W8A16 with groups of >= 64
-  // have prefill kernels; every other scheme keeps the decode kernels at every size (for now).
+  // with 128 x 128 weight blocks, unquantized bf16, symmetric W4A16 and W8A16 with groups of >= 64,
+  // and W4A8 (FP8 or INT8 activations) have prefill kernels; every other scheme keeps the decode
+  // kernels at every size (for now).
   for (const std::string& scheme : synthetic_schemes()) {
     const MoeLayer layer = synthetic_layer(scheme, {"small", 4, 2, 256, 128}, 7, 1);
     const LayerGemmPlan p = plan_layer_gemms(layer, 0, true);
@@ -271,6 +272,7 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
                                : scheme == "w4a16_g128"                          ? GroupedKernel::kInt4Bf16
                                : scheme == "fp8_block"                           ? GroupedKernel::kFp8Block
                                : scheme == "w8a16"                               ? GroupedKernel::kInt8Bf16
+                               : scheme == "w4a8_fp8" || scheme == "w4a8_int8"   ? GroupedKernel::kInt4Codes
                                                                                  : GroupedKernel::kNone;
     EXPECT_EQ(p.g1, want) << scheme;
     EXPECT_EQ(p.g2, want) << scheme;
@@ -360,6 +362,30 @@ TEST(GemmPlan, Int4PrefillKernelNeedsItsLayout) {
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt8Bf16));
   EXPECT_TRUE(dequantizes_weights(GroupedKernel::kInt8Bf16));
   EXPECT_FALSE(dequantizes_weights(GroupedKernel::kBf16));
+}
+
+TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
+  // W4A8: row-wise FP8 or INT8 activation codes (taken as bf16 values, one scale per row) x int4
+  // weights with groups of >= 64 or channel scales, of any scale dtype (f32 after vLLM's W4A8-FP8
+  // scale conversion).
+  const GemmLayout w4 = layout_of_scheme("w4a8_fp8");
+  const GemmKernel codes = GemmKernel::kTensorCoreCodes;
+  const GemmInput fp8_in{static_cast<int>(ActQuant::kFp8PerToken), 0, 0, true};
+  const GemmInput int8_in{static_cast<int>(ActQuant::kInt8PerToken), 0, 0, true};
+  EXPECT_EQ(plan_grouped_kernel(w4, false, false, fp8_in, codes), GroupedKernel::kInt4Codes);
+  EXPECT_EQ(plan_grouped_kernel(w4, false, false, int8_in, codes), GroupedKernel::kInt4Codes);
+  GemmLayout f32_scales = w4, asym = w4, g32 = w4;
+  f32_scales.scale_kind = 2;
+  asym.has_zero_point = true;
+  g32.group_size = 32;
+  EXPECT_EQ(plan_grouped_kernel(f32_scales, false, false, fp8_in, codes), GroupedKernel::kInt4Codes);
+  EXPECT_EQ(plan_grouped_kernel(asym, false, false, fp8_in, codes), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(g32, false, false, fp8_in, codes), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(w4, false, false, {static_cast<int>(ActQuant::kFp8Group), 128, 0, true}, codes),
+            GroupedKernel::kNone);
+  EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt4Codes));
+  EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kInt4Codes, 4096), 1);
+  EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kInt4Bf16, 4096), 0);
 }
 
 TEST(GemmPlan, PrefillFromTheCrossover) {

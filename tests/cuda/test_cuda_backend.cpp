@@ -367,12 +367,15 @@ TEST(RandomLayerEdges, ActivationsExpertMapAndRouting) {
 TEST(PrefillKernels, MatchTheCpuBackend) {
   REQUIRE_GPU();
   for (Scheme s : {Scheme::kFp8Channel, Scheme::kFp8TensorStatic, Scheme::kInt8, Scheme::kDense, Scheme::kW4A16G128,
-                   Scheme::kW4A16Channel, Scheme::kFp8Block, Scheme::kW8A16Channel, Scheme::kW8A16Int8Storage}) {
+                   Scheme::kW4A16Channel, Scheme::kFp8Block, Scheme::kW8A16Channel, Scheme::kW8A16Int8Storage,
+                   Scheme::kW4A8Fp8, Scheme::kW4A8Int8}) {
     // A Qwen3-like shape scaled down in experts, and gpt-oss's odd 2880 (not a multiple of the tiles;
     // not with groups or blocks of 128, which must divide it: those get 1024 x 384, whose 768 gate/up
     // rows and 384 inputs of w2 are not multiples of the 256-row tiles).
     for (LayerShape shape : {LayerShape{16, 8, 2048, 768}, LayerShape{8, 4, 2880, 1440}}) {
-      if ((s == Scheme::kW4A16G128 || s == Scheme::kW8A16Int8Storage) && shape.hidden == 2880) continue;
+      if ((s == Scheme::kW4A16G128 || s == Scheme::kW8A16Int8Storage || s == Scheme::kW4A8Fp8 || s == Scheme::kW4A8Int8) &&
+          shape.hidden == 2880)
+        continue;
       if (s == Scheme::kFp8Block && shape.hidden == 2880) shape = {8, 4, 1024, 384};
       const MoeLayer layer = random_layer(s, shape);
       for (int64_t tokens : {1, 7, 64, 300}) {
@@ -386,7 +389,7 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
   }
   // The automatic path on a batch past the crossover.
   for (Scheme s : {Scheme::kFp8Channel, Scheme::kInt8, Scheme::kDense, Scheme::kW4A16G128, Scheme::kFp8Block,
-                   Scheme::kW8A16Channel}) {
+                   Scheme::kW8A16Channel, Scheme::kW4A8Fp8}) {
     const MoeLayer layer = random_layer(s, {8, 2, 1024, 512});
     Tensor x, logits;
     random_inputs(1024, layer, x, logits);
@@ -424,6 +427,8 @@ TEST(PrefillKernels, EdgeCases) {
   expect_prefill_edges(Scheme::kW4A16G128, 300, Scheme::kW4A16Channel, 129);
   // INT8 weight-only: packed codes made signed at load, and int8 storage.
   expect_prefill_edges(Scheme::kW8A16Channel, 300, Scheme::kW8A16Int8Storage, 129);
+  // W4A8: activation codes as bf16 values with their row scale in the epilogue.
+  expect_prefill_edges(Scheme::kW4A8Fp8, 300, Scheme::kW4A8Int8, 129);
   // Block scales: one input scale per 128 columns of each sorted row.
   expect_prefill_edges(Scheme::kFp8Block, 260, Scheme::kFp8Block, 97);
   // Top-1 with the router weight on the input (Llama-4): the input rows carry the rescaled values.
