@@ -231,13 +231,15 @@ int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {
     case GroupedKernel::kInt8: return kGroupedMinTokensInt8;
     case GroupedKernel::kBf16: return kGroupedMinTokensBf16;
     case GroupedKernel::kInt4Bf16:
-    case GroupedKernel::kInt4Codes:  // provisional: the W4A16 rule (same kernel, same int4 weights)
+    case GroupedKernel::kInt4Codes:
     case GroupedKernel::kInt8Bf16: {
       // The decode kernels stream each expert's weights once per pass of slots; the mixed-input
       // kernel converts them in every tile, so it pays only with enough rows per expert.
       const bool few = num_experts <= kInt4FewExperts;
       const int rows = kind == GroupedKernel::kInt8Bf16
                            ? (few ? kGroupedMinRowsPerExpertInt8FewExperts : kGroupedMinRowsPerExpertInt8)
+                       : kind == GroupedKernel::kInt4Codes
+                           ? (few ? kGroupedMinRowsPerExpertW4A8FewExperts : kGroupedMinRowsPerExpertW4A8)
                            : (few ? kGroupedMinRowsPerExpertInt4FewExperts : kGroupedMinRowsPerExpertInt4);
       const int64_t slots = int64_t{rows} * std::max(num_experts, 1);
       return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));

@@ -44,6 +44,13 @@ inline constexpr int kInt4FewExperts = 16;  // "few": at most this many local ex
 // the mixed-input kernel stays flat).
 inline constexpr int kGroupedMinRowsPerExpertInt8 = 16;
 inline constexpr int kGroupedMinRowsPerExpertInt8FewExperts = 22;
+// W4A8 (FP8 or INT8 activations; H200, eb5b0d5, table D-W4A8, GEMM us decode vs mixed-input): the
+// W4A8 decode kernel slows sooner, so the switch is at 8 rows: DeepSeek-V3 5654 vs 5194 and
+// Qwen3-30B-A3B 372 vs 346 there (4 and 6 rows: decode 3580 vs 5103, 222 vs 343). Mixtral still won
+// on the decode kernel at 8 rows (790 vs 818) and lost at 16 (1045 vs 809): 10 for <= 16 experts,
+// interpolated (~32 us per row).
+inline constexpr int kGroupedMinRowsPerExpertW4A8 = 8;
+inline constexpr int kGroupedMinRowsPerExpertW4A8FewExperts = 10;
 // Tiles of the mixed-input kernels (W4A16, and W8A16, which measured the same order: 93addc3 tile
 // sweep): 128 x 128 below 128 rows per expert (DeepSeek-V3 at 64 rows: 4880 us against 5945 and
 // 8639 for the larger ones), 128 x 192 in clusters of 2 up to 256, then 128 x 256 (Mixtral at 1024

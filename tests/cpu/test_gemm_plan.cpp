@@ -424,6 +424,9 @@ TEST(GemmPlan, PrefillFromTheCrossover) {
   EXPECT_EQ(grouped_min_tokens(int8, 256, 8), kGroupedMinRowsPerExpertInt8 * 32);
   EXPECT_EQ(grouped_min_tokens(int8, 8, 2), kGroupedMinRowsPerExpertInt8FewExperts * 4);
   EXPECT_LE(kGroupedMinRowsPerExpertInt8, kGroupedMinRowsPerExpertInt4);
+  // W4A8 likewise.
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Codes, 256, 8), kGroupedMinRowsPerExpertW4A8 * 32);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Codes, 8, 2), kGroupedMinRowsPerExpertW4A8FewExperts * 4);
 }
 
 TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {

@@ -237,7 +237,7 @@ void random_inputs(int64_t tokens, const MoeLayer& L, Tensor& x, Tensor& logits)
 }
 
 void expect_cuda_matches_cpu(const MoeLayer& layer, const Tensor& x, const Tensor& logits, const std::string& what,
-                             GemmPath path = GemmPath::kAuto) {
+                             GemmPath path = GemmPath::kAuto, Comparison bound = Comparison::kCudaVsReference) {
   auto cpu = make_backend("cpu");
   auto gpu = make_backend("cuda");
   for (bool round : {true, false}) {
@@ -249,7 +249,7 @@ void expect_cuda_matches_cpu(const MoeLayer& layer, const Tensor& x, const Tenso
     const OutputDiff d = compare_outputs(got, want);
     std::printf("    %-48s %s rel_l2 %.2e\n", what.c_str(), round ? "rounded" : "fp32   ", d.rel_l2);
     EXPECT_TRUE(d.finite) << what;
-    EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, options, Comparison::kCudaVsReference, x.dim(0)))
+    EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, options, bound, x.dim(0)))
         << what << (round ? " (vLLM rounding)" : " (fp32 intermediates)") << " max abs err " << d.max_abs_error;
   }
 }
@@ -429,6 +429,16 @@ TEST(PrefillKernels, EdgeCases) {
   expect_prefill_edges(Scheme::kW8A16Channel, 300, Scheme::kW8A16Int8Storage, 129);
   // W4A8: activation codes as bf16 values with their row scale in the epilogue.
   expect_prefill_edges(Scheme::kW4A8Fp8, 300, Scheme::kW4A8Int8, 129);
+  // The W4A8 kernel's only numerical difference is its bf16 weights: against a reference that rounds
+  // the weights the same way (q * s to bf16), it keeps the backend bound of same-numerics backends.
+  for (Scheme s : {Scheme::kW4A8Fp8, Scheme::kW4A8Int8}) {
+    MoeLayer rounded = random_layer(s, {16, 8, 2048, 768});
+    rounded.round_weights_to_scale_dtype = true;
+    Tensor rx, rlogits;
+    random_inputs(300, rounded, rx, rlogits);
+    expect_cuda_matches_cpu(rounded, rx, rlogits, std::string("prefill ") + name_of(s) + " bf16 weights",
+                            GemmPath::kPrefill, Comparison::kBackendVsReference);
+  }
   // Block scales: one input scale per 128 columns of each sorted row.
   expect_prefill_edges(Scheme::kFp8Block, 260, Scheme::kFp8Block, 97);
   // Top-1 with the router weight on the input (Llama-4): the input rows carry the rescaled values.
