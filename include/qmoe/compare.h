@@ -20,6 +20,13 @@ struct OutputDiff {
 // `out` and `ref`: same shape, dtype F32/F64/BF16/F16.
 OutputDiff compare_outputs(const Tensor& out, const Tensor& ref);
 
+// Whether the CUDA backend runs a prefill GEMM for this forward (`tokens`: the batch; < 0: any)
+// whose sums differ slightly from the reference's (the FP8 MMA's reduced-precision accumulator,
+// W4A8's bf16-rounded weights), so that activation codes move; its outputs are then held to
+// kCudaPrefillRelL2, against the reference and against torch fixtures alike.
+bool cuda_prefill_moves_codes(const MoeLayer& layer, const ForwardOptions& options, int64_t tokens = -1);
+inline constexpr double kCudaPrefillRelL2 = 3e-2;
+
 enum class Comparison {
   kBackendVsReference,  // a backend against reference_forward (same numerics, other summation)
   kCudaVsReference,     // the CUDA backend against reference_forward or the CPU backend: as above,

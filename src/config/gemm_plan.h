@@ -65,8 +65,8 @@ enum class GroupedKernel {
               // or channel scales, W8A16: the mixed-input kernel of kInt4Bf16 on int8 codes
   kInt4Codes,  // W4A8 (FP8 or INT8 activations, one scale per row): the activation codes as bf16
                // values x symmetric INT4 weights with group (>= 64) or channel scales, dequantized
-               // to bf16 (q * s rounded once: the scales of any dtype are bf16 on the device), the
-               // row scale in the epilogue; the kInt4Bf16 kernel
+               // to bf16 (q * s rounded to bf16, with scales of other dtypes rounded to bf16 at load
+               // first), the row scale in the epilogue; the kInt4Bf16 kernel
 };
 std::string to_string(GroupedKernel k);
 // Whether prefill kernel `kind` takes bf16 input rows (else 8-bit codes with a scale per row, or per

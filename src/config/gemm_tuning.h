@@ -60,11 +60,12 @@ inline constexpr int kInt4MinRowsForLarge = 256;
 // Prefill tiles by mean rows per expert (same runs): 64 x 128 pingpong below kGroupedMinRowsFor128
 // (up to 1.15x faster than 128-row tiles at 16-1024 tokens on Qwen3-30B-A3B and DeepSeek-V3), then
 // 128 x 128 cooperative, then 128 x 192 from kGroupedMinRowsFor192 (INT8 and bf16: 1.1-1.3x faster
-// than 128 x 128 at 256 rows per expert) or kGroupedMinRowsFor192Fp8 (FP8's promoted accumulation:
-// 128 x 128 was as fast or 3% faster up to 256 rows, 128 x 192 3-4% faster from 1024).
+// than 128 x 128 at 256 rows per expert) or kGroupedMinRowsFor192Fp8 (FP8 with the MMA's own
+// accumulation, 2026-11-30: 128 x 192 was faster or equal from 128 rows, DeepSeek-V3 at 4096 tokens
+// 3964 vs 4303 us; 64-128 rows not measured).
 inline constexpr int kGroupedMinRowsFor128 = 64;
 inline constexpr int kGroupedMinRowsFor192 = 256;
-inline constexpr int kGroupedMinRowsFor192Fp8 = 1024;
+inline constexpr int kGroupedMinRowsFor192Fp8 = 128;
 // FP8 block: 64 x 128 pingpong tiles below this many rows per expert, then 128 x 128 cooperative
 // (H200, 2026-11-30, GEMM us: DeepSeek-V3 32 rows 3023 vs 3328, 128 rows 5583 vs 5203; Qwen3-30B-A3B
 // 64 rows 268 vs 291, 256 rows 702 vs 709; Mixtral 256 rows 1110 vs 919). The third tile (no

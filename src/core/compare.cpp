@@ -41,28 +41,33 @@ Comparison fixture_comparison(const MoeLayer& layer, const std::string& expected
                                                                   : Comparison::kVsFloat64Expected;
 }
 
+bool cuda_prefill_moves_codes(const MoeLayer& layer, const ForwardOptions& options, int64_t tokens) {
+  // Prefill GEMMs whose sums differ slightly from the reference's, so that more bf16 roundings and
+  // 8-bit activation codes (one step: up to 2^-3 of a value) move:
+  // - Hopper's FP8 MMA keeps its sums in a reduced-precision accumulator (FP8 with tensor or channel
+  //   scales: over the whole k, as vLLM's CUTLASS and Triton FP8 MoE kernels do on Hopper; 128
+  //   x 128 blocks: over each 128-deep k-tile, then scaled and added in fp32);
+  // - the W4A8 kernel dequantizes each weight to bf16 (q * s rounded, 2^-9 relative) where the
+  //   reference keeps it exact.
+  const LayerGemmPlan plan = plan_layer_gemms(layer, 0, options.round_intermediate);
+  auto moves_codes = [](GroupedKernel g) {
+    return g == GroupedKernel::kFp8 || g == GroupedKernel::kFp8Block || g == GroupedKernel::kInt4Codes;
+  };
+  const GroupedKernel prefill = moves_codes(plan.g1) ? plan.g1 : plan.g2;
+  const bool runs_prefill =
+      options.gemm_path == GemmPath::kPrefill ||
+      (options.gemm_path == GemmPath::kAuto &&
+       (tokens < 0 || use_grouped_kernel(prefill, tokens, layer.num_experts, layer.top_k)));
+  return moves_codes(prefill) && runs_prefill;
+}
+
 double tolerance_rel_l2(const MoeLayer& layer, const ForwardOptions& options, Comparison kind, int64_t tokens) {
   const bool act_quant = layer.act_quant != ActQuant::kNone;
   if (kind == Comparison::kCudaVsReference) {
-    // Prefill GEMMs whose sums differ slightly from the reference's, so that more bf16 roundings
-    // and 8-bit activation codes (one step: up to 2^-3 of a value) move:
-    // - Hopper's FP8 MMA sums each 128-term partial in a reduced-precision accumulator before it is
-    //   added in fp32 (FP8 with tensor, channel or block scales): outputs move by ~1e-4 relative;
-    //   measured up to 1.9e-2 (one token, 512 outputs, vLLM rounding);
-    // - the W4A8 kernel dequantizes each weight to bf16 (q * s rounded, 2^-9 relative) where the
-    //   reference keeps it exact: measured up to 1.5e-2; against a layer whose weights the reference
-    //   rounds the same way it stays within the backend bound (tests/cuda).
-    // 3e-2 still flags any wrong scale or row.
-    const LayerGemmPlan plan = plan_layer_gemms(layer, 0, options.round_intermediate);
-    auto moves_codes = [](GroupedKernel g) {
-      return g == GroupedKernel::kFp8 || g == GroupedKernel::kFp8Block || g == GroupedKernel::kInt4Codes;
-    };
-    const GroupedKernel prefill = moves_codes(plan.g1) ? plan.g1 : plan.g2;
-    const bool runs_prefill =
-        options.gemm_path == GemmPath::kPrefill ||
-        (options.gemm_path == GemmPath::kAuto &&
-         (tokens < 0 || use_grouped_kernel(prefill, tokens, layer.num_experts, layer.top_k)));
-    if (moves_codes(prefill) && runs_prefill) return 3e-2;
+    // Measured up to 2.0e-2 (FP8, one token, vLLM rounding) and 1.6e-2 (W4A8); against a layer
+    // whose weights the reference rounds like the W4A8 kernel, 2e-4 (tests/cuda). 3e-2 still flags
+    // any wrong scale or row.
+    if (cuda_prefill_moves_codes(layer, options, tokens)) return kCudaPrefillRelL2;
     kind = Comparison::kBackendVsReference;
   }
   if (kind == Comparison::kBackendVsReference) {

@@ -87,7 +87,7 @@ int cuda_device_count() {
 struct PrefillGemm {
   GroupedKernel kind = GroupedKernel::kNone;
   DeviceBuffer arrays;        // problem_mnk, a, b, d, a_scale, b_scale for every local expert
-  DeviceBuffer column_scale;  // [experts, n] fp32 weight scales (FP8 block: [experts, n / 128, k / 128])
+  DeviceBuffer column_scale;  // [experts, n] fp32 weight scales (FP8 block: [experts, ceil(n / 128), ceil(k / 128)])
   DeviceBuffer group_scale;   // weight-only kernels: [experts, k / group, n] bf16 scales (n contiguous)
   cuda::GroupedTcBuffers buf;
   std::unique_ptr<cuda::GroupedTcGemm> gemm[kGroupedTiles];  // by GroupedTile

@@ -1,8 +1,9 @@
 // Prefill grouped GEMM instances (one per GroupedTile) for FP8 W8A8 with 128 x 128 weight blocks and
 // inputs quantized in groups of 128 columns (DeepSeek-V3's scheme): CUTLASS's pointer-array
-// blockwise-scaled FP8 kernel. Each 128-deep k-tile's partial sums come from the MMA, are multiplied
-// by the tile's input scale (per row) and weight scale (per 128 weight rows) and added in fp32: the
-// same sum as the CPU reference's dequantized dot product, in a different order.
+// blockwise-scaled FP8 kernel. Each 128-deep k-tile's partial sums come from the MMA (its
+// reduced-precision accumulator over 4 MMAs), are multiplied by the tile's input scale (per row)
+// and weight scale (per 128 weight rows) and added in fp32: the CPU reference's dequantized dot
+// product, summed in another order.
 //
 // Per group (local expert) e with m_e rows:
 //   A_e: [m_e, k] fp8 rows of the sorted input (row-major), SFA_e: [m_e, ceil(k / 128)] fp32

@@ -1,5 +1,6 @@
 // Prefill grouped GEMM instances (one per GroupedTile): signed INT4 weights (two's complement on the device, see
-// launch_codes_to_signed) with bf16 group or channel scales x bf16 inputs, fp32 accumulation (W4A16).
+// launch_codes_to_signed) with bf16 group or channel scales x bf16 inputs, fp32 accumulation (W4A16;
+// W4A8 with the activation codes as bf16 inputs and their row scale in the epilogue).
 #include "cuda/grouped_sm90_mixed.cuh"
 
 namespace qmoe::cuda {

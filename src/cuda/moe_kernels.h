@@ -192,8 +192,9 @@ std::unique_ptr<GroupedTcGemm> make_grouped_int8(GroupedTile tile, const Grouped
                                                  int64_t k, int num_sms);
 std::unique_ptr<GroupedTcGemm> make_grouped_bf16(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
                                                  int64_t k, int num_sms);
-// Weight-only INT4 and INT8 (grouped_sm90_int4.cu, grouped_sm90_int8w.cu; transposed: problem_mnk
-// holds (n, m_e, k)): D_e = A_e * dequant(B_e)^T with B_e signed int4 / int8 codes [n, k] and scales
+// INT4 and INT8 weights dequantized in the mainloop (grouped_sm90_int4.cu, grouped_sm90_int8w.cu;
+// transposed: problem_mnk holds (n, m_e, k)): D_e = (A_e * dequant(B_e)^T) * a_scale_e (rows; W4A8's
+// activation codes, else a null array) with B_e signed int4 / int8 codes [n, k] and bf16 scales
 // b_group_scale_e [k / group_size, n].
 std::unique_ptr<GroupedTcGemm> make_grouped_int4_bf16(GroupedTile tile, const GroupedTcBuffers& buf, int groups,
                                                       int64_t n, int64_t k, int64_t group_size, int num_sms);
@@ -201,7 +202,8 @@ std::unique_ptr<GroupedTcGemm> make_grouped_int8_bf16(GroupedTile tile, const Gr
                                                       int64_t n, int64_t k, int64_t group_size, int num_sms);
 // FP8 with 128 x 128 weight blocks and inputs in groups of 128 columns (grouped_sm90_fp8_block.cu):
 // D_e[m, n] = sum over 128-column blocks b of a_scale_e[m, b] * b_scale_e[n / 128, b] *
-// sum_{k in b} A_e[m, k] B_e[n, k], the inner sums exact in the MMA, the outer in fp32.
+// sum_{k in b} A_e[m, k] B_e[n, k], the inner sums in the FP8 MMA's (reduced-precision) accumulator,
+// the outer in fp32.
 std::unique_ptr<GroupedTcGemm> make_grouped_fp8_block(GroupedTile tile, const GroupedTcBuffers& buf, int groups,
                                                       int64_t n, int64_t k, int num_sms);
 

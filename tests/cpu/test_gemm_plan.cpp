@@ -442,7 +442,7 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
     EXPECT_EQ(plan_grouped_tile(kind, 0, 0), GroupedTile::kSmall);
   }
   EXPECT_LT(kGroupedMinRowsFor128, kGroupedMinRowsFor192);
-  EXPECT_LT(kGroupedMinRowsFor192, kGroupedMinRowsFor192Fp8);
+  EXPECT_LT(kGroupedMinRowsFor128, kGroupedMinRowsFor192Fp8);
   // FP8 block: 64-row pingpong tiles, then 128 x 128 (DeepSeek-V3 at 4096 tokens: 128 rows); the
   // cluster-less third tile is never planned.
   const GroupedKernel block = GroupedKernel::kFp8Block;

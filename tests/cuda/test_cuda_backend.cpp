@@ -370,13 +370,15 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
                    Scheme::kW4A16Channel, Scheme::kFp8Block, Scheme::kW8A16Channel, Scheme::kW8A16Int8Storage,
                    Scheme::kW4A8Fp8, Scheme::kW4A8Int8}) {
     // A Qwen3-like shape scaled down in experts, and gpt-oss's odd 2880 (not a multiple of the tiles;
-    // not with groups or blocks of 128, which must divide it: those get 1024 x 384, whose 768 gate/up
-    // rows and 384 inputs of w2 are not multiples of the 256-row tiles).
-    for (LayerShape shape : {LayerShape{16, 8, 2048, 768}, LayerShape{8, 4, 2880, 1440}}) {
+    // not with groups of 128, which must divide it). 128 x 128 blocks may end partial (2880 = 22.5
+    // blocks: partial k-tiles, 23 input scales per row, the unfused quantization), and also get
+    // 1024 x 384 (768 gate/up rows and 384 w2 inputs: not multiples of the 256-row tiles).
+    std::vector<LayerShape> shapes = {{16, 8, 2048, 768}, {8, 4, 2880, 1440}};
+    if (s == Scheme::kFp8Block) shapes.push_back({8, 4, 1024, 384});
+    for (const LayerShape& shape : shapes) {
       if ((s == Scheme::kW4A16G128 || s == Scheme::kW8A16Int8Storage || s == Scheme::kW4A8Fp8 || s == Scheme::kW4A8Int8) &&
           shape.hidden == 2880)
         continue;
-      if (s == Scheme::kFp8Block && shape.hidden == 2880) shape = {8, 4, 1024, 384};
       const MoeLayer layer = random_layer(s, shape);
       for (int64_t tokens : {1, 7, 64, 300}) {
         Tensor x, logits;
@@ -439,6 +441,19 @@ TEST(PrefillKernels, EdgeCases) {
     expect_cuda_matches_cpu(rounded, rx, rlogits, std::string("prefill ") + name_of(s) + " bf16 weights",
                             GemmPath::kPrefill, Comparison::kBackendVsReference);
   }
+  // W4A8-FP8 as vLLM's scale conversion leaves it (and the loader keeps it): f32 group scales,
+  // converted to bf16 for the prefill kernel at load.
+  MoeLayer f32_scales = random_layer(Scheme::kW4A8Fp8, {16, 8, 2048, 768});
+  for (ExpertWeights& ew : f32_scales.experts)
+    for (QuantWeight* w : {&ew.w13, &ew.w2}) {
+      Tensor f32(DType::kF32, w->scale.shape());
+      for (int64_t i = 0; i < w->scale.numel(); ++i)
+        f32.data<float>()[i] = quant::bf16_to_float(w->scale.data<uint16_t>()[i]) * 1.37f;
+      w->scale = std::move(f32);
+    }
+  Tensor fx, flogits;
+  random_inputs(200, f32_scales, fx, flogits);
+  expect_cuda_matches_cpu(f32_scales, fx, flogits, "prefill w4a8_fp8 f32 scales", GemmPath::kPrefill);
   // Block scales: one input scale per 128 columns of each sorted row.
   expect_prefill_edges(Scheme::kFp8Block, 260, Scheme::kFp8Block, 97);
   // Top-1 with the router weight on the input (Llama-4): the input rows carry the rescaled values.
