@@ -30,18 +30,6 @@ namespace qmoe::cuda::sm90 {
 
 using namespace cute;
 
-// One kernel configuration: operand and accumulator types, tile and cluster shapes, schedules.
-template <class ElementIn_, class ElementAcc_, class TileShape_, class ClusterShape_, class KernelSchedule_,
-          class EpilogueSchedule_>
-struct GroupedConfig {
-  using ElementIn = ElementIn_;
-  using ElementAcc = ElementAcc_;
-  using TileShape = TileShape_;
-  using ClusterShape = ClusterShape_;
-  using KernelSchedule = KernelSchedule_;
-  using EpilogueSchedule = EpilogueSchedule_;
-};
-
 // The CUTLASS types of one configuration.
 template <class Config>
 struct GroupedTypes {
@@ -50,7 +38,6 @@ struct GroupedTypes {
   using ElementD = float;
   using TileShape = typename Config::TileShape;
   using ClusterShape = typename Config::ClusterShape;
-  using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>;  // (m, n, k) per group
   static constexpr int kAlignIn = 128 / cutlass::sizeof_bits<ElementIn>::value;  // 16-byte rows
   static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;
 
@@ -70,13 +57,9 @@ struct GroupedTypes {
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn, cutlass::layout::RowMajor*, kAlignIn, ElementIn,
       cutlass::layout::ColumnMajor*, kAlignIn, ElementAcc, TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      typename Config::KernelSchedule>::CollectiveOp;
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-  static_assert(sizeof(typename ProblemShape::UnderlyingProblemShape) == 3 * sizeof(int32_t),
-                "GroupedTcBuffers::problem_mnk holds (m, n, k) as three int32");
+      StagesAfter<CollectiveEpilogue>, typename Config::KernelSchedule>::CollectiveOp;
+  using Gemm = GroupedGemmOf<CollectiveMainloop, CollectiveEpilogue>;
+  using Kernel = typename Gemm::GemmKernel;
 };
 
 template <class Config>
@@ -84,7 +67,6 @@ class GroupedGemm final : public CutlassGrouped<typename GroupedTypes<Config>::G
   using T = GroupedTypes<Config>;
   using ElementIn = typename T::ElementIn;
   using ElementD = typename T::ElementD;
-  using ProblemShape = typename T::ProblemShape;
   using StrideA = typename T::Kernel::InternalStrideA;
   using StrideB = typename T::Kernel::InternalStrideB;
   using StrideD = typename T::Kernel::InternalStrideD;
@@ -101,7 +83,7 @@ class GroupedGemm final : public CutlassGrouped<typename GroupedTypes<Config>::G
     StrideD* d = this->repeated(cutlass::make_cute_packed_stride(StrideD{}, {1, static_cast<int>(n), 1}), groups);
     typename T::Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGrouped,
-        {groups, reinterpret_cast<typename ProblemShape::UnderlyingProblemShape*>(buf.problem_mnk), nullptr},
+        this->problems(buf, groups),
         {reinterpret_cast<const ElementIn**>(buf.a), a, reinterpret_cast<const ElementIn**>(buf.b), b},
         {{}, nullptr, nullptr, reinterpret_cast<ElementD**>(buf.d), d},
         this->hardware(num_sms)};

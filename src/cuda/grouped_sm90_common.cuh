@@ -1,6 +1,7 @@
-// What every CUTLASS grouped GEMM instance of the prefill path shares: per-group stride arrays on the
-// device, the hardware info, the can_implement / workspace / initialize sequence at load, and a
-// launch-only run(). Included by grouped_sm90.cuh and grouped_sm90_mixed.cuh only.
+// What every CUTLASS grouped GEMM instance of the prefill path shares: the configuration struct, the
+// per-group problem shape, the kernel type of a mainloop and an epilogue, per-group stride arrays on
+// the device, the hardware info, the can_implement / workspace / initialize sequence at load, and a
+// launch-only run(). Included by the grouped_sm90_*.cuh headers and instance files only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,10 +12,43 @@
 #include <vector>
 
 #include "cuda/moe_kernels.h"
+#include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/group_array_problem_shape.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/kernel_hardware_info.h"
 
 namespace qmoe::cuda::sm90 {
+
+// One kernel configuration: input (or weight code) and accumulator types, tile and cluster shapes,
+// schedules.
+template <class ElementIn_, class ElementAcc_, class TileShape_, class ClusterShape_, class KernelSchedule_,
+          class EpilogueSchedule_>
+struct GroupedConfig {
+  using ElementIn = ElementIn_;
+  using ElementAcc = ElementAcc_;
+  using TileShape = TileShape_;
+  using ClusterShape = ClusterShape_;
+  using KernelSchedule = KernelSchedule_;
+  using EpilogueSchedule = EpilogueSchedule_;
+};
+
+// Per group (local expert): (m, n, k), or (n, m, k) for the transposed mixed-input kernels.
+using GroupProblem = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
+static_assert(sizeof(GroupProblem::UnderlyingProblemShape) == 3 * sizeof(int32_t),
+              "GroupedTcBuffers::problem_mnk holds three int32 per group");
+
+// Mainloop stages: as many as fit in the shared memory the epilogue leaves.
+template <class Epilogue>
+using StagesAfter =
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>;
+
+// The grouped kernel of a mainloop and an epilogue collective, behind CUTLASS's device adapter.
+template <class Mainloop, class Epilogue>
+using GroupedGemmOf =
+    cutlass::gemm::device::GemmUniversalAdapter<cutlass::gemm::kernel::GemmUniversal<GroupProblem, Mainloop, Epilogue>>;
 
 // `Gemm`: a cutlass::gemm::device::GemmUniversalAdapter of a grouped kernel; `name` prefixes errors.
 template <class Gemm>
@@ -30,6 +64,10 @@ class CutlassGrouped : public GroupedTcGemm {
  protected:
   explicit CutlassGrouped(std::string name) : name_(std::move(name)) {}
 
+  // The per-group problem sizes: device data the setup kernel fills for every forward.
+  static GroupProblem problems(const GroupedTcBuffers& buf, int groups) {
+    return {groups, reinterpret_cast<GroupProblem::UnderlyingProblemShape*>(buf.problem_mnk), nullptr};
+  }
   void check(cudaError_t err) const {
     if (err != cudaSuccess) throw std::runtime_error(name_ + ": " + cudaGetErrorString(err));
   }

@@ -23,7 +23,6 @@ struct BlockwiseTypes {
   using ElementD = float;
   using TileShape = typename Config::TileShape;
   using ClusterShape = typename Config::ClusterShape;
-  using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>;  // (m, n, k) per group
   // One input scale per (row, 128 columns), one weight scale per (128 rows, 128 columns), k-major.
   using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, 128, 128, cute::GMMA::Major::K, cute::GMMA::Major::K>;
   using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
@@ -38,12 +37,9 @@ struct BlockwiseTypes {
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn, cute::tuple<cutlass::layout::RowMajor*, LayoutSFA*>,
       kAlignIn, ElementIn, cute::tuple<cutlass::layout::ColumnMajor*, LayoutSFB*>, kAlignIn, float, TileShape,
-      ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      typename Config::KernelSchedule>::CollectiveOp;
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+      ClusterShape, StagesAfter<CollectiveEpilogue>, typename Config::KernelSchedule>::CollectiveOp;
+  using Gemm = GroupedGemmOf<CollectiveMainloop, CollectiveEpilogue>;
+  using Kernel = typename Gemm::GemmKernel;
 };
 
 template <class Config>
@@ -71,7 +67,7 @@ class BlockwiseGroupedGemm final : public CutlassGrouped<typename BlockwiseTypes
     auto* sfb = this->repeated(T::ScaleConfig::tile_atom_to_shape_SFB(make_shape(1, rows, cols, 1)), groups);
     typename T::Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGrouped,
-        {groups, reinterpret_cast<typename T::ProblemShape::UnderlyingProblemShape*>(buf.problem_mnk), nullptr},
+        this->problems(buf, groups),
         {reinterpret_cast<const typename T::ElementIn**>(buf.a), a, reinterpret_cast<const typename T::ElementIn**>(buf.b),
          b, const_cast<const float**>(buf.a_scale), sfa, const_cast<const float**>(buf.b_scale), sfb},
         {{}, nullptr, nullptr, reinterpret_cast<float**>(buf.d), d},

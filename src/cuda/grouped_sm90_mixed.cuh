@@ -36,26 +36,15 @@ namespace qmoe::cuda::sm90 {
 
 using namespace cute;
 
-// One configuration: weight code type, tile (weight rows x input rows x k), cluster, schedules.
-template <class ElementW_, class TileShape_, class ClusterShape_, class KernelSchedule_, class EpilogueSchedule_>
-struct MixedConfig {
-  using ElementW = ElementW_;
-  using TileShape = TileShape_;
-  using ClusterShape = ClusterShape_;
-  using KernelSchedule = KernelSchedule_;
-  using EpilogueSchedule = EpilogueSchedule_;
-};
-
 // The CUTLASS types of one configuration.
 template <class Config>
 struct MixedTypes {
-  using ElementW = typename Config::ElementW;
+  using ElementW = typename Config::ElementIn;  // the weight codes
   using ElementX = cutlass::bfloat16_t;
   using ElementScale = cutlass::bfloat16_t;
   using ElementD = float;
   using TileShape = typename Config::TileShape;
   using ClusterShape = typename Config::ClusterShape;
-  using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>;  // (n, m, k) per group
   static constexpr int kAlignW = 128 / cutlass::sizeof_bits<ElementW>::value;  // 16-byte rows
   static constexpr int kAlignX = 128 / cutlass::sizeof_bits<ElementX>::value;
   static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;
@@ -76,13 +65,9 @@ struct MixedTypes {
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cute::tuple<ElementW, ElementScale>,
       cutlass::layout::RowMajor*, kAlignW, ElementX, cutlass::layout::ColumnMajor*, kAlignX, float, TileShape,
       ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      typename Config::KernelSchedule>::CollectiveOp;
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-  static_assert(sizeof(typename ProblemShape::UnderlyingProblemShape) == 3 * sizeof(int32_t),
-                "GroupedTcBuffers::problem_mnk holds (n, m, k) as three int32");
+      StagesAfter<CollectiveEpilogue>, typename Config::KernelSchedule>::CollectiveOp;
+  using Gemm = GroupedGemmOf<CollectiveMainloop, CollectiveEpilogue>;  // problems (n, m, k)
+  using Kernel = typename Gemm::GemmKernel;
 };
 
 template <class Config>
@@ -113,7 +98,7 @@ class MixedGroupedGemm final : public CutlassGrouped<typename MixedTypes<Config>
     StrideScale* s = this->repeated(cutlass::make_cute_packed_stride(StrideScale{}, {rows, scale_k, 1}), groups);
     typename T::Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGrouped,
-        {groups, reinterpret_cast<typename T::ProblemShape::UnderlyingProblemShape*>(buf.problem_mnk), nullptr},
+        this->problems(buf, groups),
         {reinterpret_cast<const typename T::ElementW**>(buf.b), w, reinterpret_cast<const typename T::ElementX**>(buf.a),
          x, reinterpret_cast<const typename T::ElementScale**>(buf.b_group_scale), s, static_cast<int>(group_size)},
         {{}, nullptr, nullptr, reinterpret_cast<typename T::ElementD**>(buf.d), d},
@@ -134,9 +119,9 @@ std::unique_ptr<GroupedTcGemm> make_mixed_grouped(GroupedTile tile, const Groupe
                                                   int64_t k, int64_t group_size, int num_sms) {
   using Coop = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
   using EpiCoop = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
-  using Small = MixedConfig<ElementW, Shape<_128, _128, _64>, Shape<_1, _1, _1>, Coop, EpiCoop>;
-  using Medium = MixedConfig<ElementW, Shape<_128, _192, _64>, Shape<_2, _1, _1>, Coop, EpiCoop>;
-  using Large = MixedConfig<ElementW, Shape<_128, _256, _64>, Shape<_2, _1, _1>, Coop, EpiCoop>;
+  using Small = GroupedConfig<ElementW, float, Shape<_128, _128, _64>, Shape<_1, _1, _1>, Coop, EpiCoop>;
+  using Medium = GroupedConfig<ElementW, float, Shape<_128, _192, _64>, Shape<_2, _1, _1>, Coop, EpiCoop>;
+  using Large = GroupedConfig<ElementW, float, Shape<_128, _256, _64>, Shape<_2, _1, _1>, Coop, EpiCoop>;
   switch (tile) {
     case GroupedTile::kSmall: return std::make_unique<MixedGroupedGemm<Small>>(buf, groups, n, k, group_size, num_sms);
     case GroupedTile::kMedium: return std::make_unique<MixedGroupedGemm<Medium>>(buf, groups, n, k, group_size, num_sms);
