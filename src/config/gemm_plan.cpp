@@ -188,17 +188,24 @@ std::string to_string(GroupedTile t) {
     case GroupedTile::kSmall: return "small";
     case GroupedTile::kMedium: return "medium";
     case GroupedTile::kLarge: return "large";
+    case GroupedTile::kHuge: return "huge";
   }
   return "?";
 }
 
+bool grouped_tile_built(GroupedKernel kind, GroupedTile t) {
+  if (kind == GroupedKernel::kNone) return false;
+  return t != GroupedTile::kHuge || !(dequantizes_weights(kind) || kind == GroupedKernel::kFp8Block);
+}
+
 std::string tile_config(GroupedKernel kind, GroupedTile t) {
-  if (kind == GroupedKernel::kNone) return "none";
+  if (!grouped_tile_built(kind, t)) return "none";
   if (dequantizes_weights(kind)) {
     switch (t) {
       case GroupedTile::kSmall: return "coop 128x128 (weight rows x input rows)";
       case GroupedTile::kMedium: return "coop 128x192 cluster 2x1 (weight rows x input rows)";
       case GroupedTile::kLarge: return "coop 128x256 cluster 2x1 (weight rows x input rows)";
+      case GroupedTile::kHuge: break;
     }
     return "?";
   }
@@ -207,13 +214,14 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
     case GroupedTile::kMedium: return "coop 128x128 cluster 1x2";
     case GroupedTile::kLarge:
       return kind == GroupedKernel::kFp8Block ? "coop 128x128 cluster 1x1" : "coop 128x192 cluster 1x2";
+    case GroupedTile::kHuge: return "coop 128x256 cluster 1x2";
   }
   return "?";
 }
 
 GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_experts) {
   const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_experts, 1);
-  const int min_rows_192 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor192Fp8 : kGroupedMinRowsFor192;
+  const int min_rows_256 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor256Fp8 : kGroupedMinRowsFor256;
   if (dequantizes_weights(kind)) {
     if (rows_per_expert < kInt4MinRowsForMedium) return GroupedTile::kSmall;
     return rows_per_expert < kInt4MinRowsForLarge ? GroupedTile::kMedium : GroupedTile::kLarge;
@@ -221,7 +229,7 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
   if (kind == GroupedKernel::kFp8Block)
     return rows_per_expert < kFp8BlockMinRowsForMedium ? GroupedTile::kSmall : GroupedTile::kMedium;
   if (rows_per_expert < kGroupedMinRowsFor128) return GroupedTile::kSmall;
-  return rows_per_expert < min_rows_192 ? GroupedTile::kMedium : GroupedTile::kLarge;
+  return rows_per_expert < min_rows_256 ? GroupedTile::kMedium : GroupedTile::kHuge;
 }
 
 int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {

@@ -86,12 +86,17 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_
 // each is for each kernel: tile_config.
 enum class GroupedTile {
   kMedium,  // FP8/INT8/BF16: cooperative 128 x 128; W4A16: cooperative 128 x 192, clusters of 2
-  kLarge,   // FP8/INT8/BF16: cooperative 128 x 192, clusters of 2; W4A16: 128 x 256, clusters of 2;
-            // FP8 block: cooperative 128 x 128 without clusters (a sweep option, not planned)
+  kLarge,   // FP8/INT8/BF16: cooperative 128 x 192, clusters of 2 (a sweep option, not planned);
+            // W4A16: 128 x 256, clusters of 2; FP8 block: cooperative 128 x 128 without clusters
+            // (a sweep option, not planned)
   kSmall,   // FP8/INT8/BF16/FP8 block: pingpong 64 x 128; W4A16: cooperative 128 x 128
+  kHuge,    // FP8/INT8/BF16: cooperative 128 x 256, clusters of 2; not built for the others
 };
-inline constexpr int kGroupedTiles = 3;
-std::string to_string(GroupedTile t);  // "small", "medium", "large"
+inline constexpr int kGroupedTiles = 4;
+std::string to_string(GroupedTile t);  // "small", "medium", "large", "huge"
+// Whether prefill kernel `kind` has an instance for tile `t` (every tile but kHuge, which only the
+// FP8/INT8/BF16 kernels have).
+bool grouped_tile_built(GroupedKernel kind, GroupedTile t);
 // The CUTLASS configuration behind tile `t` of prefill kernel `kind`, e.g. "coop 128x192 cluster 1x2"
 // (input rows x weight rows; the transposed W4A16 kernel's are weight rows x input rows).
 std::string tile_config(GroupedKernel kind, GroupedTile t);

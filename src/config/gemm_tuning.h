@@ -20,7 +20,13 @@ inline constexpr int kMmaBlocksPerSm = 3;  // the pipelined one-n-tile kernels' 
 // Qwen3-30B-A3B, Mixtral, DeepSeek-V3): below them the decode kernels were faster or within 2% on
 // every shape; above, the prefill kernels. The rule still costs up to 5% (FP8, DeepSeek-V3 at 1-4
 // tokens), 9% (INT8, DeepSeek-V3 at 1 token) and 4% (bf16, DeepSeek-V3 at 4-8 tokens, Qwen3 at 16).
-inline constexpr int kGroupedMinTokensFp8 = 8;
+// FP8 (tensor/channel), re-measured with the MMA's own accumulation (2026-11-30, GEMM us decode vs
+// prefill): Mixtral 1 token 113.0 vs 133.0, 2 190.7 vs 188.6, 4 276.3 vs 267.6, 6 331.4 vs 309.6;
+// DeepSeek-V3 117.9 vs 110.4 at 1 token, 206.2 vs 186.9 at 2, 370.8 vs 341.6 at 4; Qwen3-30B-A3B
+// 22.8 vs 30.3 at 1, 35.1 vs 43.5 at 2, 61.3 vs 61.7 at 4, 76.3 vs 77.6 at 6, 92.3 vs 91.3 at 8.
+// So from 4 tokens: below, DeepSeek-V3 loses 6-10% (its prefill kernel wins from 1 token), and from
+// 4, Qwen3-30B-A3B up to 2% at 4-7 tokens.
+inline constexpr int kGroupedMinTokensFp8 = 4;
 inline constexpr int kGroupedMinTokensInt8 = 4;
 inline constexpr int kGroupedMinTokensBf16 = 16;
 // FP8 128 x 128 block: the blockwise prefill kernel (64 x 128 pingpong tiles) beat the decode kernel
@@ -59,13 +65,18 @@ inline constexpr int kInt4MinRowsForMedium = 128;
 inline constexpr int kInt4MinRowsForLarge = 256;
 // Prefill tiles by mean rows per expert (same runs): 64 x 128 pingpong below kGroupedMinRowsFor128
 // (up to 1.15x faster than 128-row tiles at 16-1024 tokens on Qwen3-30B-A3B and DeepSeek-V3), then
-// 128 x 128 cooperative, then 128 x 192 from kGroupedMinRowsFor192 (INT8 and bf16: 1.1-1.3x faster
-// than 128 x 128 at 256 rows per expert) or kGroupedMinRowsFor192Fp8 (FP8 with the MMA's own
-// accumulation, 2026-11-30: 128 x 192 was faster or equal from 128 rows, DeepSeek-V3 at 4096 tokens
-// 3964 vs 4303 us; 64-128 rows not measured).
+// 128 x 128 cooperative, then 128 x 256 in clusters of 2 from kGroupedMinRowsFor256 (INT8 and bf16)
+// or kGroupedMinRowsFor256Fp8 (FP8).
+// 128 x 256 against 128 x 192 (H200, 2026-11-30, same run, TFLOP/s): FP8 Qwen3-30B-A3B +4-8% at
+// 1024-16384 tokens (16384: 908 vs 842), DeepSeek-V3 +2-5% at 2048-8192 and -4% at 16384, Mixtral
+// +2-5% at 1024, 8192, 16384 and -3% at 2048-4096 (within this GPU's run-to-run spread there);
+// INT8 +7-9% on Qwen3-30B-A3B, +7% on Mixtral and DeepSeek-V3 at 4096 / 8192, -2% on Mixtral at
+// 8192; bf16 +5-8% on Qwen3-30B-A3B, -3..+8% on Mixtral, +-1% on DeepSeek-V3. FP8 at 64 rows:
+// 128 x 256 beat 128 x 128 too (Qwen3-30B-A3B at 1024 tokens 342 vs 327, DeepSeek-V3 at 2048
+// 464 vs 457). (128 x 192, GroupedTile::kLarge, stays a sweep option for these kernels.)
 inline constexpr int kGroupedMinRowsFor128 = 64;
-inline constexpr int kGroupedMinRowsFor192 = 256;
-inline constexpr int kGroupedMinRowsFor192Fp8 = 128;
+inline constexpr int kGroupedMinRowsFor256 = 256;
+inline constexpr int kGroupedMinRowsFor256Fp8 = 64;
 // FP8 block: 64 x 128 pingpong tiles below this many rows per expert, then 128 x 128 cooperative
 // (H200, 2026-11-30, GEMM us: DeepSeek-V3 32 rows 3023 vs 3328, 128 rows 5583 vs 5203; Qwen3-30B-A3B
 // 64 rows 268 vs 291, 256 rows 702 vs 709; Mixtral 256 rows 1110 vs 919). The third tile (no

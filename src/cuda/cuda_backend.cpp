@@ -419,6 +419,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     check(cuda::launch_grouped_setup(sp, stream), "prefill setup");
     const int tile = options.prefill_tile >= 0 ? options.prefill_tile
                                                : static_cast<int>(plan_grouped_tile(g.kind, num_slots, L.num_experts));
+    if (!g.gemm[tile])
+      throw Error("prefill tile " + to_string(static_cast<GroupedTile>(tile)) + " (" + std::to_string(tile) +
+                  ") is not built for this layer's prefill kernel");
     if (num_slots > 0) check(g.gemm[tile]->run(stream), "prefill GEMM");
   };
   uint16_t* x16 = mma1 || codes1 ? m.x16.get<uint16_t>() : nullptr;

@@ -97,9 +97,9 @@ class GroupedGemm final : public CutlassGrouped<typename GroupedTypes<Config>::G
 // the pingpong schedule (two consumer warpgroups alternating tiles, one's epilogue under the other's
 // mainloop) for few rows per expert; 128-row tiles with the cooperative schedule (both warpgroups on
 // one tile, 64 rows each) otherwise. Pairs of CTAs along n share the input tile (n >= 256 in every
-// model shape). A warpgroup's accumulator stays at 64 x <= 192 fp32 values (with promoted FP8
-// accumulation's second accumulator, 64 x 256 spilled; 128 x 192 was also the faster FP8 tile
-// without it).
+// model shape). 128 x 256 holds 64 x 256 fp32 accumulators per warpgroup: it fits without a second
+// accumulator set (FP8 with the MMA's own accumulation, INT8, bf16), and was the faster tile from 64
+// (FP8) or 256 (INT8, bf16) rows per expert (gemm_tuning.h); 128 x 192 stays a sweep option.
 template <class ElementIn, class ElementAcc, class TileK, class KernelCoop, class KernelPingpong>
 std::unique_ptr<GroupedTcGemm> make_grouped(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
                                             int64_t k, int num_sms) {
@@ -108,11 +108,13 @@ std::unique_ptr<GroupedTcGemm> make_grouped(GroupedTile tile, const GroupedTcBuf
   using EpiPingpong = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
   using Coop128x128 = GroupedConfig<ElementIn, ElementAcc, Shape<_128, _128, TileK>, Cluster, KernelCoop, EpiCoop>;
   using Coop128x192 = GroupedConfig<ElementIn, ElementAcc, Shape<_128, _192, TileK>, Cluster, KernelCoop, EpiCoop>;
+  using Coop128x256 = GroupedConfig<ElementIn, ElementAcc, Shape<_128, _256, TileK>, Cluster, KernelCoop, EpiCoop>;
   using Pingpong64x128 =
       GroupedConfig<ElementIn, ElementAcc, Shape<_64, _128, TileK>, Cluster, KernelPingpong, EpiPingpong>;
   switch (tile) {
     case GroupedTile::kMedium: return std::make_unique<GroupedGemm<Coop128x128>>(buf, groups, n, k, num_sms);
     case GroupedTile::kLarge: return std::make_unique<GroupedGemm<Coop128x192>>(buf, groups, n, k, num_sms);
+    case GroupedTile::kHuge: return std::make_unique<GroupedGemm<Coop128x256>>(buf, groups, n, k, num_sms);
     case GroupedTile::kSmall:
       return std::make_unique<GroupedGemm<Pingpong64x128>>(buf, groups, n, k, num_sms);
   }

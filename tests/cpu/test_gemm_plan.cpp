@@ -433,16 +433,22 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   // Mean rows per expert: Qwen3-30B-A3B (128 experts, top-8) at 1024 tokens has 64, Mixtral (8,
   // top-2) at 4096 tokens 1024, DeepSeek-V3 (256, top-8) at 16 tokens 0.5.
   for (GroupedKernel kind : {GroupedKernel::kFp8, GroupedKernel::kInt8, GroupedKernel::kBf16}) {
-    const int min_192 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor192Fp8 : kGroupedMinRowsFor192;
+    const int min_256 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor256Fp8 : kGroupedMinRowsFor256;
     EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128 - 1, 128), GroupedTile::kSmall);
-    EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128, 128), GroupedTile::kMedium);
-    EXPECT_EQ(plan_grouped_tile(kind, int64_t{min_192} * 8 - 1, 8), GroupedTile::kMedium);
-    EXPECT_EQ(plan_grouped_tile(kind, int64_t{min_192} * 8, 8), GroupedTile::kLarge);
+    if (min_256 > kGroupedMinRowsFor128) {
+      EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128, 128), GroupedTile::kMedium);
+      EXPECT_EQ(plan_grouped_tile(kind, int64_t{min_256} * 8 - 1, 8), GroupedTile::kMedium);
+    }
+    EXPECT_EQ(plan_grouped_tile(kind, int64_t{min_256} * 8, 8), GroupedTile::kHuge);
+    EXPECT_EQ(plan_grouped_tile(kind, 16384 * 2, 8), GroupedTile::kHuge);
     EXPECT_EQ(plan_grouped_tile(kind, 16 * 8, 256), GroupedTile::kSmall);
     EXPECT_EQ(plan_grouped_tile(kind, 0, 0), GroupedTile::kSmall);
   }
-  EXPECT_LT(kGroupedMinRowsFor128, kGroupedMinRowsFor192);
-  EXPECT_LT(kGroupedMinRowsFor128, kGroupedMinRowsFor192Fp8);
+  EXPECT_LT(kGroupedMinRowsFor128, kGroupedMinRowsFor256);
+  EXPECT_LE(kGroupedMinRowsFor128, kGroupedMinRowsFor256Fp8);
+  // Qwen3-30B-A3B at 1024 tokens (64 rows per expert): FP8 runs 128 x 256, INT8 128 x 128.
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kFp8, 1024 * 8, 128), GroupedTile::kHuge);
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt8, 1024 * 8, 128), GroupedTile::kMedium);
   // FP8 block: 64-row pingpong tiles, then 128 x 128 (DeepSeek-V3 at 4096 tokens: 128 rows); the
   // cluster-less third tile is never planned.
   const GroupedKernel block = GroupedKernel::kFp8Block;
@@ -461,6 +467,16 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_EQ(to_string(GroupedTile::kLarge), "large");
   EXPECT_EQ(tile_config(GroupedKernel::kFp8, GroupedTile::kLarge), "coop 128x192 cluster 1x2");
   EXPECT_EQ(tile_config(int4, GroupedTile::kLarge), "coop 128x256 cluster 2x1 (weight rows x input rows)");
+  // The fourth tile exists for the FP8, INT8 and BF16 kernels only.
+  EXPECT_EQ(to_string(GroupedTile::kHuge), "huge");
+  EXPECT_EQ(tile_config(GroupedKernel::kInt8, GroupedTile::kHuge), "coop 128x256 cluster 1x2");
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kFp8, GroupedTile::kHuge));
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kBf16, GroupedTile::kHuge));
+  EXPECT_FALSE(grouped_tile_built(int4, GroupedTile::kHuge));
+  EXPECT_FALSE(grouped_tile_built(block, GroupedTile::kHuge));
+  EXPECT_FALSE(grouped_tile_built(GroupedKernel::kNone, GroupedTile::kSmall));
+  EXPECT_TRUE(grouped_tile_built(block, GroupedTile::kLarge));
+  EXPECT_EQ(tile_config(int4, GroupedTile::kHuge), "none");
 }
 
 TEST(GemmPlan, KernelNames) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "config/gemm_plan.h"
 #include "cuda/moe_kernels.h"
 #include "qmoe/checkpoint.h"
 #include "qmoe/compare.h"
@@ -237,13 +238,15 @@ void random_inputs(int64_t tokens, const MoeLayer& L, Tensor& x, Tensor& logits)
 }
 
 void expect_cuda_matches_cpu(const MoeLayer& layer, const Tensor& x, const Tensor& logits, const std::string& what,
-                             GemmPath path = GemmPath::kAuto, Comparison bound = Comparison::kCudaVsReference) {
+                             GemmPath path = GemmPath::kAuto, Comparison bound = Comparison::kCudaVsReference,
+                             int prefill_tile = -1) {
   auto cpu = make_backend("cpu");
   auto gpu = make_backend("cuda");
   for (bool round : {true, false}) {
     ForwardOptions options;
     options.round_intermediate = round;
     options.gemm_path = path;
+    options.prefill_tile = prefill_tile;
     const Tensor want = cpu->forward(layer, x, logits, options);
     const Tensor got = gpu->forward(layer, x, logits, options);
     const OutputDiff d = compare_outputs(got, want);
@@ -396,6 +399,30 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
     Tensor x, logits;
     random_inputs(1024, layer, x, logits);
     expect_cuda_matches_cpu(layer, x, logits, std::string("auto ") + name_of(s) + " tokens 1024");
+  }
+}
+
+// Every tile configuration each prefill kernel has, whatever the planner would pick (a tile that is
+// not built must say so).
+TEST(PrefillKernels, EveryTileMatchesTheCpuBackend) {
+  REQUIRE_GPU();
+  for (Scheme s : {Scheme::kFp8Channel, Scheme::kInt8, Scheme::kDense, Scheme::kW4A16G128, Scheme::kFp8Block,
+                   Scheme::kW8A16Channel, Scheme::kW4A8Fp8}) {
+    const bool has_huge = s == Scheme::kFp8Channel || s == Scheme::kInt8 || s == Scheme::kDense;
+    const MoeLayer layer = random_layer(s, {16, 8, 2048, 768});
+    Tensor x, logits;
+    random_inputs(300, layer, x, logits);
+    for (int tile = 0; tile < kGroupedTiles; ++tile) {
+      const std::string what = std::string("prefill ") + name_of(s) + " tile " + to_string(static_cast<GroupedTile>(tile));
+      if (static_cast<GroupedTile>(tile) == GroupedTile::kHuge && !has_huge) {
+        ForwardOptions options;
+        options.gemm_path = GemmPath::kPrefill;
+        options.prefill_tile = tile;
+        EXPECT_THROW(make_backend("cuda")->forward(layer, x, logits, options), Error) << what;
+        continue;
+      }
+      expect_cuda_matches_cpu(layer, x, logits, what, GemmPath::kPrefill, Comparison::kCudaVsReference, tile);
+    }
   }
 }
 
