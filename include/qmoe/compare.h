@@ -25,7 +25,7 @@ OutputDiff compare_outputs(const Tensor& out, const Tensor& ref);
 // W4A8's bf16-rounded weights), so that activation codes move; its outputs are then held to
 // kCudaPrefillRelL2, against the reference and against torch fixtures alike.
 bool cuda_prefill_moves_codes(const MoeLayer& layer, const ForwardOptions& options, int64_t tokens = -1);
-inline constexpr double kCudaPrefillRelL2 = 3e-2;
+inline constexpr double kCudaPrefillRelL2 = 4e-2;
 
 enum class Comparison {
   kBackendVsReference,  // a backend against reference_forward (same numerics, other summation)
