@@ -221,7 +221,7 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
 
 GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_experts) {
   const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_experts, 1);
-  const int min_rows_256 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor256Fp8 : kGroupedMinRowsFor256;
+  const int min_rows_256 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor256Fp8 : kGroupedMinRowsFor256Int8;
   if (dequantizes_weights(kind)) {
     if (rows_per_expert < kInt4MinRowsForMedium) return GroupedTile::kSmall;
     return rows_per_expert < kInt4MinRowsForLarge ? GroupedTile::kMedium : GroupedTile::kLarge;
@@ -229,6 +229,7 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
   if (kind == GroupedKernel::kFp8Block)
     return rows_per_expert < kFp8BlockMinRowsForMedium ? GroupedTile::kSmall : GroupedTile::kMedium;
   if (rows_per_expert < kGroupedMinRowsFor128) return GroupedTile::kSmall;
+  if (kind == GroupedKernel::kBf16) return rows_per_expert < kGroupedMinRowsFor192Bf16 ? GroupedTile::kMedium : GroupedTile::kLarge;
   return rows_per_expert < min_rows_256 ? GroupedTile::kMedium : GroupedTile::kHuge;
 }
 

@@ -63,20 +63,21 @@ inline constexpr int kGroupedMinRowsPerExpertW4A8FewExperts = 10;
 // and 2048 rows: 659 and 679 TFLOP/s against 620 and 643 for 128 x 192 and 519 for 128 x 128).
 inline constexpr int kInt4MinRowsForMedium = 128;
 inline constexpr int kInt4MinRowsForLarge = 256;
-// Prefill tiles by mean rows per expert (same runs): 64 x 128 pingpong below kGroupedMinRowsFor128
-// (up to 1.15x faster than 128-row tiles at 16-1024 tokens on Qwen3-30B-A3B and DeepSeek-V3), then
-// 128 x 128 cooperative, then 128 x 256 in clusters of 2 from kGroupedMinRowsFor256 (INT8 and bf16)
-// or kGroupedMinRowsFor256Fp8 (FP8).
-// 128 x 256 against 128 x 192 (H200, 2026-11-30, same run, TFLOP/s): FP8 Qwen3-30B-A3B +4-8% at
-// 1024-16384 tokens (16384: 908 vs 842), DeepSeek-V3 +2-5% at 2048-8192 and -4% at 16384, Mixtral
-// +2-5% at 1024, 8192, 16384 and -3% at 2048-4096 (within this GPU's run-to-run spread there);
-// INT8 +7-9% on Qwen3-30B-A3B, +7% on Mixtral and DeepSeek-V3 at 4096 / 8192, -2% on Mixtral at
-// 8192; bf16 +5-8% on Qwen3-30B-A3B, -3..+8% on Mixtral, +-1% on DeepSeek-V3. FP8 at 64 rows:
-// 128 x 256 beat 128 x 128 too (Qwen3-30B-A3B at 1024 tokens 342 vs 327, DeepSeek-V3 at 2048
-// 464 vs 457). (128 x 192, GroupedTile::kLarge, stays a sweep option for these kernels.)
+// Prefill tiles by mean rows per expert: 64 x 128 pingpong below kGroupedMinRowsFor128 (up to 1.15x
+// faster than 128-row tiles at 16-1024 tokens on Qwen3-30B-A3B and DeepSeek-V3), then 128 x 128
+// cooperative, then in clusters of 2: 128 x 256 for FP8 (from kGroupedMinRowsFor256Fp8) and INT8
+// (from kGroupedMinRowsFor256Int8), 128 x 192 for bf16 (from kGroupedMinRowsFor192Bf16; 1.1-1.3x
+// faster than 128 x 128 at 256 rows).
+// 128 x 256 against 128 x 192 (H200, 2026-11-30, two same-run repetitions at 4096 / 8192 / 16384
+// tokens, TFLOP/s, bench/RESULTS.md): Qwen3-30B-A3B +5-9% for all three kernels (FP8 16384: 900 vs
+// 835); DeepSeek-V3 FP8 +3-5% at 4096 / 8192, -1..-4% at 16384, INT8 +4-6%, bf16 -1..-4% at 8192 /
+// 16384; Mixtral FP8 -2..+8% (a tie at 4096, +4% at 16384), INT8 and bf16 -5..+7% (ties within the
+// spread). FP8 at 64 rows: 128 x 256 beat 128 x 128 too (Qwen3-30B-A3B at 1024 tokens 342 vs 327,
+// DeepSeek-V3 at 2048 464 vs 457). bf16 keeps 128 x 192: its losses on DeepSeek-V3 set it apart.
 inline constexpr int kGroupedMinRowsFor128 = 64;
-inline constexpr int kGroupedMinRowsFor256 = 256;
 inline constexpr int kGroupedMinRowsFor256Fp8 = 64;
+inline constexpr int kGroupedMinRowsFor256Int8 = 256;
+inline constexpr int kGroupedMinRowsFor192Bf16 = 256;
 // FP8 block: 64 x 128 pingpong tiles below this many rows per expert, then 128 x 128 cooperative
 // (H200, 2026-11-30, GEMM us: DeepSeek-V3 32 rows 3023 vs 3328, 128 rows 5583 vs 5203; Qwen3-30B-A3B
 // 64 rows 268 vs 291, 256 rows 702 vs 709; Mixtral 256 rows 1110 vs 919). The third tile (no

@@ -433,18 +433,22 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   // Mean rows per expert: Qwen3-30B-A3B (128 experts, top-8) at 1024 tokens has 64, Mixtral (8,
   // top-2) at 4096 tokens 1024, DeepSeek-V3 (256, top-8) at 16 tokens 0.5.
   for (GroupedKernel kind : {GroupedKernel::kFp8, GroupedKernel::kInt8, GroupedKernel::kBf16}) {
-    const int min_256 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor256Fp8 : kGroupedMinRowsFor256;
+    const int min_256 = kind == GroupedKernel::kFp8    ? kGroupedMinRowsFor256Fp8
+                        : kind == GroupedKernel::kInt8 ? kGroupedMinRowsFor256Int8
+                                                       : kGroupedMinRowsFor192Bf16;
+    const GroupedTile widest = kind == GroupedKernel::kBf16 ? GroupedTile::kLarge : GroupedTile::kHuge;
     EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128 - 1, 128), GroupedTile::kSmall);
     if (min_256 > kGroupedMinRowsFor128) {
       EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128, 128), GroupedTile::kMedium);
       EXPECT_EQ(plan_grouped_tile(kind, int64_t{min_256} * 8 - 1, 8), GroupedTile::kMedium);
     }
-    EXPECT_EQ(plan_grouped_tile(kind, int64_t{min_256} * 8, 8), GroupedTile::kHuge);
-    EXPECT_EQ(plan_grouped_tile(kind, 16384 * 2, 8), GroupedTile::kHuge);
+    EXPECT_EQ(plan_grouped_tile(kind, int64_t{min_256} * 8, 8), widest);
+    EXPECT_EQ(plan_grouped_tile(kind, 16384 * 2, 8), widest);
     EXPECT_EQ(plan_grouped_tile(kind, 16 * 8, 256), GroupedTile::kSmall);
     EXPECT_EQ(plan_grouped_tile(kind, 0, 0), GroupedTile::kSmall);
   }
-  EXPECT_LT(kGroupedMinRowsFor128, kGroupedMinRowsFor256);
+  EXPECT_LT(kGroupedMinRowsFor128, kGroupedMinRowsFor256Int8);
+  EXPECT_LT(kGroupedMinRowsFor128, kGroupedMinRowsFor192Bf16);
   EXPECT_LE(kGroupedMinRowsFor128, kGroupedMinRowsFor256Fp8);
   // Qwen3-30B-A3B at 1024 tokens (64 rows per expert): FP8 runs 128 x 256, INT8 128 x 128.
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kFp8, 1024 * 8, 128), GroupedTile::kHuge);
