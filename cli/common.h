@@ -35,7 +35,9 @@ class Progress {
 
 double now_seconds();
 
-int run_inspect(const std::string& dir, Target target, bool json);
+// cuda_plan: also what the CUDA backend runs per batch size (summarize_cuda_plan), from one expert's
+// weights per distinct layer scheme.
+int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan = false);
 
 struct RunArgs {
   std::string dir;

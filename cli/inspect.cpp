@@ -2,9 +2,13 @@
 // headers alone (no weight bytes are read).
 #include <fmt/core.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
 
 #include "cli/common.h"
+#include "config/gemm_plan.h"
 #include "qmoe/checkpoint.h"
 #include "qmoe/config.h"
 #include "qmoe/error.h"
@@ -28,6 +32,9 @@ struct LayerReport {
   std::string vllm_rejection;
   std::vector<std::string> notes;
   std::vector<MethodParam> params;
+  std::optional<CudaPlanSummary> cuda_plan;
+  int cuda_plan_layer = -1;  // the layer whose expert 0 the plan was built from
+  std::string cuda_plan_error;
 };
 
 // Bytes of every tensor stored under the layer's experts prefix, and how many expert ids appear.
@@ -47,9 +54,52 @@ void expert_bytes(const Checkpoint& ckpt, const std::string& prefix, int num_exp
   for (bool s : seen) r.experts_found += s ? 1 : 0;
 }
 
+// The CUDA plan of each layer, built from expert 0 of the first layer with the same scheme and
+// method (layers that share them share their layouts).
+void add_cuda_plans(const Checkpoint& ckpt, const ModelConfig& config, std::vector<LayerReport>& reports) {
+  std::map<std::string, const LayerReport*> first;
+  for (LayerReport& r : reports) {
+    if (!r.error.empty()) continue;
+    const std::string key = r.scheme + " / " + r.method;
+    if (const auto it = first.find(key); it != first.end()) {
+      r.cuda_plan = it->second->cuda_plan;
+      r.cuda_plan_layer = it->second->cuda_plan_layer;
+      r.cuda_plan_error = it->second->cuda_plan_error;
+      continue;
+    }
+    LoadOptions options;
+    options.target = Target::kSm90;
+    options.expert_map.assign(config.moe.num_experts, -1);
+    options.expert_map[0] = 0;
+    try {
+      const MoeLayer layer = load_moe_layer(ckpt, config, r.layer, options);
+      r.cuda_plan = summarize_cuda_plan(layer, 0);  // bf16 hidden states
+    } catch (const Error& e) {
+      r.cuda_plan_error = e.what();
+    }
+    r.cuda_plan_layer = r.layer;
+    first[key] = &r;
+  }
+}
+
+std::string prefill_from(const CudaPlanSummary::Gemm& g) {
+  if (g.prefill_from_tokens < 0) return "decode kernel at every batch size";
+  return fmt::format("prefill kernel from {} token{}", g.prefill_from_tokens, g.prefill_from_tokens == 1 ? "" : "s");
+}
+
+nlohmann::ordered_json gemm_json(const CudaPlanSummary::Gemm& g) {
+  nlohmann::ordered_json j;
+  j["decode"] = g.decode;
+  j["prefill"] = g.prefill;
+  j["prefill_from_tokens"] = g.prefill_from_tokens;
+  auto& tiles = j["prefill_tiles"] = nlohmann::ordered_json::array();
+  for (const auto& [tokens, tile] : g.tiles) tiles.push_back({{"tokens", tokens}, {"tile", tile}});
+  return j;
+}
+
 }  // namespace
 
-int run_inspect(const std::string& dir, Target target, bool json) {
+int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan) {
   const Checkpoint ckpt(dir);
   const ModelConfig config = load_model_config(ckpt.config_path());
   const MoeConfig& moe = config.moe;
@@ -80,6 +130,7 @@ int run_inspect(const std::string& dir, Target target, bool json) {
                                     r.experts_prefix));
     reports.push_back(std::move(r));
   }
+  if (cuda_plan) add_cuda_plans(ckpt, config, reports);
 
   if (json) {
     nlohmann::ordered_json j;
@@ -119,6 +170,18 @@ int run_inspect(const std::string& dir, Target target, bool json) {
         l["notes"] = r.notes;
         auto& params = l["vllm_params"] = nlohmann::ordered_json::array();
         for (const auto& p : r.params) params.push_back({{"name", p.name}, {"dtype", p.dtype}, {"shape", p.shape}});
+        if (cuda_plan) {
+          nlohmann::ordered_json c;
+          c["from_layer"] = r.cuda_plan_layer;
+          c["hidden_dtype"] = "bf16";
+          if (r.cuda_plan) {
+            c["w13"] = gemm_json(r.cuda_plan->w13);
+            c["w2"] = gemm_json(r.cuda_plan->w2);
+          } else {
+            c["error"] = r.cuda_plan_error;
+          }
+          l["cuda_plan"] = c;
+        }
       } else {
         l["error"] = r.error;
       }
@@ -156,6 +219,17 @@ int run_inspect(const std::string& dir, Target target, bool json) {
                r.qmoe_kernel_target, r.qmoe_kernel_cpu);
     if (!r.vllm_rejection.empty()) fmt::print("  vLLM fails {}\n", r.vllm_rejection);
     for (const auto& n : r.notes) fmt::print("  note       {}\n", n);
+    if (!cuda_plan) continue;
+    if (!r.cuda_plan) {
+      fmt::print("  cuda plan  unavailable: {}\n", r.cuda_plan_error);
+      continue;
+    }
+    fmt::print("  cuda plan  bf16 hidden states, vLLM rounding (layouts of expert 0 of layer {})\n", r.cuda_plan_layer);
+    for (const auto& [name, g] : {std::pair{"w13", &r.cuda_plan->w13}, std::pair{"w2", &r.cuda_plan->w2}}) {
+      fmt::print("    {:<4} decode: {}; {}\n", name, g->decode, prefill_from(*g));
+      if (g->prefill_from_tokens >= 0) fmt::print("         prefill: {}\n", g->prefill);
+      for (const auto& [tokens, tile] : g->tiles) fmt::print("         {:>5} tokens: {}\n", tokens, tile);
+    }
   }
   return 0;
 }

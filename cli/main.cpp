@@ -14,11 +14,14 @@ int main(int argc, char** argv) {
   auto target_check = CLI::IsMember({"sm90", "sm100", "cpu"});
 
   std::string inspect_dir;
-  bool inspect_json = false;
+  bool inspect_json = false, inspect_cuda_plan = false;
   auto* inspect = app.add_subcommand("inspect", "Per MoE layer: scheme, method, kernels, weight bytes (reads headers only)");
   inspect->add_option("CKPT_DIR", inspect_dir, "checkpoint folder")->required();
   inspect->add_option("--target", target_name, "GPU whose dispatch decision is reported")->check(target_check);
   inspect->add_flag("--json", inspect_json, "machine-readable output");
+  inspect->add_flag("--cuda-plan", inspect_cuda_plan,
+                    "also the CUDA kernels and prefill tiles by batch size (reads one expert's weights per distinct "
+                    "layer scheme)");
 
   cli::RunArgs run_args;
   auto* run = app.add_subcommand("run", "Load one MoE layer, run it, check it against the reference, time it");
@@ -55,7 +58,7 @@ int main(int argc, char** argv) {
   bench->add_option("--seed", bench_args.seed, "seed of weights and inputs");
   bench->add_flag("--skew", bench_args.skew, "skewed (Zipf-like) routing instead of uniform");
   bench->add_option("--gemm-paths", bench_args.gemm_paths,
-                    "comma list of GEMM kernel paths to time: auto (by token count), decode, prefill, prefill:<tile> (0 medium, 1 large, 2 small)");
+                    "comma list of GEMM kernel paths to time: auto (by token count), decode, prefill, prefill:<tile> (0 medium, 1 large, 2 small, 3 huge: qmoe inspect --cuda-plan and tile_config name them)");
   bench->add_option("--json", bench_args.json, "write all rows (with per-expert token counts) to this file");
 
   try {
@@ -65,7 +68,7 @@ int main(int argc, char** argv) {
   }
   try {
     const Target target = *parse_target(target_name);
-    if (*inspect) return cli::run_inspect(inspect_dir, target, inspect_json);
+    if (*inspect) return cli::run_inspect(inspect_dir, target, inspect_json, inspect_cuda_plan);
     if (*bench) return cli::run_bench(bench_args);
     run_args.target = target;
     return cli::run_run(run_args);

@@ -289,6 +289,23 @@ LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_i
   return p;
 }
 
+CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
+  const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, true);
+  auto gemm = [&](GemmKernel decode, GroupedKernel prefill) {
+    CudaPlanSummary::Gemm g;
+    g.decode = to_string(decode);
+    g.prefill = to_string(prefill);
+    if (prefill == GroupedKernel::kNone) return g;
+    g.prefill_from_tokens = grouped_min_tokens(prefill, layer.num_experts, layer.top_k);
+    for (int64_t tokens : {int64_t{1024}, int64_t{4096}, int64_t{16384}})
+      if (tokens >= g.prefill_from_tokens)
+        g.tiles.emplace_back(tokens, tile_config(prefill, plan_grouped_tile(prefill, tokens * layer.top_k,
+                                                                             layer.num_experts)));
+    return g;
+  };
+  return {gemm(plan.k1, plan.g1), gemm(plan.k2, plan.g2)};
+}
+
 bool mma_takes_input_rows(int64_t input_rows, int64_t cols) {
   return input_rows * (cols / 8) < (int64_t{1} << 31);
 }

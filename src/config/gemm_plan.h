@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace qmoe {
 
@@ -123,6 +125,20 @@ struct LayerGemmPlan {
   GroupedKernel g1 = GroupedKernel::kNone, g2 = GroupedKernel::kNone;  // prefill kernels, if any
 };
 LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_intermediate);
+
+// What the CUDA backend's automatic path runs for a layer (qmoe inspect --cuda-plan): per GEMM its
+// decode kernel, its prefill kernel and from how many tokens (-1: never), and the prefill tile at
+// a few batch sizes (only where a prefill kernel exists). Hidden states of `act_kind`, vLLM's
+// rounding (the default forward).
+struct CudaPlanSummary {
+  struct Gemm {
+    std::string decode, prefill;  // to_string(GemmKernel), to_string(GroupedKernel)
+    int64_t prefill_from_tokens = -1;
+    std::vector<std::pair<int64_t, std::string>> tiles;  // (tokens, tile_config)
+  };
+  Gemm w13, w2;
+};
+CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind);
 
 // The tensor-core kernel's shape: 8 warps per block, each owning kMmaTilesPerWarp tiles of 16 rows;
 // a step is 4 lanes x one 16-byte chunk of a row.

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "config/gemm_plan.h"
+#include "config/gemm_tuning.h"
 #include "qmoe/checkpoint.h"
 #include "test_util.h"
 
@@ -186,6 +187,34 @@ TEST(Cli, BadInputExitsWithAClearMessage) {
 
   const Result usage = run_cli("run");
   EXPECT_NE(usage.exit_code, 0);
+}
+
+// --cuda-plan: the planner's kernels per GEMM, from which batch the prefill kernels run, and their
+// tiles (the layouts of one expert); without the flag inspect stays header-only.
+TEST(Cli, InspectCudaPlan) {
+  auto plan_of = [](const std::string& fixture) {
+    const Result r = run_cli("inspect " + test::fixture_dir(fixture) + " --json --cuda-plan");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    return nlohmann::json::parse(r.out).at("layers").at(0).at("cuda_plan");
+  };
+  const auto fp8 = plan_of("mixtral_fp8_dynamic");
+  for (const char* gemm : {"w13", "w2"}) {
+    EXPECT_EQ(fp8.at(gemm).at("decode").get<std::string>(), "tensor-core (activation codes)");
+    EXPECT_EQ(fp8.at(gemm).at("prefill").get<std::string>(), "grouped wgmma (FP8)");
+    EXPECT_EQ(fp8.at(gemm).at("prefill_from_tokens").get<int64_t>(), kGroupedMinTokensFp8);
+    EXPECT_EQ(fp8.at(gemm).at("prefill_tiles").size(), 3u);
+  }
+  EXPECT_EQ(fp8.at("w13").at("prefill_tiles").at(1).at("tile").get<std::string>(), "coop 128x256 cluster 1x2");
+  // MXFP4 has no prefill kernel; act-order groups run the generic decode kernel.
+  const auto mxfp4 = plan_of("gptoss_mxfp4a16");
+  EXPECT_EQ(mxfp4.at("w13").at("prefill").get<std::string>(), "none");
+  EXPECT_EQ(mxfp4.at("w13").at("prefill_from_tokens").get<int64_t>(), -1);
+  EXPECT_TRUE(mxfp4.at("w13").at("prefill_tiles").empty());
+  EXPECT_EQ(plan_of("w4a16_actorder_group").at("w2").at("decode").get<std::string>(), "CUDA-core GEMV/generic");
+  const Result text = run_cli("inspect " + test::fixture_dir("deepseek_fp8_block") + " --cuda-plan");
+  EXPECT_THAT(text.out, HasSubstr("prefill kernel from 1 token\n"));
+  const Result plain = run_cli("inspect " + test::fixture_dir("mixtral_fp8_dynamic") + " --json");
+  EXPECT_FALSE(nlohmann::json::parse(plain.out).at("layers").at(0).contains("cuda_plan"));
 }
 
 TEST(Cli, W4A8IntOnSm90ReportsVllmRejection) {
