@@ -1,5 +1,6 @@
 // `qmoe inspect`: the dispatch decision of every MoE layer from config.json and the safetensors
-// headers alone (no weight bytes are read).
+// headers alone (no weight bytes are read); with --cuda-plan also what the CUDA backend runs, from
+// one expert's weights per distinct layer scheme.
 #include <fmt/core.h>
 
 #include <map>
@@ -70,11 +71,12 @@ void add_cuda_plans(const Checkpoint& ckpt, const ModelConfig& config, std::vect
     LoadOptions options;
     options.target = Target::kSm90;
     options.expert_map.assign(config.moe.num_experts, -1);
-    options.expert_map[0] = 0;
     try {
+      if (options.expert_map.empty()) throw Error("the layer has no experts");
+      options.expert_map[0] = 0;
       const MoeLayer layer = load_moe_layer(ckpt, config, r.layer, options);
       r.cuda_plan = summarize_cuda_plan(layer, 0);  // bf16 hidden states
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       r.cuda_plan_error = e.what();
     }
     r.cuda_plan_layer = r.layer;

@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
 
   std::string inspect_dir;
   bool inspect_json = false, inspect_cuda_plan = false;
-  auto* inspect = app.add_subcommand("inspect", "Per MoE layer: scheme, method, kernels, weight bytes (reads headers only)");
+  auto* inspect = app.add_subcommand("inspect", "Per MoE layer: scheme, method, kernels, weight bytes (reads headers only, "
+                                                  "unless --cuda-plan)");
   inspect->add_option("CKPT_DIR", inspect_dir, "checkpoint folder")->required();
   inspect->add_option("--target", target_name, "GPU whose dispatch decision is reported")->check(target_check);
   inspect->add_flag("--json", inspect_json, "machine-readable output");
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
   bench->add_option("--seed", bench_args.seed, "seed of weights and inputs");
   bench->add_flag("--skew", bench_args.skew, "skewed (Zipf-like) routing instead of uniform");
   bench->add_option("--gemm-paths", bench_args.gemm_paths,
-                    "comma list of GEMM kernel paths to time: auto (by token count), decode, prefill, prefill:<tile> (0 medium, 1 large, 2 small, 3 huge: qmoe inspect --cuda-plan and tile_config name them)");
+                    "comma list of GEMM kernel paths to time: auto (by token count), decode, prefill, prefill:<tile> (0 medium, 1 large, 2 small, 3 huge: GroupedTile in src/config/gemm_plan.h says what each is per kernel)");
   bench->add_option("--json", bench_args.json, "write all rows (with per-expert token counts) to this file");
 
   try {

@@ -108,7 +108,7 @@ int run_run(const RunArgs& args) {
   // Against torch: the fixture's bound, or the CUDA prefill bound where those GEMMs run.
   auto fixture_tolerance = [&](const ForwardOptions& o) {
     const double tol = tolerance_rel_l2(layer, o, fixture_comparison(layer, expected_name));
-    return cuda && cuda_prefill_moves_codes(layer, o, x.dim(0)) ? std::max(tol, kCudaPrefillRelL2) : tol;
+    return cuda ? std::max(tol, cuda_prefill_rel_l2(layer, o, x.dim(0))) : tol;
   };
   if (args.check)
     check("reference", out, reference_forward(layer, x, logits, options),

@@ -87,7 +87,8 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_
 // each, all loaded with the layer; the values are the `prefill:<tile>` numbers of qmoe bench). What
 // each is for each kernel: tile_config.
 enum class GroupedTile {
-  kMedium,  // FP8/INT8/BF16: cooperative 128 x 128; W4A16: cooperative 128 x 192, clusters of 2
+  kMedium,  // FP8/INT8/BF16: cooperative 128 x 128 (not planned for FP8); W4A16: cooperative 128 x
+            // 192, clusters of 2
   kLarge,   // FP8/INT8/BF16: cooperative 128 x 192, clusters of 2 (planned for BF16 only);
             // W4A16: 128 x 256, clusters of 2; FP8 block: cooperative 128 x 128 without clusters
             // (a sweep option, not planned)

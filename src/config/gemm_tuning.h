@@ -18,14 +18,14 @@ inline constexpr int kMmaBlocksPerSm = 3;  // the pipelined one-n-tile kernels' 
 // The automatic path switches a projection to its prefill grouped GEMM (use_grouped_kernel) from
 // these token counts, measured on the H200 against the decode kernels (bench/RESULTS.md table D,
 // Qwen3-30B-A3B, Mixtral, DeepSeek-V3): below them the decode kernels were faster or within 2% on
-// every shape; above, the prefill kernels. The rule still costs up to 5% (FP8, DeepSeek-V3 at 1-4
-// tokens), 9% (INT8, DeepSeek-V3 at 1 token) and 4% (bf16, DeepSeek-V3 at 4-8 tokens, Qwen3 at 16).
-// FP8 (tensor/channel), re-measured with the MMA's own accumulation (2026-11-30, GEMM us decode vs
-// prefill): Mixtral 1 token 113.0 vs 133.0, 2 190.7 vs 188.6, 4 276.3 vs 267.6, 6 331.4 vs 309.6;
-// DeepSeek-V3 117.9 vs 110.4 at 1 token, 206.2 vs 186.9 at 2, 370.8 vs 341.6 at 4; Qwen3-30B-A3B
-// 22.8 vs 30.3 at 1, 35.1 vs 43.5 at 2, 61.3 vs 61.7 at 4, 76.3 vs 77.6 at 6, 92.3 vs 91.3 at 8.
-// So from 4 tokens: below, DeepSeek-V3 loses 6-10% (its prefill kernel wins from 1 token), and from
-// 4, Qwen3-30B-A3B up to 2% at 4-7 tokens.
+// every shape; above, the prefill kernels. The rule still costs up to 9% (INT8, DeepSeek-V3 at 1
+// token) and 4% (bf16, DeepSeek-V3 at 4-8 tokens, Qwen3 at 16).
+// FP8 (tensor/channel), re-measured with the MMA's own accumulation (37cfa27, table D-FP8, GEMM us
+// decode vs prefill): Mixtral 118.2 vs 130.7 at 1 token, 195.5 vs 190.2 at 2, 281.5 vs 269.8 at 4,
+// 339.8 vs 310.8 at 6; DeepSeek-V3 119.2 vs 113.5 at 1, 209.5 vs 190.5 at 2, 380.6 vs 346.0 at 4;
+// Qwen3-30B-A3B 22.7 vs 30.0 at 1, 34.9 vs 43.5 at 2, 61.8 vs 62.0 at 4, 77.1 vs 78.6 at 6, 93.7
+// vs 92.7 at 8. So from 4 tokens: below, DeepSeek-V3 loses 5-10% (its prefill kernel wins from 1
+// token) and Mixtral 1-3% at 2-3 tokens; from 4, Qwen3-30B-A3B loses up to 2% at 4-7 tokens.
 inline constexpr int kGroupedMinTokensFp8 = 4;
 inline constexpr int kGroupedMinTokensInt8 = 4;
 inline constexpr int kGroupedMinTokensBf16 = 16;
@@ -65,11 +65,11 @@ inline constexpr int kInt4MinRowsForMedium = 128;
 inline constexpr int kInt4MinRowsForLarge = 256;
 // Prefill tiles by mean rows per expert: 64 x 128 pingpong below kGroupedMinRowsFor128 (up to 1.15x
 // faster than 128-row tiles at 16-1024 tokens on Qwen3-30B-A3B and DeepSeek-V3), then 128 x 128
-// cooperative, then in clusters of 2: 128 x 256 for FP8 (from kGroupedMinRowsFor256Fp8) and INT8
-// (from kGroupedMinRowsFor256Int8), 128 x 192 for bf16 (from kGroupedMinRowsFor192Bf16; 1.1-1.3x
-// faster than 128 x 128 at 256 rows).
+// cooperative (INT8 and bf16 only: FP8's next tile starts at the same 64 rows), then in clusters of
+// 2: 128 x 256 for FP8 (from kGroupedMinRowsFor256Fp8) and INT8 (from kGroupedMinRowsFor256Int8),
+// 128 x 192 for bf16 (from kGroupedMinRowsFor192Bf16; 1.1-1.3x faster than 128 x 128 at 256 rows).
 // 128 x 256 against 128 x 192 (H200, 2026-11-30, two same-run repetitions at 4096 / 8192 / 16384
-// tokens, TFLOP/s, bench/RESULTS.md): Qwen3-30B-A3B +5-9% for all three kernels (FP8 16384: 900 vs
+// tokens, TFLOP/s, bench/RESULTS.md): Qwen3-30B-A3B +4-9% for all three kernels (FP8 16384: 900 vs
 // 835); DeepSeek-V3 FP8 +3-5% at 4096 / 8192, -1..-4% at 16384, INT8 +4-6%, bf16 -1..-4% at 8192 /
 // 16384; Mixtral FP8 -2..+8% (a tie at 4096, +4% at 16384), INT8 and bf16 -5..+7% (ties within the
 // spread). FP8 at 64 rows: 128 x 256 beat 128 x 128 too (Qwen3-30B-A3B at 1024 tokens 342 vs 327,

@@ -334,6 +334,13 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   // Decode or prefill kernels, per projection (the prefill ones read the decode kernels' codes).
   if (options.gemm_path == GemmPath::kPrefill && plan.g1 == GroupedKernel::kNone && plan.g2 == GroupedKernel::kNone)
     throw NotSupported("prefill GEMMs for this scheme are not supported yet");
+  // A forced tile must exist for every prefill kernel of the layer (checked before any launch).
+  if (options.prefill_tile >= 0 && options.gemm_path != GemmPath::kDecode)
+    for (GroupedKernel g : {plan.g1, plan.g2})
+      if (g != GroupedKernel::kNone && !grouped_tile_built(g, static_cast<GroupedTile>(options.prefill_tile)))
+        throw NotSupported("prefill tile " + to_string(static_cast<GroupedTile>(options.prefill_tile)) + " (" +
+                           std::to_string(options.prefill_tile) + ") is not built for the " + to_string(g) +
+                           " kernel");
   auto prefill = [&](GroupedKernel g) {
     switch (options.gemm_path) {
       case GemmPath::kDecode: return false;
@@ -419,9 +426,6 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     check(cuda::launch_grouped_setup(sp, stream), "prefill setup");
     const int tile = options.prefill_tile >= 0 ? options.prefill_tile
                                                : static_cast<int>(plan_grouped_tile(g.kind, num_slots, L.num_experts));
-    if (!g.gemm[tile])
-      throw Error("prefill tile " + to_string(static_cast<GroupedTile>(tile)) + " (" + std::to_string(tile) +
-                  ") is not built for this layer's prefill kernel");
     if (num_slots > 0) check(g.gemm[tile]->run(stream), "prefill GEMM");
   };
   uint16_t* x16 = mma1 || codes1 ? m.x16.get<uint16_t>() : nullptr;

@@ -97,7 +97,7 @@ class GroupedGemm final : public CutlassGrouped<typename GroupedTypes<Config>::G
 // the pingpong schedule (two consumer warpgroups alternating tiles, one's epilogue under the other's
 // mainloop) for few rows per expert; 128-row tiles with the cooperative schedule (both warpgroups on
 // one tile, 64 rows each) otherwise. Pairs of CTAs along n share the input tile (n >= 256 in every
-// model shape). 128 x 256 holds 64 x 256 fp32 accumulators per warpgroup: it fits without a second
+// model shape). 128 x 256 holds 64 x 256 32-bit accumulators per warpgroup: it fits without a second
 // accumulator set (FP8 with the MMA's own accumulation, INT8, bf16); FP8 and INT8 use it for most
 // batches, bf16 uses 128 x 192 (gemm_tuning.h).
 template <class ElementIn, class ElementAcc, class TileK, class KernelCoop, class KernelPingpong>

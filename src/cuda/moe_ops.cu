@@ -214,7 +214,7 @@ __device__ float load_act(const void* src, int kind, int64_t i) {
 
 __device__ float round_kind(float v, int kind, bool round) {
   if (!round) return v;
-  if (kind == 0) return round_bf16_hw(v);  // = quant::round_to_bf16 (convert.cuh)
+  if (kind == 0) return round_bf16_hw(v);  // = quant::round_to_bf16 (convert.cuh; NaN: canonical)
   if (kind == 1) return round_f16_hw(v);
   return v;
 }
@@ -228,7 +228,7 @@ __device__ int64_t permuted_col(int64_t col) {
 
 // Bits of a value that is exactly representable in the 16-bit kind (0 BF16, 1 F16).
 __device__ uint16_t bits16(float v, int kind) {
-  // quant::float_to_bf16 / float_to_f16, with the hardware conversion (convert.cuh)
+  // quant::float_to_bf16 / float_to_f16, with the hardware conversion (convert.cuh; NaN: canonical)
   return kind == 0 ? __bfloat16_as_ushort(__float2bfloat16_rn(v)) : __half_as_ushort(__float2half_rn(v));
 }
 
@@ -447,8 +447,8 @@ struct RowQuant {
 struct GroupQuant {
   float scale;
   __device__ explicit GroupQuant(float amax) : scale(div_rn(fmaxf(amax, 1e-10f), quant::kFp8E4M3Max)) {}
-  __device__ uint32_t code(float v) const { return quant::float_to_fp8e4m3_sat(div_rn(v, scale)); }
-  __device__ uint32_t codes4(float4 a) const {  // code() of each, with the hardware conversion
+  // quant::float_to_fp8e4m3_sat(v / scale) of each, with the hardware conversion
+  __device__ uint32_t codes4(float4 a) const {
     return fp8x4_sat_hw(div_rn(a.x, scale), div_rn(a.y, scale), div_rn(a.z, scale), div_rn(a.w, scale));
   }
 };
@@ -456,11 +456,34 @@ inline constexpr int kFusedGroup = 128;  // the group size the fused row kernels
 
 __device__ float abs_max4(float4 a) { return fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))); }
 
-// Three blocks per SM (85 registers): the kernel is latency-bound, and at 92 registers only two fit
-// (H200, Mixtral FP8 at 8192 tokens: 42% of the SM's issue rate, 17% of DRAM bandwidth).
-__global__ void __launch_bounds__(kThreads, 3)
+// The activation row kept for the quantization pass: fp32 values, or their 16-bit bits where the
+// forward rounds them to the model's 16-bit dtype anyway (exact, and half the shared memory).
+template <bool kHalfRow>
+struct ActRow {
+  float4* row;  // [inter / 4] float4, or [inter / 4] uint2 (kHalfRow)
+  int kind;     // the 16-bit kind (0 BF16, 1 F16) of a half row
+  __device__ void store(int64_t i, float4 a) const {
+    if constexpr (kHalfRow) reinterpret_cast<uint2*>(row)[i] = bits16x4(a, kind);
+    else row[i] = a;
+  }
+  __device__ float4 load(int64_t i) const {
+    if constexpr (!kHalfRow) return row[i];
+    const uint2 b = reinterpret_cast<const uint2*>(row)[i];
+    auto value = [&](uint32_t bits16) {
+      return kind == 0 ? __uint_as_float(bits16 << 16) : __half2float(__ushort_as_half(static_cast<uint16_t>(bits16)));
+    };
+    return {value(b.x & 0xFFFFu), value(b.x >> 16), value(b.y & 0xFFFFu), value(b.y >> 16)};
+  }
+};
+
+// Four blocks per SM (64 registers; half rows keep Mixtral's 14336-wide row at 28 KB): the kernel
+// is latency-bound (H200, Mixtral FP8 at 8192 tokens, before the hardware conversions: 42% of the
+// SM's issue rate, 17% of DRAM bandwidth, 2 blocks per SM at 92 registers).
+template <bool kHalfRow>
+__global__ void __launch_bounds__(kThreads, 4)
     activation_rows_kernel(ActivationParams p, ActQuantParams q, void* a_rows, float* a_scale_rows) {
-  extern __shared__ float4 act_row[];  // [inter / 4] (8-bit rows only)
+  extern __shared__ float4 act_smem[];  // the activation row (8-bit rows only)
+  const ActRow<kHalfRow> act_row{act_smem, p.dtype_kind};
   const bool rows16 = q.kind == 0;     // unquantized: the rounded activation's 16-bit bits
   const int r = blockIdx.x;
   if (r >= *p.total_slots) return;
@@ -491,7 +514,7 @@ __global__ void __launch_bounds__(kThreads, 3)
         reinterpret_cast<uint2*>(static_cast<uint16_t*>(a_rows) + r * p.inter)[i] = bits16x4(a, p.dtype_kind);
         continue;
       }
-      act_row[i] = a;
+      act_row.store(i, a);
       m = fmaxf(m, abs_max4(a));
     }
   }
@@ -502,7 +525,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     const int64_t groups = p.inter / kFusedGroup;
     uint32_t* out = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(a_rows) + r * p.inter);  // [n4]
     for (int64_t g = warp; g < groups; g += blockDim.x / 32) {
-      const float4 a = act_row[g * 32 + lane];
+      const float4 a = act_row.load(g * 32 + lane);
       float gm = abs_max4(a);
       for (int o = 16; o > 0; o >>= 1) gm = fmaxf(gm, __shfl_xor_sync(0xffffffffu, gm, o));
       const GroupQuant gq(gm);
@@ -514,10 +537,10 @@ __global__ void __launch_bounds__(kThreads, 3)
   const RowQuant rq(q, block_amax(m));  // block_amax's barrier also publishes act_row
   if (q.bf16_rows) {
     uint2* out = reinterpret_cast<uint2*>(static_cast<uint16_t*>(a_rows) + r * p.inter);  // [n4]
-    for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) out[i] = rq.bf16_codes4(act_row[i]);
+    for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) out[i] = rq.bf16_codes4(act_row.load(i));
   } else {
     uint32_t* out = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(a_rows) + r * p.inter);  // [n4]
-    for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) out[i] = rq.codes4(act_row[i]);
+    for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) out[i] = rq.codes4(act_row.load(i));
   }
   if (threadIdx.x == 0) a_scale_rows[r] = rq.scale;
 }
@@ -815,17 +838,22 @@ cudaError_t launch_activation_rows(const ActivationParams& p, const ActQuantPara
   if ((!rows16 && !groups && q.kind != 1 && q.kind != 3 && q.kind != 5) || p.inter % 4 != 0) return cudaErrorInvalidValue;
   if (q.bf16_rows && q.kind != 1 && q.kind != 3 && q.kind != 5) return cudaErrorInvalidValue;
   if (p.max_slots == 0) return cudaSuccess;
-  const size_t smem = rows16 ? 0 : sizeof(float) * p.inter;
+  // Rounded 16-bit activations are kept as their 16-bit bits (exact).
+  const bool half_row = p.round && p.dtype_kind != 2;
+  const size_t smem = rows16 ? 0 : (half_row ? sizeof(uint16_t) : sizeof(float)) * p.inter;
   if (smem > kMaxActivationRowBytes) return cudaErrorInvalidValue;
-  if (smem > 48 * 1024) {
-    // Always the same (largest) opt-in: the attribute is per kernel, not per launch, so a smaller
-    // value set later must not shrink what a captured graph of a wider layer launches with.
-    const cudaError_t err = cudaFuncSetAttribute(activation_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 kMaxActivationRowBytes);
-    if (err != cudaSuccess) return err;
-  }
-  activation_rows_kernel<<<p.max_slots, kThreads, smem, stream>>>(p, q, a_rows, a_scale_rows);
-  return cudaGetLastError();
+  auto launch = [&](auto kernel) {
+    if (smem > 48 * 1024) {
+      // Always the same (largest) opt-in: the attribute is per kernel, not per launch, so a smaller
+      // value set later must not shrink what a captured graph of a wider layer launches with.
+      const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   kMaxActivationRowBytes);
+      if (err != cudaSuccess) return err;
+    }
+    kernel<<<p.max_slots, kThreads, smem, stream>>>(p, q, a_rows, a_scale_rows);
+    return cudaGetLastError();
+  };
+  return half_row ? launch(activation_rows_kernel<true>) : launch(activation_rows_kernel<false>);
 }
 
 cudaError_t launch_input_rows(const InputRowsParams& p, cudaStream_t stream) {
