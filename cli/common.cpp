@@ -83,7 +83,7 @@ std::string qmoe_kernel_family(const DispatchDecision& d, Target target) {
     return "cuda: tensor-core decode GEMMs for weight-only, unquantized and FP8/INT8/W4A8 schemes, CUDA-core GEMV for "
            "the rest; CUTLASS wgmma prefill GEMMs for FP8 (tensor/channel/128x128 block) and INT8 W8A8, W4A16, W8A16 "
            "and W4A8 (groups of >= 64 or channel scales) and bf16 on larger batches "
-           "(`qmoe run` prints the plan of each GEMM; bench/RESULTS.md)";
+           "(`qmoe inspect --cuda-plan` and `qmoe run` print the plan of each GEMM; bench/RESULTS.md)";
 #else
   if (target != Target::kCpu) return "cuda backend: not in this build";
 #endif
