@@ -483,6 +483,35 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_EQ(tile_config(int4, GroupedTile::kHuge), "none");
 }
 
+// The summary `qmoe inspect --cuda-plan` prints: each GEMM's kernels, the crossover and the tile at
+// sample batches, as the planner functions give them; nothing for a scheme without prefill kernels.
+TEST(GemmPlan, CudaPlanSummary) {
+  const MoeLayer fp8 = synthetic_layer("fp8_channel", {"qwen3-like", 128, 8, 256, 128}, 7, 1);
+  const CudaPlanSummary s = summarize_cuda_plan(fp8, 0);
+  for (const CudaPlanSummary::Gemm* g : {&s.w13, &s.w2}) {
+    EXPECT_EQ(g->decode, to_string(GemmKernel::kTensorCoreCodes));
+    EXPECT_EQ(g->prefill, to_string(GroupedKernel::kFp8));
+    EXPECT_EQ(g->prefill_from_tokens, kGroupedMinTokensFp8);
+    ASSERT_EQ(g->tiles.size(), 3u);
+    // 1024 tokens x top-8 over 128 experts: 64 rows per expert, FP8's 128 x 256 from there.
+    EXPECT_EQ(g->tiles[0].first, 1024);
+    EXPECT_EQ(g->tiles[0].second, tile_config(GroupedKernel::kFp8, GroupedTile::kHuge));
+  }
+  // W4A16 on 8 experts, top-2: the mixed-input kernel from its rows-per-expert crossover; at 1024
+  // tokens (256 rows per expert) its largest tile.
+  const MoeLayer w4 = synthetic_layer("w4a16_g128", {"mixtral-like", 8, 2, 256, 128}, 7, 1);
+  const CudaPlanSummary m = summarize_cuda_plan(w4, 0);
+  EXPECT_EQ(m.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kInt4Bf16, 8, 2));
+  EXPECT_EQ(m.w13.prefill_from_tokens, int64_t{kGroupedMinRowsPerExpertInt4FewExperts} * 8 / 2);
+  ASSERT_FALSE(m.w13.tiles.empty());
+  EXPECT_EQ(m.w13.tiles[0].second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kLarge));
+  const MoeLayer mx = synthetic_layer("mxfp4", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1);
+  const CudaPlanSummary n = summarize_cuda_plan(mx, 0);
+  EXPECT_EQ(n.w2.prefill, "none");
+  EXPECT_EQ(n.w2.prefill_from_tokens, -1);
+  EXPECT_TRUE(n.w2.tiles.empty());
+}
+
 TEST(GemmPlan, KernelNames) {
   EXPECT_EQ(to_string(GroupedKernel::kFp8), "grouped wgmma (FP8)");
   EXPECT_EQ(to_string(GroupedKernel::kInt8), "grouped wgmma (INT8)");
