@@ -315,10 +315,13 @@ constexpr bool codes_of(decltype(T::kCodes)*) { return T::kCodes; }
 constexpr int kM = kMmaTilesPerWarp;
 constexpr int kRows = 2 * kM;  // rows per lane: r, r + 8, r + 16, r + 24
 // Blocks per SM the register budget must allow. One n-tile: 3 pipelined (80 registers, a few
-// spilled; up to 1.1x faster at 1-8 tokens on the H200 than 2 blocks), 4 otherwise (64 registers).
-// More n-tiles: 2 (at 1 block, 4 n-tiles ran up to 1.5x slower).
-template <int kN, bool kPipelined>
-inline constexpr int kMinBlocks = kN > 1 ? 2 : kPipelined ? 3 : 4;
+// spilled; up to 1.1x faster at 1-8 tokens on the H200 than 2 blocks), 4 otherwise (64 registers),
+// but 2 with per-step scales (W4A8, FP8 blocks: their second accumulator set spilled 128-240 bytes
+// per thread at 3 blocks; at 2, on the H200, 2026-11-30: 4-15% faster at 1 token, up to 11% at 8,
+// 1-3% slower only for DeepSeek-V3's W4A8 at 8-64 tokens). More n-tiles: 2 (at 1 block, 4 n-tiles
+// ran up to 1.5x slower).
+template <int kN, bool kPipelined, bool kStepScale>
+inline constexpr int kMinBlocks = kN > 1 || kStepScale ? 2 : kPipelined ? 3 : 4;
 
 // Streaming 16-byte weight load (read once: keep it out of L1, which holds the inputs). Volatile, as
 // the input loads below, so the compiler keeps every load of a step ahead of its mmas.
@@ -348,7 +351,7 @@ __device__ __forceinline__ uint4 load_inputs(const uint4* p) {
 // columns lie in one weight block or group and one input group). kZero: the weights have zero
 // points (a template flag, as their loads cost issue slots even when predicated off).
 template <class T, bool kBf16, int kN, bool kStepScale, bool kZero, bool kPipelined>
-__global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined>) grouped_mma_kernel(GroupedGemmParams p, const uint16_t* in16,
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepScale>) grouped_mma_kernel(GroupedGemmParams p, const uint16_t* in16,
                                                                      InputScales in_scale, int m_tiles, int k_splits) {
   __shared__ float partial[kWarps][kN * kM * 4][32];  // (warp, accumulator, lane) of the k slices
   // The expert: the active count and entry load together, then the expert's tensors and slot range.
