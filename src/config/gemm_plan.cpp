@@ -334,9 +334,10 @@ MmaLaunch plan_mma_launch(const GemmLayout& L, int64_t num_slots, int num_local_
   shape(kMmaLongSlice);
   const double blocks = static_cast<double>(m.row_blocks) * expected_active_experts(num_slots, num_local_experts);
   if (blocks < static_cast<double>(kMmaMinWaves) * kMmaBlocksPerSm * std::max(num_sms, 1)) shape(kMmaShortSlice);
-  // Slots per pass: the mean per expert plus three standard deviations of a uniform routing.
+  // Slots per pass: the mean per expert plus kMmaSlotSigmas standard deviations of a uniform routing.
   const double mean = static_cast<double>(num_slots) / std::max(num_local_experts, 1);
-  const int expected = static_cast<int>(std::min<double>(mean + 3.0 * std::sqrt(mean) + 1.0, static_cast<double>(num_slots)));
+  const int expected = static_cast<int>(
+      std::min<double>(mean + kMmaSlotSigmas * std::sqrt(mean) + 1.0, static_cast<double>(num_slots)));
   m.slots_per_pass = expected <= 8 ? 8 : expected <= 16 ? 16 : 32;
   return m;
 }

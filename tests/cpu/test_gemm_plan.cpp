@@ -132,11 +132,15 @@ TEST(GemmPlan, LaunchShapeOfModelProjections) {
 
 TEST(GemmPlan, SlotsPerPassFollowTheExpectedLoad) {
   const GemmLayout L = sized(layout_of_scheme("w4a16_g128"), 512, 2048);
-  // Mean slots per expert m; pass size >= m + 3 sqrt(m) + 1 (truncated), capped by the slots.
+  // Mean slots per expert m; pass size >= m + kMmaSlotSigmas sqrt(m) + 1 (truncated), capped by the
+  // slots.
+  ASSERT_EQ(kMmaSlotSigmas, 1.0);
   EXPECT_EQ(plan_mma_launch(L, 8, 128, kH200Sms).slots_per_pass, 8);    // Qwen3, 1 token
-  EXPECT_EQ(plan_mma_launch(L, 512, 128, kH200Sms).slots_per_pass, 16);  // Qwen3, 64 tokens: 4 + 6 + 1
-  EXPECT_EQ(plan_mma_launch(L, 16, 8, kH200Sms).slots_per_pass, 8);      // Mixtral, 8 tokens: 2 + 4.2 + 1
-  EXPECT_EQ(plan_mma_launch(L, 128, 8, kH200Sms).slots_per_pass, 32);    // Mixtral, 64 tokens: 16 + 12 + 1
+  EXPECT_EQ(plan_mma_launch(L, 512, 128, kH200Sms).slots_per_pass, 8);   // Qwen3, 64 tokens: 4 + 2 + 1
+  EXPECT_EQ(plan_mma_launch(L, 1024, 128, kH200Sms).slots_per_pass, 16); // Qwen3, 128 tokens: 8 + 2.8 + 1
+  EXPECT_EQ(plan_mma_launch(L, 16, 8, kH200Sms).slots_per_pass, 8);      // Mixtral, 8 tokens: 2 + 1.4 + 1
+  EXPECT_EQ(plan_mma_launch(L, 64, 8, kH200Sms).slots_per_pass, 16);     // Mixtral, 32 tokens: 8 + 2.8 + 1
+  EXPECT_EQ(plan_mma_launch(L, 128, 8, kH200Sms).slots_per_pass, 32);    // Mixtral, 64 tokens: 16 + 4 + 1
   EXPECT_EQ(plan_mma_launch(L, 2, 256, kH200Sms).slots_per_pass, 8);
   EXPECT_EQ(plan_mma_launch(L, 4096, 8, kH200Sms).slots_per_pass, 32);  // more loop over the weights
 }
