@@ -49,6 +49,9 @@ inline constexpr int kGroupedMinTokensFp8Block = 1;
 // rows), the decode kernels' grows linearly. At 24 rows the mixed-input kernel won on DeepSeek-V3
 // (768 tokens: 5037 vs 5321 us) and tied on Qwen3-30B-A3B (384: 326 vs 323), but lost on Mixtral
 // (96: 770 vs 677), which won from 32 rows (128: 738 vs 896): layers of few experts switch at 28.
+// Re-checked at dd54411 (faster decode at 16-128 tokens; bench/runs/2026-11-30_dd54411_w4_crossover.log):
+// Qwen3-30B-A3B 320 vs 329 at 24 rows, 438 vs 330 at 32; DeepSeek-V3 4125 vs 5126 at 16, 5324 vs
+// 5105 at 24; Mixtral 687 vs 764 at 24, 783 vs 761 at 28: the same switches.
 inline constexpr int kGroupedMinRowsPerExpertInt4 = 24;
 inline constexpr int kGroupedMinRowsPerExpertInt4FewExperts = 28;
 inline constexpr int kInt4FewExperts = 16;  // "few": at most this many local experts
@@ -59,13 +62,15 @@ inline constexpr int kInt4FewExperts = 16;  // "few": at most this many local ex
 // the mixed-input kernel stays flat).
 inline constexpr int kGroupedMinRowsPerExpertInt8 = 16;
 inline constexpr int kGroupedMinRowsPerExpertInt8FewExperts = 22;
-// W4A8 (FP8 or INT8 activations; H200, eb5b0d5, table D-W4A8, GEMM us decode vs mixed-input): the
-// W4A8 decode kernel slows sooner, so the switch is at 8 rows: DeepSeek-V3 5654 vs 5194 and
-// Qwen3-30B-A3B 372 vs 346 there (4 and 6 rows: decode 3580 vs 5103, 222 vs 343). Mixtral still won
-// on the decode kernel at 8 rows (790 vs 818) and lost at 16 (1045 vs 809): 10 for <= 16 experts,
-// interpolated (~32 us per row).
-inline constexpr int kGroupedMinRowsPerExpertW4A8 = 8;
-inline constexpr int kGroupedMinRowsPerExpertW4A8FewExperts = 10;
+// W4A8 (FP8 or INT8 activations; GEMM us decode vs mixed-input), re-measured on the H200 at dd54411
+// after the decode kernel's occupancy and slots-per-pass changes (bench/runs/
+// 2026-11-30_dd54411_w4_crossover.log; was 8 and 10 rows at eb5b0d5): Qwen3-30B-A3B 243 vs 342 at 8
+// rows, 470 vs 344 at 16; DeepSeek-V3 4001 vs 5184 at 8, 4732 vs 5180 at 12, 7554 vs 5177 at 16;
+// Mixtral 530 vs 793 at 8, 631 vs 800 at 12, 1037 vs 788 at 16. Interpolated crossovers: 11.5
+// (Qwen3), 12.6 (DeepSeek-V3), ~13.5 (Mixtral). From 12 rows, so DeepSeek-V3 gives up to ~9% near
+// 12 rows; 14 for <= 16 experts.
+inline constexpr int kGroupedMinRowsPerExpertW4A8 = 12;
+inline constexpr int kGroupedMinRowsPerExpertW4A8FewExperts = 14;
 // Tiles of the mixed-input kernels (W4A16, and W8A16, which measured the same order: 93addc3 tile
 // sweep): 128 x 128 below 128 rows per expert (DeepSeek-V3 at 64 rows: 4880 us against 5945 and
 // 8639 for the larger ones), 128 x 192 in clusters of 2 up to 256, then 128 x 256 (Mixtral at 1024
