@@ -1,6 +1,7 @@
 // Hardware conversions that give formats.h's results bit for bit (for every non-NaN input; the
-// GPU test HardwareConversions checks all 2^32 floats), in one instruction instead of a software
-// rounding: the activation and quantization kernels use them in their per-element loops.
+// GPU test HardwareConversions checks all 2^32 floats and all fp8 code pairs), in one or a few
+// instructions instead of a software rounding: the activation and quantization kernels use them in
+// their per-element loops, the NVFP4 decode kernel for its block scales.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,6 +26,18 @@ __device__ __forceinline__ uint32_t fp8x2_sat_hw(float a, float b) {
 // Four values' fp8 codes, x in the low byte.
 __device__ __forceinline__ uint32_t fp8x4_sat_hw(float x, float y, float z, float w) {
   return fp8x2_sat_hw(x, y) | fp8x2_sat_hw(z, w) << 16;
+}
+
+// Two fp8 e4m3 codes (the low byte first) as bf16x2 bits (the low byte's value in the low half):
+// exactly quant::float_to_bf16(quant::fp8e4m3_to_float(code)), as every e4m3 value is a bf16 value
+// (3 mantissa bits, exponents 2^-9 .. 2^8). One hardware conversion to f16x2, each half widened to
+// f32, whose upper 16 bits are the bf16 (the lower ones are zero). NaN codes: a NaN.
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2_hw(uint32_t two) {
+  uint32_t h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<uint16_t>(two)));
+  const float lo = __half2float(__ushort_as_half(static_cast<unsigned short>(h2 & 0xFFFFu)));
+  const float hi = __half2float(__ushort_as_half(static_cast<unsigned short>(h2 >> 16)));
+  return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
 }
 
 }  // namespace qmoe::cuda

@@ -1,11 +1,12 @@
 // The hardware conversions of src/cuda/convert.cuh against formats.h's software roundings, over
 // every one of the 2^32 float bit patterns (NaN inputs excepted: both give a NaN, with different
-// payloads).
+// payloads), and every pair of fp8 e4m3 codes.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <vector>
 
 #include "cuda/convert.cuh"
 #include "gpu_test_util.h"
@@ -81,6 +82,38 @@ TEST(HardwareConversions, TheComparisonSeesAWrongRounding) {
   const Mismatches h = run_comparison<true>();
   EXPECT_EQ(h.checked, kNonNanFloats);
   EXPECT_GT(h.bf16, kNonNanFloats / 4);
+}
+
+// Every pair of fp8 e4m3 codes through e4m3x2_to_bf16x2_hw.
+__global__ void convert_e4m3_pairs(uint32_t* out) {
+  const uint32_t two = blockIdx.x * blockDim.x + threadIdx.x;  // < 2^16
+  out[two] = cuda::e4m3x2_to_bf16x2_hw(two);
+}
+
+TEST(HardwareConversions, Fp8PairsToBf16MatchFormats) {
+  REQUIRE_GPU();
+  uint32_t* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, sizeof(uint32_t) << 16), cudaSuccess);
+  convert_e4m3_pairs<<<256, 256>>>(d);
+  std::vector<uint32_t> got(1 << 16);
+  ASSERT_EQ(cudaMemcpy(got.data(), d, sizeof(uint32_t) << 16, cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(d);
+  auto is_nan_bf16 = [](uint32_t b) { return (b & 0x7F80u) == 0x7F80u && (b & 0x7Fu) != 0; };
+  int mismatches = 0, nans = 0;
+  for (uint32_t two = 0; two < (1u << 16); ++two)
+    for (int h = 0; h < 2; ++h) {  // low byte -> low half
+      const auto code = static_cast<uint8_t>(two >> (8 * h));
+      const uint32_t bf16 = (got[two] >> (16 * h)) & 0xFFFFu;
+      const uint32_t want = quant::float_to_bf16(quant::fp8e4m3_to_float(code));
+      if ((code & 0x7F) == 0x7F) {  // NaN: any NaN
+        nans += is_nan_bf16(bf16);
+        continue;
+      }
+      if (bf16 != want && mismatches++ < 5)
+        ADD_FAILURE() << "code 0x" << std::hex << int{code} << " in pair 0x" << two << ": 0x" << bf16 << " want 0x" << want;
+    }
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_EQ(nans, 2 * 2 * 256);  // each NaN code in both halves, with each of 256 partners
 }
 
 }  // namespace
