@@ -145,7 +145,8 @@ struct Int8 {
   __device__ static Row row(uint32_t scale_bits, int zero) {
     // 0x4B0000uu is 2^23 + u as a float; subtracting 2^23 + 128 + z gives q - z exactly.
     const uint16_t s = static_cast<uint16_t>(scale_bits);
-    return {kBf16 ? quant::bf16_to_float(s) : quant::f16_to_float(s), 8388608.0f + 128.0f + static_cast<float>(zero)};
+    // (f16: the hardware widening, exact, where formats.h decodes in software)
+    return {kBf16 ? quant::bf16_to_float(s) : __half2float(__ushort_as_half(s)), 8388608.0f + 128.0f + static_cast<float>(zero)};
   }
   __device__ static void group(const uint4& raw, int g, const Row& p, uint32_t (&pairs)[4]) {
     // t0..t3, t4..t7, int8 q -> q + 128 (offset binary, for the float trick below)
