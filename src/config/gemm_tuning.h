@@ -13,15 +13,18 @@ namespace qmoe {
 inline constexpr int kMmaLongSlice = 8;
 inline constexpr int kMmaShortSlice = 4;
 inline constexpr int kMmaMinWaves = 3;
-inline constexpr int kMmaBlocksPerSm = 3;  // the pipelined one-n-tile kernels' occupancy (moe_mma.cu)
+inline constexpr int kMmaBlocksPerSm = 3;  // the pipelined one-n-tile kernels' occupancy (moe_mma.cu;
+                                           // the per-step-scaled ones run 2, the rule keeps 3)
 // Slots per pass over an expert's weights (8, 16 or 32: one, two or four n-tiles): the first that
 // holds the mean slots per expert plus kMmaSlotSigmas standard deviations of a uniform routing, plus
 // one. An expert with more slots loops over its weights again, but more n-tiles cost registers and
 // occupancy (2 blocks per SM instead of 3, spills at four). H200, 2026-11-30, GEMM µs with 3 / 1
 // sigmas (bench/runs/2026-11-30_f943072_slots_per_pass.log): Mixtral FP8 channel 535 / 416 at 16
 // tokens, 786 / 606 at 32, W4A16 315 / 272 and 423 / 364; Qwen3-30B-A3B FP8 261 / 203 at 64 tokens,
-// 373 / 295 at 128, W4A16 195 / 176 at 128; DeepSeek-V3 FP8 4150 / 3152 at 128 tokens; no row
-// slower beyond the runs' spread; 0 sigmas measured as 1, -1 lost up to 1.3x.
+// 373 / 295 at 128, W4A16 195 / 176 at 128; DeepSeek-V3 FP8 4150 / 3152 at 128 tokens (decode
+// path; the automatic one runs FP8 on its prefill kernel from 4 tokens); no row slower beyond the
+// runs' spread. 0 sigmas gave the same plans as 1 on every measured row; -1 was up to 1.24x slower
+// (Mixtral bf16 at 64 tokens) and 7% faster only for Mixtral FP8 at 32-64 tokens.
 inline constexpr double kMmaSlotSigmas = 1.0;
 
 // The automatic path switches a projection to its prefill grouped GEMM (use_grouped_kernel) from

@@ -316,9 +316,9 @@ constexpr int kRows = 2 * kM;  // rows per lane: r, r + 8, r + 16, r + 24
 // Blocks per SM the register budget must allow. One n-tile: 3 pipelined (80 registers, a few
 // spilled; up to 1.1x faster at 1-8 tokens on the H200 than 2 blocks), 4 otherwise (64 registers),
 // but 2 with per-step scales (W4A8, FP8 blocks: their second accumulator set spilled 128-240 bytes
-// per thread at 3 blocks; at 2, on the H200, 2026-11-30: 4-15% faster at 1 token, up to 11% at 8,
-// 1-3% slower only for DeepSeek-V3's W4A8 at 8-64 tokens). More n-tiles: 2 (at 1 block, 4 n-tiles
-// ran up to 1.5x slower).
+// per thread at 3 blocks; at 2, on the H200, 2026-11-30: 4-15% faster at 1 token, up to 11% at 8;
+// 1-3% slower for DeepSeek-V3's W4A8 at 8-64 tokens and <= 1% for its FP8 blocks at 64). More
+// n-tiles: 2 (at 1 block, 4 n-tiles ran up to 1.5x slower).
 template <int kN, bool kPipelined, bool kStepScale>
 inline constexpr int kMinBlocks = kN > 1 || kStepScale ? 2 : kPipelined ? 3 : 4;
 

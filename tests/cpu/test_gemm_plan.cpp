@@ -140,6 +140,8 @@ TEST(GemmPlan, SlotsPerPassFollowTheExpectedLoad) {
   EXPECT_EQ(plan_mma_launch(L, 1024, 128, kH200Sms).slots_per_pass, 16); // Qwen3, 128 tokens: 8 + 2.8 + 1
   EXPECT_EQ(plan_mma_launch(L, 16, 8, kH200Sms).slots_per_pass, 8);      // Mixtral, 8 tokens: 2 + 1.4 + 1
   EXPECT_EQ(plan_mma_launch(L, 64, 8, kH200Sms).slots_per_pass, 16);     // Mixtral, 32 tokens: 8 + 2.8 + 1
+  EXPECT_EQ(plan_mma_launch(L, 56, 8, kH200Sms).slots_per_pass, 16);     // 7 + 2.6 + 1 (0 sigmas: 8)
+  EXPECT_EQ(plan_mma_launch(L, 48, 8, kH200Sms).slots_per_pass, 16);     // 6 + 2.4 + 1 (0 sigmas: 8)
   EXPECT_EQ(plan_mma_launch(L, 128, 8, kH200Sms).slots_per_pass, 32);    // Mixtral, 64 tokens: 16 + 4 + 1
   EXPECT_EQ(plan_mma_launch(L, 2, 256, kH200Sms).slots_per_pass, 8);
   EXPECT_EQ(plan_mma_launch(L, 4096, 8, kH200Sms).slots_per_pass, 32);  // more loop over the weights

@@ -95,6 +95,7 @@ TEST(HardwareConversions, Fp8PairsToBf16MatchFormats) {
   uint32_t* d = nullptr;
   ASSERT_EQ(cudaMalloc(&d, sizeof(uint32_t) << 16), cudaSuccess);
   convert_e4m3_pairs<<<256, 256>>>(d);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   std::vector<uint32_t> got(1 << 16);
   ASSERT_EQ(cudaMemcpy(got.data(), d, sizeof(uint32_t) << 16, cudaMemcpyDeviceToHost), cudaSuccess);
   cudaFree(d);
