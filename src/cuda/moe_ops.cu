@@ -255,15 +255,42 @@ __device__ float block_amax(float v) {
   return m;
 }
 
+// A block walks a row in batches of kRowBatch values per thread, every load of a batch before any
+// of its stores: a loop of in-place load-store steps makes one memory round trip per step (the
+// compiler cannot move a load above a store that may alias it), which at decode, with a few rows
+// of up to tens of thousands of columns, was most of these kernels' time.
+constexpr int kRowBatch = 8;
+// f(c, row[c]) for every column c < cols of the row (f may store into the row).
+template <class F>
+__device__ void visit_row(const float* row, int64_t cols, F f) {
+  for (int64_t c0 = threadIdx.x; c0 < cols; c0 += kRowBatch * blockDim.x) {
+    float v[kRowBatch];
+#pragma unroll
+    for (int b = 0; b < kRowBatch; ++b) {
+      const int64_t c = c0 + b * blockDim.x;
+      v[b] = c < cols ? row[c] : 0.0f;
+    }
+#pragma unroll
+    for (int b = 0; b < kRowBatch; ++b)
+      if (c0 + b * blockDim.x < cols) f(c0 + b * blockDim.x, v[b]);
+  }
+}
+// This thread's part of max |row[c]| (block_amax combines the threads').
+__device__ float thread_row_amax(const float* row, int64_t cols) {
+  float m = 0.0f;
+  visit_row(row, cols, [&](int64_t, float v) { m = fmaxf(m, fabsf(v)); });
+  return m;
+}
+
 // Row `row` of x quantized to fp8 with `scale`: x = code * scale, and the codes (exact in f16) and
 // the scale for the tensor-core kernels when asked for.
 __device__ void fp8_row(const ActQuantParams& q, float* x, int64_t row, int64_t cols, float scale) {
   const float inv = div_rn(1.0f, scale);
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float code = quant::fp8e4m3_to_float(quant::quantize_fp8_act(x[row * cols + c], inv));
+  visit_row(x + row * cols, cols, [&](int64_t c, float v) {
+    const float code = quant::fp8e4m3_to_float(quant::quantize_fp8_act(v, inv));
     x[row * cols + c] = mul_rn(code, scale);
     if (q.codes16) q.codes16[row * cols + permuted_col(c)] = quant::float_to_f16(code);
-  }
+  });
   if (q.row_scale && threadIdx.x == 0) q.row_scale[row] = scale;
 }
 
@@ -276,9 +303,7 @@ __global__ void amax_kernel(const float* x, int64_t cols, const int32_t* row_ids
   const int rows = num_rows_dev ? *num_rows_dev : max_rows;
   if (r >= rows) return;
   const float* row = x + static_cast<int64_t>(row_of(row_ids, r)) * cols;
-  float m = 0.0f;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, fabsf(row[c]));
-  m = block_amax(m);
+  const float m = block_amax(thread_row_amax(row, cols));
   if (threadIdx.x == 0) atomicMax(reinterpret_cast<unsigned int*>(amax), __float_as_uint(m));
 }
 
@@ -291,8 +316,7 @@ __global__ void fake_quant_kernel(ActQuantParams q, float* x, int64_t cols, cons
   float* row = x + row_index * cols;
   switch (q.kind) {
     case 1: {  // fp8 per token
-      float m = 0.0f;
-      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, fabsf(row[c]));
+      const float m = thread_row_amax(row, cols);
       fp8_row(q, x, row_index, cols, quant::fp8_dynamic_scale(block_amax(m)));
       return;
     }
@@ -323,14 +347,13 @@ __global__ void fake_quant_kernel(ActQuantParams q, float* x, int64_t cols, cons
       return;
     }
     case 5: {  // int8 per token
-      float m = 0.0f;
-      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, fabsf(row[c]));
+      const float m = thread_row_amax(row, cols);
       const float scale = quant::int8_dynamic_scale(block_amax(m));
-      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-        const int code = quant::quantize_int8_act(row[c], scale);
+      visit_row(row, cols, [&](int64_t c, float v) {
+        const int code = quant::quantize_int8_act(v, scale);
         row[c] = mul_rn(static_cast<float>(code), scale);
         if (q.codes16) q.codes16[row_index * cols + permuted_col(c)] = quant::float_to_f16(static_cast<float>(code));
-      }
+      });
       if (q.row_scale && threadIdx.x == 0) q.row_scale[row_index] = scale;
       return;
     }
@@ -383,30 +406,77 @@ __device__ float activate(const ActivationParams& p, float g, float up) {
   }
 }
 
-__global__ void activation_kernel(ActivationParams p) {
-  const int r = blockIdx.x;
-  if (r >= *p.total_slots) return;
-  const int64_t s = p.sorted_slots[r];
-  const int64_t width = (p.gated ? 2 : 1) * p.inter;
-  float* u = p.u + (p.u_sorted ? r : s) * width;
-  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) u[i] = round_kind(u[i], p.dtype_kind, p.round);
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < p.inter; i += blockDim.x) {
-    const float a = round_kind(activate(p, u[i], p.gated ? u[p.inter + i] : 0.0f), p.dtype_kind, p.round);
-    p.act[s * p.inter + i] = a;
-    if (p.act16) p.act16[s * p.inter + permuted_col(i)] = bits16(a, p.dtype_kind);
-  }
-}
-
-// The prefill path's GEMM2 input in one pass: sorted row r of u (the prefill GEMM1 output) ->
-// activation (rounded as activation_kernel) -> 8-bit codes with the row's scale (RowQuant) -> row r
-// of the prefill GEMM's input. Four columns per thread and
-// step (inter % 4 == 0); the activation row waits in shared memory between amax and quantization.
+// The activation of gate g and up value up as the forward rounds it: inputs and result in the
+// activation dtype (vLLM's intermediate buffers), unless ForwardOptions::round_intermediate is off.
 __device__ float rounded_activation(const ActivationParams& p, float g, float up) {
   const float gr = round_kind(g, p.dtype_kind, p.round);
   const float ur = p.gated ? round_kind(up, p.dtype_kind, p.round) : 0.0f;
   return round_kind(activate(p, gr, ur), p.dtype_kind, p.round);
 }
+
+// The activation of GEMM1's output for the tensor-core and CUDA-core GEMM2 (the prefill kernels'
+// input: activation_rows_kernel): slot r's row of u (gate | up) -> act (fp32) and act16 (the
+// 16-bit bits, permuted as launch_convert_input's x16). A thread takes kActColumns columns and a
+// row spreads over several blocks, all loads before any store: at decode there are only a few
+// rows, and one block per row walking it in a loop of load-store steps (an in-place rounding, then
+// the activation) took ~38 µs for Mixtral's 14336 columns at 1 token (H200, ncu), one memory round
+// trip per step.
+constexpr int kActColumns = 8;
+__global__ void activation_kernel(ActivationParams p) {
+  const int r = blockIdx.x;
+  if (r >= *p.total_slots) return;
+  const int64_t c0 = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * kActColumns;
+  if (c0 >= p.inter) return;
+  const int64_t s = p.sorted_slots[r];
+  const float* u = p.u + (p.u_sorted ? r : s) * (p.gated ? 2 : 1) * p.inter;  // [gate | up], this row
+  // Whole 16-byte vectors: the chunk inside the row and every row 16-byte aligned.
+  const bool vec = p.inter % 4 == 0 && c0 + kActColumns <= p.inter;
+  float g[kActColumns], up[kActColumns] = {};
+  if (vec) {
+#pragma unroll
+    for (int i = 0; i < kActColumns; i += 4) {
+      const float4 a = *reinterpret_cast<const float4*>(u + c0 + i);
+      g[i] = a.x, g[i + 1] = a.y, g[i + 2] = a.z, g[i + 3] = a.w;
+      if (p.gated) {
+        const float4 b = *reinterpret_cast<const float4*>(u + p.inter + c0 + i);
+        up[i] = b.x, up[i + 1] = b.y, up[i + 2] = b.z, up[i + 3] = b.w;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kActColumns; ++i) {
+      const bool in = c0 + i < p.inter;
+      g[i] = in ? u[c0 + i] : 0.0f;
+      if (p.gated) up[i] = in ? u[p.inter + c0 + i] : 0.0f;
+    }
+  }
+  float a[kActColumns];
+#pragma unroll
+  for (int i = 0; i < kActColumns; ++i) a[i] = rounded_activation(p, g[i], up[i]);
+  float* act = p.act + s * p.inter + c0;
+  if (vec) {
+#pragma unroll
+    for (int i = 0; i < kActColumns; i += 4) *reinterpret_cast<float4*>(act + i) = {a[i], a[i + 1], a[i + 2], a[i + 3]};
+  } else {
+    for (int i = 0; i < kActColumns && c0 + i < p.inter; ++i) act[i] = a[i];
+  }
+  if (!p.act16) return;
+  uint16_t* act16 = p.act16 + s * p.inter;  // whole groups of 8 (p.inter % 8 == 0 where act16 is used)
+  if (vec && p.inter % 8 == 0) {
+    // permuted_col's order t0 t4 t1 t5 t2 t6 t3 t7: word j holds columns j and j + 4.
+    uint32_t w[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) w[j] = bits16(a[j], p.dtype_kind) | static_cast<uint32_t>(bits16(a[j + 4], p.dtype_kind)) << 16;
+    *reinterpret_cast<uint4*>(act16 + c0) = {w[0], w[1], w[2], w[3]};
+  } else {
+    for (int i = 0; i < kActColumns && c0 + i < p.inter; ++i) act16[permuted_col(c0 + i)] = bits16(a[i], p.dtype_kind);
+  }
+}
+
+// The prefill path's GEMM2 input in one pass: sorted row r of u (the prefill GEMM1 output) ->
+// activation (rounded_activation) -> 8-bit codes with the row's scale (RowQuant) -> row r
+// of the prefill GEMM's input. Four columns per thread and
+// step (inter % 4 == 0); the activation row waits in shared memory between amax and quantization.
 
 // Four values exact in the 16-bit kind (0 BF16, 1 F16), as their bits.
 __device__ uint2 bits16x4(float4 a, int kind) {
@@ -771,7 +841,9 @@ cudaError_t launch_convert_input(const void* hidden, int dtype_kind, int64_t tok
 
 cudaError_t launch_activation(const ActivationParams& p, cudaStream_t stream) {
   if (p.max_slots == 0) return cudaSuccess;
-  activation_kernel<<<p.max_slots, kThreads, 0, stream>>>(p);
+  const int64_t per_block = int64_t{kThreads} * kActColumns;
+  const dim3 grid(static_cast<unsigned>(p.max_slots), static_cast<unsigned>((p.inter + per_block - 1) / per_block));
+  activation_kernel<<<grid, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

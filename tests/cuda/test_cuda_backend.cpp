@@ -326,6 +326,14 @@ TEST(RandomLayerEdges, ActivationsExpertMapAndRouting) {
     random_inputs(9, layer, x, logits);
     expect_cuda_matches_cpu(layer, x, logits, "activation " + to_string(act));
   }
+  // An intermediate size that is not a multiple of 4 or 8 (the activation kernel's element-wise
+  // path; the CUDA-core GEMMs), gated and not.
+  for (Activation act : {Activation::kSilu, Activation::kRelu2NoMul}) {
+    const MoeLayer odd = random_layer(Scheme::kDense, {8, 2, 520, 2054}, act);
+    Tensor x, logits;
+    random_inputs(3, odd, x, logits);
+    expect_cuda_matches_cpu(odd, x, logits, "inter 2054, activation " + to_string(act));
+  }
   MoeLayer llama = random_layer(Scheme::kW4A16G128, {8, 1, 512, 256});
   llama.routing.custom_llama4 = true;
   llama.routing.router_weight_on_input = true;
