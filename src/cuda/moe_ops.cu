@@ -204,6 +204,55 @@ __global__ void scatter_kernel(GroupingParams p) {
   if (p.slot_position) p.slot_position[s] = pos;
 }
 
+// Decode batches (up to kSmallGroupSlots slots): the whole grouping in one block, counts and ranks
+// in shared memory and registers. The general path is four dependent launches (the counts' memset,
+// count, offsets, scatter) of ~2 us each at 1 token (H200), more than the work.
+constexpr int kSmallGroupThreads = 1024;
+constexpr int kSmallGroupSlotsPerThread = 8;
+constexpr int kSmallGroupSlots = kSmallGroupThreads * kSmallGroupSlotsPerThread;
+
+__global__ void __launch_bounds__(kSmallGroupThreads) small_grouping_kernel(GroupingParams p) {
+  __shared__ int32_t s_counts[kMaxLocalExperts];
+  __shared__ int32_t s_offsets[kMaxLocalExperts + 1];
+  __shared__ int32_t s_active[kMaxLocalExperts];
+  __shared__ int32_t s_num_active;
+  const int E = p.num_local_experts;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) s_counts[e] = 0;
+  __syncthreads();
+  int local[kSmallGroupSlotsPerThread], rank[kSmallGroupSlotsPerThread];  // slot threadIdx.x + i * blockDim.x
+#pragma unroll
+  for (int i = 0; i < kSmallGroupSlotsPerThread; ++i) {
+    const int s = threadIdx.x + i * blockDim.x;
+    local[i] = s < p.num_slots ? p.expert_map[p.ids[s]] : -1;
+    if (s < p.num_slots) p.slot_expert[s] = local[i];
+    // The order inside an expert's segment does not matter: every slot is computed on its own.
+    rank[i] = local[i] >= 0 ? atomicAdd(&s_counts[local[i]], 1) : 0;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {  // as offsets_kernel
+    int acc = 0, active = 0;
+    for (int e = 0; e < E; ++e) {
+      s_offsets[e] = acc;
+      if (s_counts[e] > 0) s_active[active++] = e;
+      acc += s_counts[e];
+    }
+    s_offsets[E] = acc;
+    s_num_active = active;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e <= E; e += blockDim.x) p.expert_offsets[e] = s_offsets[e];
+  for (int i = threadIdx.x; i < s_num_active; i += blockDim.x) p.active_experts[i] = s_active[i];
+  if (threadIdx.x == 0) *p.num_active = s_num_active;
+#pragma unroll
+  for (int i = 0; i < kSmallGroupSlotsPerThread; ++i) {
+    if (local[i] < 0) continue;
+    const int s = threadIdx.x + i * blockDim.x;
+    const int pos = s_offsets[local[i]] + rank[i];
+    p.sorted_slots[pos] = s;
+    if (p.slot_position) p.slot_position[s] = pos;
+  }
+}
+
 // ---- input conversion ---------------------------------------------------------------------------
 
 __device__ float load_act(const void* src, int kind, int64_t i) {
@@ -245,12 +294,12 @@ __global__ void convert_kernel(const void* hidden, int kind, int64_t n, int64_t 
 // ---- activation quantization ------------------------------------------------------------------
 
 __device__ float block_amax(float v) {
-  __shared__ float partial[kThreads / 32];
+  __shared__ float partial[32];  // one per warp (blockDim.x <= 1024, a multiple of 32)
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
   __syncthreads();
   float m = 0.0f;
-  for (int w = 0; w < kThreads / 32; ++w) m = fmaxf(m, partial[w]);
+  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) m = fmaxf(m, partial[w]);
   __syncthreads();
   return m;
 }
@@ -282,16 +331,50 @@ __device__ float thread_row_amax(const float* row, int64_t cols) {
   return m;
 }
 
-// Row `row` of x quantized to fp8 with `scale`: x = code * scale, and the codes (exact in f16) and
-// the scale for the tensor-core kernels when asked for.
-__device__ void fp8_row(const ActQuantParams& q, float* x, int64_t row, int64_t cols, float scale) {
-  const float inv = div_rn(1.0f, scale);
-  visit_row(x + row * cols, cols, [&](int64_t c, float v) {
-    const float code = quant::fp8e4m3_to_float(quant::quantize_fp8_act(v, inv));
-    x[row * cols + c] = mul_rn(code, scale);
-    if (q.codes16) q.codes16[row * cols + permuted_col(c)] = quant::float_to_f16(code);
-  });
-  if (q.row_scale && threadIdx.x == 0) q.row_scale[row] = scale;
+// Rows of up to kRowRegs values per thread stay in registers between the amax and the quantization
+// (one load of the row, not two); fake_quant_kernel runs kQuantThreads threads per row.
+constexpr int kRowRegs = 8;
+constexpr int kQuantThreads = 1024;
+
+// Row `row_index` of x quantized with one scale (kinds 1, 2, 3, 5: FP8 per token, per tensor
+// dynamic (`amax`: the tensor's) or static, INT8 per token): x = code * scale, and the codes (exact
+// in f16) and the scale for the tensor-core kernels when asked for.
+__device__ void scaled_row(const ActQuantParams& q, float* x, int64_t row_index, int64_t cols, const float* amax) {
+  float* row = x + row_index * cols;
+  const bool per_token = q.kind == 1 || q.kind == 5;  // block-uniform: block_amax below
+  auto scale_of = [&](float row_amax) {
+    if (q.kind == 5) return quant::int8_dynamic_scale(row_amax);
+    if (q.kind == 1) return quant::fp8_dynamic_scale(row_amax);
+    return q.kind == 2 ? quant::fp8_dynamic_scale(*amax) : q.static_scale;
+  };
+  auto quantize = [&](int64_t c, float v, float scale, float inv) {
+    const float code = q.kind == 5 ? static_cast<float>(quant::quantize_int8_act(v, scale))
+                                   : quant::fp8e4m3_to_float(quant::quantize_fp8_act(v, inv));
+    row[c] = mul_rn(code, scale);
+    if (q.codes16) q.codes16[row_index * cols + permuted_col(c)] = quant::float_to_f16(code);
+  };
+  float scale;
+  if (cols <= int64_t{kRowRegs} * blockDim.x) {
+    float v[kRowRegs], m = 0.0f;
+#pragma unroll
+    for (int b = 0; b < kRowRegs; ++b) {
+      const int64_t c = threadIdx.x + int64_t{b} * blockDim.x;
+      v[b] = c < cols ? row[c] : 0.0f;
+      m = fmaxf(m, fabsf(v[b]));
+    }
+    scale = scale_of(per_token ? block_amax(m) : 0.0f);
+    const float inv = div_rn(1.0f, scale);
+#pragma unroll
+    for (int b = 0; b < kRowRegs; ++b) {
+      const int64_t c = threadIdx.x + int64_t{b} * blockDim.x;
+      if (c < cols) quantize(c, v[b], scale, inv);
+    }
+  } else {
+    scale = scale_of(per_token ? block_amax(thread_row_amax(row, cols)) : 0.0f);
+    const float inv = div_rn(1.0f, scale);
+    visit_row(row, cols, [&](int64_t c, float v) { quantize(c, v, scale, inv); });
+  }
+  if (q.row_scale && threadIdx.x == 0) q.row_scale[row_index] = scale;
 }
 
 __device__ int row_of(const int32_t* row_ids, int r) { return row_ids ? row_ids[r] : r; }
@@ -307,24 +390,20 @@ __global__ void amax_kernel(const float* x, int64_t cols, const int32_t* row_ids
   if (threadIdx.x == 0) atomicMax(reinterpret_cast<unsigned int*>(amax), __float_as_uint(m));
 }
 
-__global__ void fake_quant_kernel(ActQuantParams q, float* x, int64_t cols, const int32_t* row_ids, int max_rows,
-                                  const int32_t* num_rows_dev, const float* amax) {
+__global__ void __launch_bounds__(kQuantThreads)
+    fake_quant_kernel(ActQuantParams q, float* x, int64_t cols, const int32_t* row_ids, int max_rows,
+                      const int32_t* num_rows_dev, const float* amax) {
   const int r = blockIdx.x;
   const int rows = num_rows_dev ? *num_rows_dev : max_rows;
   if (r >= rows) return;
   const int64_t row_index = row_of(row_ids, r);
   float* row = x + row_index * cols;
   switch (q.kind) {
-    case 1: {  // fp8 per token
-      const float m = thread_row_amax(row, cols);
-      fp8_row(q, x, row_index, cols, quant::fp8_dynamic_scale(block_amax(m)));
-      return;
-    }
+    case 1:  // fp8 per token
     case 2:  // fp8 per tensor, dynamic
-      fp8_row(q, x, row_index, cols, quant::fp8_dynamic_scale(*amax));
-      return;
     case 3:  // fp8 static
-      fp8_row(q, x, row_index, cols, q.static_scale);
+    case 5:  // int8 per token
+      scaled_row(q, x, row_index, cols, amax);
       return;
     case 4: {  // fp8 per token group: one warp per group
       const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -344,17 +423,6 @@ __global__ void fake_quant_kernel(ActQuantParams q, float* x, int64_t cols, cons
         if (q.row_scale && lane == 0)
           q.row_scale[row_index * ((cols + q.group_size - 1) / q.group_size) + g0 / q.group_size] = scale;
       }
-      return;
-    }
-    case 5: {  // int8 per token
-      const float m = thread_row_amax(row, cols);
-      const float scale = quant::int8_dynamic_scale(block_amax(m));
-      visit_row(row, cols, [&](int64_t c, float v) {
-        const int code = quant::quantize_int8_act(v, scale);
-        row[c] = mul_rn(static_cast<float>(code), scale);
-        if (q.codes16) q.codes16[row_index * cols + permuted_col(c)] = quant::float_to_f16(static_cast<float>(code));
-      });
-      if (q.row_scale && threadIdx.x == 0) q.row_scale[row_index] = scale;
       return;
     }
     case 6: {  // nvfp4: one thread per 16-element block
@@ -810,6 +878,10 @@ cudaError_t launch_routing(const RoutingParams& p, cudaStream_t stream) {
 
 cudaError_t launch_grouping(const GroupingParams& p, cudaStream_t stream) {
   if (p.num_local_experts > kMaxLocalExperts) return cudaErrorInvalidValue;
+  if (p.num_slots <= kSmallGroupSlots) {
+    small_grouping_kernel<<<1, kSmallGroupThreads, 0, stream>>>(p);
+    return cudaGetLastError();
+  }
   cudaError_t err = cudaMemsetAsync(p.counts, 0, sizeof(int32_t) * p.num_local_experts, stream);
   if (err != cudaSuccess) return err;
   if (p.num_slots > 0) count_kernel<<<blocks_for(p.num_slots), kThreads, 0, stream>>>(p);
@@ -826,7 +898,7 @@ cudaError_t launch_fake_quantize(const ActQuantParams& q, float* x, int64_t cols
     if (err != cudaSuccess) return err;
     amax_kernel<<<max_rows, kThreads, 0, stream>>>(x, cols, row_ids, max_rows, num_rows_dev, amax);
   }
-  fake_quant_kernel<<<max_rows, kThreads, 0, stream>>>(q, x, cols, row_ids, max_rows, num_rows_dev, amax);
+  fake_quant_kernel<<<max_rows, kQuantThreads, 0, stream>>>(q, x, cols, row_ids, max_rows, num_rows_dev, amax);
   return cudaGetLastError();
 }
 

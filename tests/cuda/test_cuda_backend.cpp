@@ -372,6 +372,22 @@ TEST(RandomLayerEdges, ActivationsExpertMapAndRouting) {
   expect_cuda_matches_cpu(one, x, logits, "one token");
 }
 
+TEST(RandomLayerEdges, BothGroupingPathsWithAnExpertMap) {
+  REQUIRE_GPU();
+  // Up to 8192 slots the grouping runs in one block, above it in count / offsets / scatter
+  // kernels: 1 and 1100 tokens x top-8 (8800 slots), half the experts not local.
+  MoeLayer ep = random_layer(Scheme::kW4A16G128, {16, 8, 256, 128});
+  ep.expert_map.assign(16, -1);
+  for (int e = 0; e < 8; ++e) ep.expert_map[2 * e + 1] = e;
+  ep.num_local_experts = 8;
+  ep.experts.resize(8);
+  for (int64_t tokens : {1, 1100}) {
+    Tensor x, logits;
+    random_inputs(tokens, ep, x, logits);
+    expect_cuda_matches_cpu(ep, x, logits, "expert map, tokens " + std::to_string(tokens));
+  }
+}
+
 // ---- prefill kernels (grouped wgmma on expert-sorted rows) ---------------------------------------
 
 TEST(PrefillKernels, MatchTheCpuBackend) {
