@@ -28,6 +28,14 @@ __device__ __forceinline__ uint32_t fp8x4_sat_hw(float x, float y, float z, floa
   return fp8x2_sat_hw(x, y) | fp8x2_sat_hw(z, w) << 16;
 }
 
+// An fp8 e4m3 code (the low byte) as f16 bits: quant::float_to_f16(quant::fp8e4m3_to_float(code)),
+// exact (every e4m3 value is an f16 value). NaN codes: a NaN.
+__device__ __forceinline__ uint16_t e4m3_to_f16_hw(uint32_t code) {
+  uint32_t h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<uint16_t>(code & 0xFFu)));
+  return static_cast<uint16_t>(h2 & 0xFFFFu);
+}
+
 // Two fp8 e4m3 codes (the low byte first) as bf16x2 bits (the low byte's value in the low half):
 // exactly quant::float_to_bf16(quant::fp8e4m3_to_float(code)), as every e4m3 value is a bf16 value
 // (3 mantissa bits, exponents 2^-9 .. 2^8). One hardware conversion to f16x2, each half widened to

@@ -348,10 +348,11 @@ __device__ void scaled_row(const ActQuantParams& q, float* x, int64_t row_index,
     return q.kind == 2 ? quant::fp8_dynamic_scale(*amax) : q.static_scale;
   };
   auto quantize = [&](int64_t c, float v, float scale, float inv) {
-    const float code = q.kind == 5 ? static_cast<float>(quant::quantize_int8_act(v, scale))
-                                   : quant::fp8e4m3_to_float(quant::quantize_fp8_act(v, inv));
-    row[c] = mul_rn(code, scale);
-    if (q.codes16) q.codes16[row_index * cols + permuted_col(c)] = quant::float_to_f16(code);
+    // The code as f16 bits (exact), by the hardware conversions (quantize_fp8_act is fp8_sat(v * inv)).
+    const uint16_t code16 = q.kind == 5 ? __half_as_ushort(__float2half_rn(static_cast<float>(quant::quantize_int8_act(v, scale))))
+                                        : e4m3_to_f16_hw(fp8x2_sat_hw(mul_rn(v, inv), 0.0f));
+    row[c] = mul_rn(__half2float(__ushort_as_half(code16)), scale);
+    if (q.codes16) q.codes16[row_index * cols + permuted_col(c)] = code16;
   };
   float scale;
   if (cols <= int64_t{kRowRegs} * blockDim.x) {
@@ -405,19 +406,36 @@ __global__ void __launch_bounds__(kQuantThreads)
     case 5:  // int8 per token
       scaled_row(q, x, row_index, cols, amax);
       return;
-    case 4: {  // fp8 per token group: one warp per group
+    case 4: {  // fp8 per token group: one warp per group, a lane's values of a group in registers
       const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
       for (int64_t g0 = static_cast<int64_t>(warp) * q.group_size; g0 < cols; g0 += (blockDim.x / 32) * q.group_size) {
         const int64_t n = min(static_cast<int64_t>(q.group_size), cols - g0);
-        float m = 0.0f;
-        for (int64_t i = lane; i < n; i += 32) m = fmaxf(m, fabsf(row[g0 + i]));
-        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-        const float scale = div_rn(fmaxf(m, 1e-10f), quant::kFp8E4M3Max);
-        for (int64_t i = lane; i < n; i += 32) {
-          const float v = row[g0 + i];
-          const float code = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(div_rn(v, scale)));
-          row[g0 + i] = mul_rn(code, scale);
-          if (q.codes16) q.codes16[row_index * cols + permuted_col(g0 + i)] = quant::float_to_f16(code);
+        auto quantize = [&](int64_t i, float v, float scale) {
+          // float_to_fp8e4m3_sat(v / scale) and its f16 bits, by the hardware conversions
+          const uint16_t code16 = e4m3_to_f16_hw(fp8x2_sat_hw(div_rn(v, scale), 0.0f));
+          row[g0 + i] = mul_rn(__half2float(__ushort_as_half(code16)), scale);
+          if (q.codes16) q.codes16[row_index * cols + permuted_col(g0 + i)] = code16;
+        };
+        float scale;
+        if (n <= 32 * kRowRegs) {
+          float v[kRowRegs], m = 0.0f;
+#pragma unroll
+          for (int b = 0; b < kRowRegs; ++b) {
+            const int64_t i = lane + 32 * b;
+            v[b] = i < n ? row[g0 + i] : 0.0f;
+            m = fmaxf(m, fabsf(v[b]));
+          }
+          for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+          scale = div_rn(fmaxf(m, 1e-10f), quant::kFp8E4M3Max);
+#pragma unroll
+          for (int b = 0; b < kRowRegs; ++b)
+            if (lane + 32 * b < n) quantize(lane + 32 * b, v[b], scale);
+        } else {
+          float m = 0.0f;
+          for (int64_t i = lane; i < n; i += 32) m = fmaxf(m, fabsf(row[g0 + i]));
+          for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+          scale = div_rn(fmaxf(m, 1e-10f), quant::kFp8E4M3Max);
+          for (int64_t i = lane; i < n; i += 32) quantize(i, row[g0 + i], scale);
         }
         // Scales of a row: one per group, (cols + group_size - 1) / group_size of them.
         if (q.row_scale && lane == 0)

@@ -117,5 +117,31 @@ TEST(HardwareConversions, Fp8PairsToBf16MatchFormats) {
   EXPECT_EQ(nans, 2 * 2 * 256);  // each NaN code in both halves, with each of 256 partners
 }
 
+// Every fp8 e4m3 code through e4m3_to_f16_hw (the byte above the code must not matter).
+__global__ void convert_e4m3_codes(uint16_t* out) {
+  const uint32_t code = threadIdx.x;  // < 256
+  out[code] = cuda::e4m3_to_f16_hw(code | 0xA500u);
+}
+
+TEST(HardwareConversions, Fp8CodesToF16MatchFormats) {
+  REQUIRE_GPU();
+  uint16_t* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, sizeof(uint16_t) * 256), cudaSuccess);
+  convert_e4m3_codes<<<1, 256>>>(d);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  std::vector<uint16_t> got(256);
+  ASSERT_EQ(cudaMemcpy(got.data(), d, sizeof(uint16_t) * 256, cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(d);
+  int nans = 0;
+  for (uint32_t code = 0; code < 256; ++code) {
+    if ((code & 0x7F) == 0x7F) {  // NaN: any NaN
+      nans += (got[code] & 0x7C00u) == 0x7C00u && (got[code] & 0x3FFu) != 0;
+      continue;
+    }
+    EXPECT_EQ(got[code], quant::float_to_f16(quant::fp8e4m3_to_float(static_cast<uint8_t>(code)))) << "code " << code;
+  }
+  EXPECT_EQ(nans, 2);
+}
+
 }  // namespace
 }  // namespace qmoe
