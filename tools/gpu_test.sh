@@ -20,7 +20,10 @@ grep -q "FAILED" "$out/gpu_tests.log" && status=1
 small='CudaMoeLayerApi.*:CudaRouting.*:RandomLayerEdges.*:PrefillKernels.EdgeCases'
 if command -v compute-sanitizer >/dev/null; then
   compute-sanitizer --tool memcheck --error-exitcode 9 "$tests" --gtest_filter="$small" > "$out/memcheck.log" 2>&1 || status=1
-  compute-sanitizer --tool racecheck "$tests" --gtest_filter='CudaMoeLayerApi.*:CudaRouting.*' > "$out/racecheck.log" 2>&1 || status=1
+  # (the routing, grouping and activation-quantization kernels' shared memory: the API and routing
+  # tests, both grouping paths, and the edge cases with per-token FP8 quantization)
+  racy='CudaMoeLayerApi.*:CudaRouting.*:RandomLayerEdges.BothGroupingPathsWithAnExpertMap:RandomLayerEdges.ActivationsExpertMapAndRouting'
+  compute-sanitizer --tool racecheck "$tests" --gtest_filter="$racy" > "$out/racecheck.log" 2>&1 || status=1
   # Racecheck errors fail the run. Warnings (intra-warp hazards the tool cannot prove ordered) fail
   # it too, except those in CuTe's TMA descriptor updates: CUTLASS's grouped collectives rewrite the
   # descriptors in shared memory from one elected lane and then fence them from the whole warp
