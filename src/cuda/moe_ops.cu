@@ -171,33 +171,41 @@ __global__ void count_kernel(GroupingParams p) {
 
 constexpr int kMaxLocalExperts = 1024;
 
-__global__ void offsets_kernel(GroupingParams p) {
-  // Counts come into shared memory in parallel; one thread scans them there (a few hundred adds
-  // without global-memory round trips), then the results go out in parallel.
-  __shared__ int32_t s_counts[kMaxLocalExperts];
-  __shared__ int32_t s_offsets[kMaxLocalExperts + 1];
-  __shared__ int32_t s_active[kMaxLocalExperts];
-  __shared__ int32_t s_num_active;
+// The counts' scan shared by the grouping kernels: after the block's counts are in s_counts, the
+// offsets (into s_offsets and p.expert_offsets) and the active experts, ascending. One thread scans
+// (a few hundred adds without global-memory round trips); the results go out in parallel.
+struct GroupScan {
+  int32_t counts[kMaxLocalExperts];
+  int32_t offsets[kMaxLocalExperts + 1];
+  int32_t active[kMaxLocalExperts];
+  int32_t num_active;
+};
+__device__ void scan_counts(const GroupingParams& p, GroupScan& g) {
   const int E = p.num_local_experts;
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    s_counts[e] = p.counts[e];
-    p.counts[e] = 0;  // reused by the scatter as running positions
-  }
   __syncthreads();
   if (threadIdx.x == 0) {
     int acc = 0, active = 0;
     for (int e = 0; e < E; ++e) {
-      s_offsets[e] = acc;
-      if (s_counts[e] > 0) s_active[active++] = e;
-      acc += s_counts[e];
+      g.offsets[e] = acc;
+      if (g.counts[e] > 0) g.active[active++] = e;
+      acc += g.counts[e];
     }
-    s_offsets[E] = acc;
-    s_num_active = active;
+    g.offsets[E] = acc;
+    g.num_active = active;
   }
   __syncthreads();
-  for (int e = threadIdx.x; e <= E; e += blockDim.x) p.expert_offsets[e] = s_offsets[e];
-  for (int i = threadIdx.x; i < s_num_active; i += blockDim.x) p.active_experts[i] = s_active[i];
-  if (threadIdx.x == 0) *p.num_active = s_num_active;
+  for (int e = threadIdx.x; e <= E; e += blockDim.x) p.expert_offsets[e] = g.offsets[e];
+  for (int i = threadIdx.x; i < g.num_active; i += blockDim.x) p.active_experts[i] = g.active[i];
+  if (threadIdx.x == 0) *p.num_active = g.num_active;
+}
+
+__global__ void offsets_kernel(GroupingParams p) {
+  __shared__ GroupScan g;
+  for (int e = threadIdx.x; e < p.num_local_experts; e += blockDim.x) {
+    g.counts[e] = p.counts[e];
+    p.counts[e] = 0;  // reused by the scatter as running positions
+  }
+  scan_counts(p, g);
 }
 
 __global__ void scatter_kernel(GroupingParams p) {
@@ -220,12 +228,8 @@ constexpr int kSmallGroupSlots = kSmallGroupThreads * kSmallGroupSlotsPerThread;
 
 // The grouping of up to blockDim.x x kSmallGroupSlotsPerThread slots by one block.
 __device__ void group_in_block(const GroupingParams& p) {
-  __shared__ int32_t s_counts[kMaxLocalExperts];
-  __shared__ int32_t s_offsets[kMaxLocalExperts + 1];
-  __shared__ int32_t s_active[kMaxLocalExperts];
-  __shared__ int32_t s_num_active;
-  const int E = p.num_local_experts;
-  for (int e = threadIdx.x; e < E; e += blockDim.x) s_counts[e] = 0;
+  __shared__ GroupScan g;
+  for (int e = threadIdx.x; e < p.num_local_experts; e += blockDim.x) g.counts[e] = 0;
   __syncthreads();
   int local[kSmallGroupSlotsPerThread], rank[kSmallGroupSlotsPerThread];  // slot threadIdx.x + i * blockDim.x
 #pragma unroll
@@ -234,28 +238,14 @@ __device__ void group_in_block(const GroupingParams& p) {
     local[i] = s < p.num_slots ? p.expert_map[p.ids[s]] : -1;
     if (s < p.num_slots) p.slot_expert[s] = local[i];
     // The order inside an expert's segment does not matter: every slot is computed on its own.
-    rank[i] = local[i] >= 0 ? atomicAdd(&s_counts[local[i]], 1) : 0;
+    rank[i] = local[i] >= 0 ? atomicAdd(&g.counts[local[i]], 1) : 0;
   }
-  __syncthreads();
-  if (threadIdx.x == 0) {  // as offsets_kernel
-    int acc = 0, active = 0;
-    for (int e = 0; e < E; ++e) {
-      s_offsets[e] = acc;
-      if (s_counts[e] > 0) s_active[active++] = e;
-      acc += s_counts[e];
-    }
-    s_offsets[E] = acc;
-    s_num_active = active;
-  }
-  __syncthreads();
-  for (int e = threadIdx.x; e <= E; e += blockDim.x) p.expert_offsets[e] = s_offsets[e];
-  for (int i = threadIdx.x; i < s_num_active; i += blockDim.x) p.active_experts[i] = s_active[i];
-  if (threadIdx.x == 0) *p.num_active = s_num_active;
+  scan_counts(p, g);
 #pragma unroll
   for (int i = 0; i < kSmallGroupSlotsPerThread; ++i) {
     if (local[i] < 0) continue;
     const int s = threadIdx.x + i * blockDim.x;
-    const int pos = s_offsets[local[i]] + rank[i];
+    const int pos = g.offsets[local[i]] + rank[i];
     p.sorted_slots[pos] = s;
     if (p.slot_position) p.slot_position[s] = pos;
   }
