@@ -87,7 +87,7 @@ struct GroupingParams {
   int num_slots = 0;
   int num_experts = 0;
   int num_local_experts = 0;
-  int32_t* counts = nullptr;          // [num_local_experts] workspace (zeroed by the launcher)
+  int32_t* counts = nullptr;          // [num_local_experts] workspace of the multi-launch path (zeroed there)
   int32_t* expert_offsets = nullptr;  // [num_local_experts + 1]
   int32_t* sorted_slots = nullptr;    // [num_slots]
   int32_t* slot_expert = nullptr;     // [num_slots] local expert of each slot, -1 if not local
