@@ -328,11 +328,24 @@ TEST(RandomLayerEdges, ActivationsExpertMapAndRouting) {
   }
   // An intermediate size that is not a multiple of 4 or 8 (the activation kernel's element-wise
   // path; the CUDA-core GEMMs), gated and not.
-  for (Activation act : {Activation::kSilu, Activation::kRelu2NoMul}) {
-    const MoeLayer odd = random_layer(Scheme::kDense, {8, 2, 520, 2054}, act);
-    Tensor x, logits;
-    random_inputs(3, odd, x, logits);
-    expect_cuda_matches_cpu(odd, x, logits, "inter 2054, activation " + to_string(act));
+  // 2052: whole 16-byte chunks, then a 4-column tail.
+  for (int inter : {2054, 2052})
+    for (Activation act : {Activation::kSilu, Activation::kRelu2NoMul}) {
+      const MoeLayer odd = random_layer(Scheme::kDense, {8, 2, 520, inter}, act);
+      Tensor x, logits;
+      random_inputs(3, odd, x, logits);
+      expect_cuda_matches_cpu(odd, x, logits, "inter " + std::to_string(inter) + ", activation " + to_string(act));
+    }
+  // Per-token activation quantization of rows wider than the 8192 values a block holds in registers
+  // (Mixtral's 14336-wide GEMM2 input takes this path): FP8 and INT8 on the decode kernels.
+  for (Scheme s : {Scheme::kFp8Channel, Scheme::kInt8}) {
+    const MoeLayer wide = random_layer(s, {8, 2, 512, 8320});
+    for (int64_t tokens : {1, 5}) {
+      Tensor x, logits;
+      random_inputs(tokens, wide, x, logits);
+      expect_cuda_matches_cpu(wide, x, logits, std::string(name_of(s)) + " inter 8320 tokens " + std::to_string(tokens),
+                              GemmPath::kDecode);
+    }
   }
   MoeLayer llama = random_layer(Scheme::kW4A16G128, {8, 1, 512, 256});
   llama.routing.custom_llama4 = true;
@@ -375,13 +388,14 @@ TEST(RandomLayerEdges, ActivationsExpertMapAndRouting) {
 TEST(RandomLayerEdges, BothGroupingPathsWithAnExpertMap) {
   REQUIRE_GPU();
   // Up to 8192 slots the grouping runs in one block, above it in count / offsets / scatter
-  // kernels: 1 and 1100 tokens x top-8 (8800 slots), half the experts not local.
+  // kernels: 1, 1024 (8192 slots: every thread's 8) and 1100 tokens x top-8 (8800 slots), half
+  // the experts not local.
   MoeLayer ep = random_layer(Scheme::kW4A16G128, {16, 8, 256, 128});
   ep.expert_map.assign(16, -1);
   for (int e = 0; e < 8; ++e) ep.expert_map[2 * e + 1] = e;
   ep.num_local_experts = 8;
   ep.experts.resize(8);
-  for (int64_t tokens : {1, 1100}) {
+  for (int64_t tokens : {1, 1024, 1100}) {
     Tensor x, logits;
     random_inputs(tokens, ep, x, logits);
     expect_cuda_matches_cpu(ep, x, logits, "expert map, tokens " + std::to_string(tokens));
