@@ -616,58 +616,63 @@ TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
     EXPECT_EQ(ids, want.ids) << c.experts << " experts";
     EXPECT_EQ(0, std::memcmp(weights.data(), want.weights.data(), weights.size() * 4)) << c.experts << " experts";
 
-    // Decode batches route and group in one launch: the first 5 tokens, then the grouping checked
-    // against the ids (each expert's segment holds exactly its slots; active experts ascending).
-    const int T5 = 5, S5 = T5 * c.top_k, E = c.experts;
-    std::vector<int32_t> map(E);
-    for (int e = 0; e < E; ++e) map[e] = e;
-    int32_t *d_map, *d_counts, *d_offsets, *d_sorted, *d_slot_expert, *d_active, *d_num_active;
-    ASSERT_EQ(cudaMalloc(&d_map, E * 4), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&d_counts, E * 4), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&d_offsets, (E + 1) * 4), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&d_sorted, S5 * 4), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&d_slot_expert, S5 * 4), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&d_active, E * 4), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&d_num_active, 4), cudaSuccess);
-    cudaMemcpy(d_map, map.data(), E * 4, cudaMemcpyHostToDevice);
-    cudaMemset(d_ids, 0xFF, S5 * 4);  // poison
-    p.num_tokens = T5;
-    cuda::GroupingParams g;
-    g.ids = d_ids;
-    g.expert_map = d_map;
-    g.num_slots = S5;
-    g.num_experts = E;
-    g.num_local_experts = E;
-    g.counts = d_counts;
-    g.expert_offsets = d_offsets;
-    g.sorted_slots = d_sorted;
-    g.slot_expert = d_slot_expert;
-    g.active_experts = d_active;
-    g.num_active = d_num_active;
-    ASSERT_EQ(cuda::launch_routing_and_grouping(p, g, nullptr), cudaSuccess);
-    std::vector<int32_t> ids5(S5), offsets(E + 1), sorted(S5), active(E);
-    std::vector<float> weights5(S5);
-    int32_t num_active = -1;
-    ASSERT_EQ(cudaMemcpy(ids5.data(), d_ids, S5 * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-    cudaMemcpy(weights5.data(), d_weights, S5 * 4, cudaMemcpyDeviceToHost);
-    cudaMemcpy(offsets.data(), d_offsets, (E + 1) * 4, cudaMemcpyDeviceToHost);
-    cudaMemcpy(sorted.data(), d_sorted, S5 * 4, cudaMemcpyDeviceToHost);
-    cudaMemcpy(active.data(), d_active, E * 4, cudaMemcpyDeviceToHost);
-    cudaMemcpy(&num_active, d_num_active, 4, cudaMemcpyDeviceToHost);
-    EXPECT_EQ(ids5, std::vector<int32_t>(want.ids.begin(), want.ids.begin() + S5)) << E << " experts, fused";
-    EXPECT_EQ(0, std::memcmp(weights5.data(), want.weights.data(), S5 * 4)) << E << " experts, fused";
-    std::vector<int> count(E, 0);
-    for (int32_t id : ids5) ++count[id];
-    std::vector<int32_t> want_active;
-    for (int e = 0; e < E; ++e) {
-      ASSERT_EQ(offsets[e + 1] - offsets[e], count[e]) << "expert " << e;
-      for (int pos = offsets[e]; pos < offsets[e + 1]; ++pos) EXPECT_EQ(ids5[sorted[pos]], e) << "position " << pos;
-      if (count[e] > 0) want_active.push_back(e);
+    // Decode batches route and group in one launch (up to 8 tokens; 9 takes the two kernels): the
+    // first tokens' ids and weights (poisoned first), then the grouping checked against the ids
+    // (each expert's segment holds exactly its slots; active experts ascending).
+    for (const int T_small : {5, 8, 9}) {
+      const int S = T_small * c.top_k, E = c.experts;
+      std::vector<int32_t> map(E);
+      for (int e = 0; e < E; ++e) map[e] = e;
+      int32_t *d_map, *d_counts, *d_offsets, *d_sorted, *d_slot_expert, *d_active, *d_num_active;
+      ASSERT_EQ(cudaMalloc(&d_map, E * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_counts, E * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_offsets, (E + 1) * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_sorted, S * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_slot_expert, S * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_active, E * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_num_active, 4), cudaSuccess);
+      cudaMemcpy(d_map, map.data(), E * 4, cudaMemcpyHostToDevice);
+      cudaMemset(d_ids, 0xFF, S * 4);      // poison: -1
+      cudaMemset(d_weights, 0xFF, S * 4);  // poison: NaN
+      p.num_tokens = T_small;
+      cuda::GroupingParams g;
+      g.ids = d_ids;
+      g.expert_map = d_map;
+      g.num_slots = S;
+      g.num_experts = E;
+      g.num_local_experts = E;
+      g.counts = d_counts;
+      g.expert_offsets = d_offsets;
+      g.sorted_slots = d_sorted;
+      g.slot_expert = d_slot_expert;
+      g.active_experts = d_active;
+      g.num_active = d_num_active;
+      ASSERT_EQ(cuda::launch_routing_and_grouping(p, g, nullptr), cudaSuccess);
+      std::vector<int32_t> ids_small(S), offsets(E + 1), sorted(S), active(E);
+      std::vector<float> weights_small(S);
+      int32_t num_active = -1;
+      ASSERT_EQ(cudaMemcpy(ids_small.data(), d_ids, S * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      cudaMemcpy(weights_small.data(), d_weights, S * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(offsets.data(), d_offsets, (E + 1) * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(sorted.data(), d_sorted, S * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(active.data(), d_active, E * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(&num_active, d_num_active, 4, cudaMemcpyDeviceToHost);
+      const std::string what = std::to_string(E) + " experts, " + std::to_string(T_small) + " tokens in one launch";
+      ASSERT_EQ(ids_small, std::vector<int32_t>(want.ids.begin(), want.ids.begin() + S)) << what;
+      EXPECT_EQ(0, std::memcmp(weights_small.data(), want.weights.data(), S * 4)) << what;
+      std::vector<int> count(E, 0);
+      for (int32_t id : ids_small) ++count[id];
+      std::vector<int32_t> want_active;
+      for (int e = 0; e < E; ++e) {
+        ASSERT_EQ(offsets[e + 1] - offsets[e], count[e]) << what << ", expert " << e;
+        for (int pos = offsets[e]; pos < offsets[e + 1]; ++pos) EXPECT_EQ(ids_small[sorted[pos]], e) << what << ", position " << pos;
+        if (count[e] > 0) want_active.push_back(e);
+      }
+      EXPECT_EQ(offsets[E], S) << what;
+      ASSERT_EQ(num_active, static_cast<int32_t>(want_active.size())) << what;
+      EXPECT_EQ(std::vector<int32_t>(active.begin(), active.begin() + num_active), want_active) << what;
+      for (int32_t* d : {d_map, d_counts, d_offsets, d_sorted, d_slot_expert, d_active, d_num_active}) cudaFree(d);
     }
-    EXPECT_EQ(offsets[E], S5);
-    ASSERT_EQ(num_active, static_cast<int32_t>(want_active.size()));
-    EXPECT_EQ(std::vector<int32_t>(active.begin(), active.begin() + num_active), want_active);
-    for (int32_t* d : {d_map, d_counts, d_offsets, d_sorted, d_slot_expert, d_active, d_num_active}) cudaFree(d);
     cudaFree(d_logits);
     cudaFree(d_bias);
     cudaFree(d_ids);
