@@ -364,7 +364,6 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   rp.custom_llama4 = L.routing.custom_llama4;
   rp.ids = m.ids.get<int32_t>();
   rp.weights = m.weights_buf.get<float>();
-  check(cuda::launch_routing(rp, stream), "routing");
 
   cuda::GroupingParams gp;
   gp.ids = rp.ids;
@@ -379,7 +378,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   gp.active_experts = m.active.get<int32_t>();
   gp.num_active = m.num_active.get<int32_t>();
   gp.slot_position = m.slot_position.get<int32_t>();  // null without prefill kernels
-  check(cuda::launch_grouping(gp, stream), "grouping");
+  check(cuda::launch_routing_and_grouping(rp, gp, stream), "routing and grouping");
 
   const cpu::ActQuantParams q1 = cpu::gemm1_act_quant(L), q2 = cpu::gemm2_act_quant(L);
   // The tensor-core kernels take GEMM inputs that are exactly 16-bit, or the codes of an activation

@@ -96,6 +96,8 @@ struct GroupingParams {
   int32_t* slot_position = nullptr;   // [num_slots] or null: each local slot's index in sorted_slots
 };
 cudaError_t launch_grouping(const GroupingParams& p, cudaStream_t stream);
+// Routing then grouping (gp.ids = rp.ids): one launch where both fit one block (decode batches).
+cudaError_t launch_routing_and_grouping(const RoutingParams& rp, const GroupingParams& gp, cudaStream_t stream);
 
 // Activation (fake-)quantization of GEMM inputs, as qmoe::cpu::fake_quantize.
 struct ActQuantParams {

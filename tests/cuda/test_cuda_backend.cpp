@@ -328,11 +328,24 @@ TEST(RandomLayerEdges, ActivationsExpertMapAndRouting) {
   }
   // An intermediate size that is not a multiple of 4 or 8 (the activation kernel's element-wise
   // path; the CUDA-core GEMMs), gated and not.
-  for (Activation act : {Activation::kSilu, Activation::kRelu2NoMul}) {
-    const MoeLayer odd = random_layer(Scheme::kDense, {8, 2, 520, 2054}, act);
-    Tensor x, logits;
-    random_inputs(3, odd, x, logits);
-    expect_cuda_matches_cpu(odd, x, logits, "inter 2054, activation " + to_string(act));
+  // 2052: whole 16-byte chunks, then a 4-column tail.
+  for (int inter : {2054, 2052})
+    for (Activation act : {Activation::kSilu, Activation::kRelu2NoMul}) {
+      const MoeLayer odd = random_layer(Scheme::kDense, {8, 2, 520, inter}, act);
+      Tensor x, logits;
+      random_inputs(3, odd, x, logits);
+      expect_cuda_matches_cpu(odd, x, logits, "inter " + std::to_string(inter) + ", activation " + to_string(act));
+    }
+  // Per-token activation quantization of rows wider than the 8192 values a block holds in registers
+  // (Mixtral's 14336-wide GEMM2 input takes this path): FP8 and INT8 on the decode kernels.
+  for (Scheme s : {Scheme::kFp8Channel, Scheme::kInt8}) {
+    const MoeLayer wide = random_layer(s, {8, 2, 512, 8320});
+    for (int64_t tokens : {1, 5}) {
+      Tensor x, logits;
+      random_inputs(tokens, wide, x, logits);
+      expect_cuda_matches_cpu(wide, x, logits, std::string(name_of(s)) + " inter 8320 tokens " + std::to_string(tokens),
+                              GemmPath::kDecode);
+    }
   }
   MoeLayer llama = random_layer(Scheme::kW4A16G128, {8, 1, 512, 256});
   llama.routing.custom_llama4 = true;
@@ -375,13 +388,14 @@ TEST(RandomLayerEdges, ActivationsExpertMapAndRouting) {
 TEST(RandomLayerEdges, BothGroupingPathsWithAnExpertMap) {
   REQUIRE_GPU();
   // Up to 8192 slots the grouping runs in one block, above it in count / offsets / scatter
-  // kernels: 1 and 1100 tokens x top-8 (8800 slots), half the experts not local.
+  // kernels: 1, 1024 (8192 slots: every thread's 8) and 1100 tokens x top-8 (8800 slots), half
+  // the experts not local.
   MoeLayer ep = random_layer(Scheme::kW4A16G128, {16, 8, 256, 128});
   ep.expert_map.assign(16, -1);
   for (int e = 0; e < 8; ++e) ep.expert_map[2 * e + 1] = e;
   ep.num_local_experts = 8;
   ep.experts.resize(8);
-  for (int64_t tokens : {1, 1100}) {
+  for (int64_t tokens : {1, 1024, 1100}) {
     Tensor x, logits;
     random_inputs(tokens, ep, x, logits);
     expect_cuda_matches_cpu(ep, x, logits, "expert map, tokens " + std::to_string(tokens));
@@ -601,6 +615,64 @@ TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
     cudaMemcpy(weights.data(), d_weights, weights.size() * 4, cudaMemcpyDeviceToHost);
     EXPECT_EQ(ids, want.ids) << c.experts << " experts";
     EXPECT_EQ(0, std::memcmp(weights.data(), want.weights.data(), weights.size() * 4)) << c.experts << " experts";
+
+    // Decode batches route and group in one launch (up to 8 tokens; 9 takes the two kernels): the
+    // first tokens' ids and weights (poisoned first), then the grouping checked against the ids
+    // (each expert's segment holds exactly its slots; active experts ascending).
+    for (const int T_small : {5, 8, 9}) {
+      const int S = T_small * c.top_k, E = c.experts;
+      std::vector<int32_t> map(E);
+      for (int e = 0; e < E; ++e) map[e] = e;
+      int32_t *d_map, *d_counts, *d_offsets, *d_sorted, *d_slot_expert, *d_active, *d_num_active;
+      ASSERT_EQ(cudaMalloc(&d_map, E * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_counts, E * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_offsets, (E + 1) * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_sorted, S * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_slot_expert, S * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_active, E * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_num_active, 4), cudaSuccess);
+      cudaMemcpy(d_map, map.data(), E * 4, cudaMemcpyHostToDevice);
+      cudaMemset(d_ids, 0xFF, S * 4);      // poison: -1
+      cudaMemset(d_weights, 0xFF, S * 4);  // poison: NaN
+      p.num_tokens = T_small;
+      cuda::GroupingParams g;
+      g.ids = d_ids;
+      g.expert_map = d_map;
+      g.num_slots = S;
+      g.num_experts = E;
+      g.num_local_experts = E;
+      g.counts = d_counts;
+      g.expert_offsets = d_offsets;
+      g.sorted_slots = d_sorted;
+      g.slot_expert = d_slot_expert;
+      g.active_experts = d_active;
+      g.num_active = d_num_active;
+      ASSERT_EQ(cuda::launch_routing_and_grouping(p, g, nullptr), cudaSuccess);
+      std::vector<int32_t> ids_small(S), offsets(E + 1), sorted(S), active(E);
+      std::vector<float> weights_small(S);
+      int32_t num_active = -1;
+      ASSERT_EQ(cudaMemcpy(ids_small.data(), d_ids, S * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      cudaMemcpy(weights_small.data(), d_weights, S * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(offsets.data(), d_offsets, (E + 1) * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(sorted.data(), d_sorted, S * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(active.data(), d_active, E * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(&num_active, d_num_active, 4, cudaMemcpyDeviceToHost);
+      const std::string what = std::to_string(E) + " experts, " + std::to_string(T_small) + " tokens in one launch";
+      ASSERT_EQ(ids_small, std::vector<int32_t>(want.ids.begin(), want.ids.begin() + S)) << what;
+      EXPECT_EQ(0, std::memcmp(weights_small.data(), want.weights.data(), S * 4)) << what;
+      std::vector<int> count(E, 0);
+      for (int32_t id : ids_small) ++count[id];
+      std::vector<int32_t> want_active;
+      for (int e = 0; e < E; ++e) {
+        ASSERT_EQ(offsets[e + 1] - offsets[e], count[e]) << what << ", expert " << e;
+        for (int pos = offsets[e]; pos < offsets[e + 1]; ++pos) EXPECT_EQ(ids_small[sorted[pos]], e) << what << ", position " << pos;
+        if (count[e] > 0) want_active.push_back(e);
+      }
+      EXPECT_EQ(offsets[E], S) << what;
+      ASSERT_EQ(num_active, static_cast<int32_t>(want_active.size())) << what;
+      EXPECT_EQ(std::vector<int32_t>(active.begin(), active.begin() + num_active), want_active) << what;
+      for (int32_t* d : {d_map, d_counts, d_offsets, d_sorted, d_slot_expert, d_active, d_num_active}) cudaFree(d);
+    }
     cudaFree(d_logits);
     cudaFree(d_bias);
     cudaFree(d_ids);
