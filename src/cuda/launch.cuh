@@ -8,7 +8,9 @@
 //   completed and its writes are visible;
 // - chain_release() only after chain_wait(): the next kernel may then launch. So when a kernel
 //   runs at all, the kernel before its predecessor has completed, and what that and earlier
-//   kernels wrote (routing, grouping) may be read before chain_wait().
+//   kernels wrote (routing, grouping) may be read before chain_wait(), through L2 (__ldcg: the
+//   PTX model promises visibility only after the wait, so not from a possibly stale L1 line);
+// - a CTA that exits early waits first, so that no grid completes before its predecessor.
 // Without the launch attribute (QMOE_PDL unset) both are no-ops.
 #pragma once
 
@@ -43,7 +45,9 @@ cudaError_t launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, siz
   config.stream = stream;
   config.attrs = chained_launches() ? attr : nullptr;
   config.numAttrs = chained_launches() ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  // As `kernel<<<...>>>(...); return cudaGetLastError();`: a failed launch is returned and cleared.
+  (void)cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  return cudaGetLastError();
 }
 
 }  // namespace qmoe::cuda

@@ -355,10 +355,14 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepS
                                                                      InputScales in_scale, int m_tiles, int k_splits) {
   __shared__ float partial[kWarps][kN * kM * 4][32];  // (warp, accumulator, lane) of the k slices
   // The expert: the active count and entry load together, then the expert's tensors and slot range.
-  const int num_active = *p.num_active, active = p.active_experts[blockIdx.y];
-  if (static_cast<int>(blockIdx.y) >= num_active) return;  // block-uniform
+  // (The grouping's outputs: read before chain_wait through L2, launch.cuh.)
+  const int num_active = __ldcg(p.num_active), active = __ldcg(p.active_experts + blockIdx.y);
+  if (static_cast<int>(blockIdx.y) >= num_active) {  // block-uniform
+    chain_wait();
+    return;
+  }
   const ExpertTensors w = p.experts[active];
-  const int m0 = p.expert_offsets[active], m1 = p.expert_offsets[active + 1];
+  const int m0 = __ldcg(p.expert_offsets + active), m1 = __ldcg(p.expert_offsets + active + 1);
   const WeightLayout& L = p.layout;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int mt = warp % m_tiles, ks = warp / m_tiles;
