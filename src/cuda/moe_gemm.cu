@@ -3,6 +3,7 @@
 // checkpoint layout element by element (the same formats.h arithmetic as the CPU reference) and
 // accumulate up to kSlotTile slots at once in fp32. Correctness first: this is the generic path
 // every faster kernel is checked against.
+#include "cuda/launch.cuh"
 #include "cuda/moe_kernels.h"
 #include "cuda/weight_access.cuh"
 #include "quant/formats.h"
@@ -51,6 +52,7 @@ __device__ float dequant(const WeightLayout& L, const ExpertTensors& w, int64_t 
 }
 
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) grouped_gemm_kernel(GroupedGemmParams p) {
+  chain_start();
   int e, m0, m1;
   if (!block_expert(p, &e, &m0, &m1)) return;
   const WeightLayout& L = p.layout;
@@ -89,8 +91,7 @@ cudaError_t launch_grouped_gemm(const GroupedGemmParams& p, cudaStream_t stream)
   if (p.max_active == 0 || p.layout.rows == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>((p.layout.rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
                   static_cast<unsigned>(p.max_active));
-  grouped_gemm_kernel<<<grid, kWarpsPerBlock * 32, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_chained(grouped_gemm_kernel, grid, kWarpsPerBlock * 32, 0, stream, p);
 }
 
 }  // namespace qmoe::cuda

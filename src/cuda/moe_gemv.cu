@@ -6,6 +6,7 @@
 // kernel.
 #include <cuda_bf16.h>
 
+#include "cuda/launch.cuh"
 #include "cuda/moe_kernels.h"
 #include "cuda/weight_access.cuh"
 #include "quant/formats.h"
@@ -115,6 +116,7 @@ constexpr int rows_per_warp() {
 // expert can get).
 template <Chunk C, int kSlots>
 __global__ void __launch_bounds__(kWarps * 32) grouped_gemv_kernel(GroupedGemmParams p) {
+  chain_start();
   constexpr int kElems = elems_per_chunk<C>();
   constexpr int kRows = rows_per_warp<C, kSlots>();
   constexpr int kUnroll = kRows == 4 ? 1 : 2;  // kRows * kUnroll chunks in flight per lane
@@ -194,13 +196,9 @@ cudaError_t launch_chunk(const GroupedGemmParams& p, int max_slots_per_expert, c
       kWarps * (slots == 1 ? rows_per_warp<C, 1>() : slots == 4 ? rows_per_warp<C, 4>() : rows_per_warp<C, 8>());
   const dim3 grid(static_cast<unsigned>((p.layout.rows + rows_per_block - 1) / rows_per_block),
                   static_cast<unsigned>(p.max_active));
-  if (slots == 1)
-    grouped_gemv_kernel<C, 1><<<grid, kWarps * 32, 0, stream>>>(p);
-  else if (slots == 4)
-    grouped_gemv_kernel<C, 4><<<grid, kWarps * 32, 0, stream>>>(p);
-  else
-    grouped_gemv_kernel<C, 8><<<grid, kWarps * 32, 0, stream>>>(p);
-  return cudaGetLastError();
+  if (slots == 1) return launch_chained(grouped_gemv_kernel<C, 1>, grid, kWarps * 32, 0, stream, p);
+  if (slots == 4) return launch_chained(grouped_gemv_kernel<C, 4>, grid, kWarps * 32, 0, stream, p);
+  return launch_chained(grouped_gemv_kernel<C, 8>, grid, kWarps * 32, 0, stream, p);
 }
 
 // Which chunk decoder a layout takes, or false when the generic kernel must run it.

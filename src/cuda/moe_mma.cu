@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "cuda/convert.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/moe_kernels.h"
 #include "cuda/weight_access.cuh"
 #include "quant/formats.h"
@@ -354,10 +355,14 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepS
                                                                      InputScales in_scale, int m_tiles, int k_splits) {
   __shared__ float partial[kWarps][kN * kM * 4][32];  // (warp, accumulator, lane) of the k slices
   // The expert: the active count and entry load together, then the expert's tensors and slot range.
-  const int num_active = *p.num_active, active = p.active_experts[blockIdx.y];
-  if (static_cast<int>(blockIdx.y) >= num_active) return;  // block-uniform
+  // (The grouping's outputs: read before chain_wait through L2, launch.cuh.)
+  const int num_active = __ldcg(p.num_active), active = __ldcg(p.active_experts + blockIdx.y);
+  if (static_cast<int>(blockIdx.y) >= num_active) {  // block-uniform
+    chain_wait();
+    return;
+  }
   const ExpertTensors w = p.experts[active];
-  const int m0 = p.expert_offsets[active], m1 = p.expert_offsets[active + 1];
+  const int m0 = __ldcg(p.expert_offsets + active), m1 = __ldcg(p.expert_offsets + active + 1);
   const WeightLayout& L = p.layout;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int mt = warp % m_tiles, ks = warp / m_tiles;
@@ -425,6 +430,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepS
     Stage A, B;
     if (kPipelined && my_full > 0) load_stage(A, ks, std::false_type{});
     if (kPipelined && my_full > 1) load_stage(B, ks + k_splits, std::false_type{});
+    // Chained launch (launch.cuh): the weights above and the grouping read so far do not come from
+    // the previous kernel; its output, this GEMM's input, is read from here on.
+    chain_wait();
+    chain_release();
 
     const int count = min(8 * kN, m1 - s0);
     // (K / 8) permuted 16-bit input row of this lane's B column (a 32-bit offset: the backend checks
@@ -571,27 +580,23 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepS
 }
 
 template <class T, bool kBf16, bool kStepScale, bool kZero, int kN>
-void launch_shape(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, const MmaLaunch& m,
-                  cudaStream_t stream) {
+cudaError_t launch_shape(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, const MmaLaunch& m,
+                         cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(m.row_blocks), static_cast<unsigned>(p.max_active));
   // Pipelining pays where decoding is long enough to hide a load behind (not for dense weights,
   // which run best at the higher occupancy their load-both-then-decode loop allows).
   constexpr bool kPipelined = T::kElems > 8;
-  grouped_mma_kernel<T, kBf16, kN, kStepScale, kZero, kPipelined>
-      <<<grid, kWarps * 32, 0, stream>>>(p, in16, in_scale, m.m_tiles, m.k_splits);
+  return launch_chained(grouped_mma_kernel<T, kBf16, kN, kStepScale, kZero, kPipelined>, grid, kWarps * 32, 0, stream, p,
+                        in16, in_scale, m.m_tiles, m.k_splits);
 }
 
 template <class T, bool kBf16, bool kStepScale = false, bool kZero = false>
 cudaError_t launch_traits(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, int num_slots,
                           cudaStream_t stream) {
   const MmaLaunch m = plan_mma_launch(p.layout, num_slots, p.num_local_experts, p.num_sms);
-  if (m.slots_per_pass == 8)
-    launch_shape<T, kBf16, kStepScale, kZero, 1>(p, in16, in_scale, m, stream);
-  else if (m.slots_per_pass == 16)
-    launch_shape<T, kBf16, kStepScale, kZero, 2>(p, in16, in_scale, m, stream);
-  else
-    launch_shape<T, kBf16, kStepScale, kZero, 4>(p, in16, in_scale, m, stream);
-  return cudaGetLastError();
+  if (m.slots_per_pass == 8) return launch_shape<T, kBf16, kStepScale, kZero, 1>(p, in16, in_scale, m, stream);
+  if (m.slots_per_pass == 16) return launch_shape<T, kBf16, kStepScale, kZero, 2>(p, in16, in_scale, m, stream);
+  return launch_shape<T, kBf16, kStepScale, kZero, 4>(p, in16, in_scale, m, stream);
 }
 
 // Weight-only integer traits with or without zero points.

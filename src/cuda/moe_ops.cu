@@ -3,8 +3,11 @@
 // (src/routing, src/cpu/moe_math.cpp) operation for operation where bit-identity matters.
 #include <algorithm>
 #include <cfloat>
+#include <cstdlib>
+#include <cstring>
 
 #include "cuda/convert.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/moe_kernels.h"
 #include "cuda/weight_access.cuh"
 #include "quant/formats.h"
@@ -153,6 +156,7 @@ __device__ void route_token(const RoutingParams& p, int t, RoutingScratch& scrat
 }
 
 __global__ void __launch_bounds__(kRoutingWarps * 32) routing_kernel(RoutingParams p) {
+  chain_start();
   __shared__ RoutingScratch scratch[kRoutingWarps];
   const int warp = threadIdx.x / 32;
   const int t = blockIdx.x * kRoutingWarps + warp;
@@ -162,6 +166,7 @@ __global__ void __launch_bounds__(kRoutingWarps * 32) routing_kernel(RoutingPara
 // ---- grouping slots by local expert -----------------------------------------------------------
 
 __global__ void count_kernel(GroupingParams p) {
+  chain_start();
   const int s = blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= p.num_slots) return;
   const int local = p.expert_map[p.ids[s]];
@@ -200,6 +205,7 @@ __device__ void scan_counts(const GroupingParams& p, GroupScan& g) {
 }
 
 __global__ void offsets_kernel(GroupingParams p) {
+  chain_start();
   __shared__ GroupScan g;
   for (int e = threadIdx.x; e < p.num_local_experts; e += blockDim.x) {
     g.counts[e] = p.counts[e];
@@ -209,6 +215,7 @@ __global__ void offsets_kernel(GroupingParams p) {
 }
 
 __global__ void scatter_kernel(GroupingParams p) {
+  chain_start();
   const int s = blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= p.num_slots) return;
   const int local = p.slot_expert[s];
@@ -251,12 +258,16 @@ __device__ void group_in_block(const GroupingParams& p) {
   }
 }
 
-__global__ void __launch_bounds__(kSmallGroupThreads) small_grouping_kernel(GroupingParams p) { group_in_block(p); }
+__global__ void __launch_bounds__(kSmallGroupThreads) small_grouping_kernel(GroupingParams p) {
+  chain_start();
+  group_in_block(p);
+}
 
 // Up to kFusedRoutingWarps tokens: routing (a warp per token) and grouping in one launch, one
 // launch less at 1-8 tokens (~2-4 us each on the H200).
 constexpr int kFusedRoutingWarps = 8;
 __global__ void __launch_bounds__(kSmallGroupThreads) route_and_group_kernel(RoutingParams rp, GroupingParams gp) {
+  chain_start();
   __shared__ RoutingScratch scratch[kFusedRoutingWarps];  // 34 KB (+ 12 KB in group_in_block)
   const int warp = threadIdx.x / 32;
   if (warp < rp.num_tokens) route_token(rp, warp, scratch[warp], threadIdx.x % 32);
@@ -294,6 +305,7 @@ __device__ uint16_t bits16(float v, int kind) {
 
 __global__ void convert_kernel(const void* hidden, int kind, int64_t n, int64_t hidden_size, const float* router_weights,
                                bool round, float* x, uint16_t* x16) {
+  chain_start();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   float v = load_act(hidden, kind, i);
@@ -394,6 +406,7 @@ __device__ int row_of(const int32_t* row_ids, int r) { return row_ids ? row_ids[
 // Per-tensor modes, pass 1: amax over all rows (float bits of non-negative values order as ints).
 __global__ void amax_kernel(const float* x, int64_t cols, const int32_t* row_ids, int max_rows, const int32_t* num_rows_dev,
                             float* amax) {
+  chain_start();
   const int r = blockIdx.x;
   const int rows = num_rows_dev ? *num_rows_dev : max_rows;
   if (r >= rows) return;
@@ -405,6 +418,7 @@ __global__ void amax_kernel(const float* x, int64_t cols, const int32_t* row_ids
 __global__ void __launch_bounds__(kQuantThreads)
     fake_quant_kernel(ActQuantParams q, float* x, int64_t cols, const int32_t* row_ids, int max_rows,
                       const int32_t* num_rows_dev, const float* amax) {
+  chain_start();
   const int r = blockIdx.x;
   const int rows = num_rows_dev ? *num_rows_dev : max_rows;
   if (r >= rows) return;
@@ -520,6 +534,7 @@ __device__ float rounded_activation(const ActivationParams& p, float g, float up
 // trip per step.
 constexpr int kActColumns = 8;
 __global__ void activation_kernel(ActivationParams p) {
+  chain_start();
   const int r = blockIdx.x;
   if (r >= *p.total_slots) return;
   const int64_t c0 = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * kActColumns;
@@ -649,6 +664,7 @@ struct ActRow {
 template <bool kHalfRow>
 __global__ void __launch_bounds__(kThreads, 4)
     activation_rows_kernel(ActivationParams p, ActQuantParams q, void* a_rows, float* a_scale_rows) {
+  chain_start();
   extern __shared__ float4 act_smem[];  // the activation row (8-bit rows only)
   const ActRow<kHalfRow> act_row{act_smem, p.dtype_kind};
   const bool rows16 = q.kind == 0;     // unquantized: the rounded activation's 16-bit bits
@@ -732,6 +748,7 @@ __device__ void load_input8(const InputRowsParams& p, int64_t t, int64_t c8, flo
 }
 
 __global__ void input_rows_kernel(InputRowsParams p) {
+  chain_start();
   __shared__ int64_t dest[kMaxTopK];  // sorted rows of the token's local slots
   __shared__ int num_dest;
   const int64_t t = blockIdx.x;
@@ -804,6 +821,7 @@ __global__ void input_rows_kernel(InputRowsParams p) {
 // ---- combine ------------------------------------------------------------------------------------
 
 __global__ void combine_kernel(CombineParams p) {
+  chain_start();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= p.tokens * p.hidden) return;
   const int64_t t = i / p.hidden, h = i % p.hidden;
@@ -822,6 +840,7 @@ __global__ void combine_kernel(CombineParams p) {
 
 // One block per sorted row; each thread moves 8 columns (one 16-byte chunk of the permuted input).
 __global__ void gather_rows_kernel(GatherParams p) {
+  chain_start();
   const int r = blockIdx.x;
   if (r >= *p.total_rows) return;
   const int64_t slot = p.sorted_slots[r];
@@ -852,6 +871,7 @@ __global__ void gather_rows_kernel(GatherParams p) {
 }
 
 __global__ void grouped_setup_kernel(GroupedSetupParams p) {
+  chain_start();
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= p.groups) return;
   const int64_t m0 = p.expert_offsets[e];
@@ -901,8 +921,8 @@ int blocks_for(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThread
 cudaError_t launch_routing(const RoutingParams& p, cudaStream_t stream) {
   if (p.top_k > kMaxTopK || p.num_expert_group > kMaxGroups || p.num_experts > kMaxExperts) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
-  routing_kernel<<<(p.num_tokens + kRoutingWarps - 1) / kRoutingWarps, kRoutingWarps * 32, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_chained(routing_kernel, (p.num_tokens + kRoutingWarps - 1) / kRoutingWarps, kRoutingWarps * 32, 0,
+                        stream, p);
 }
 
 cudaError_t launch_routing_and_grouping(const RoutingParams& rp, const GroupingParams& gp, cudaStream_t stream) {
@@ -913,22 +933,20 @@ cudaError_t launch_routing_and_grouping(const RoutingParams& rp, const GroupingP
     return err != cudaSuccess ? err : launch_grouping(gp, stream);
   }
   if (rp.top_k > kMaxTopK || rp.num_expert_group > kMaxGroups || rp.num_experts > kMaxExperts) return cudaErrorInvalidValue;
-  route_and_group_kernel<<<1, kSmallGroupThreads, 0, stream>>>(rp, gp);
-  return cudaGetLastError();
+  return launch_chained(route_and_group_kernel, 1, kSmallGroupThreads, 0, stream, rp, gp);
 }
 
 cudaError_t launch_grouping(const GroupingParams& p, cudaStream_t stream) {
   if (p.num_local_experts > kMaxLocalExperts) return cudaErrorInvalidValue;
   if (p.num_slots <= kSmallGroupSlots) {
-    small_grouping_kernel<<<1, kSmallGroupThreads, 0, stream>>>(p);
-    return cudaGetLastError();
+    return launch_chained(small_grouping_kernel, 1, kSmallGroupThreads, 0, stream, p);
   }
+  // (more than kSmallGroupSlots slots, so the count and scatter grids are not empty)
   cudaError_t err = cudaMemsetAsync(p.counts, 0, sizeof(int32_t) * p.num_local_experts, stream);
-  if (err != cudaSuccess) return err;
-  if (p.num_slots > 0) count_kernel<<<blocks_for(p.num_slots), kThreads, 0, stream>>>(p);
-  offsets_kernel<<<1, kThreads, 0, stream>>>(p);
-  if (p.num_slots > 0) scatter_kernel<<<blocks_for(p.num_slots), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  if (err == cudaSuccess) err = launch_chained(count_kernel, blocks_for(p.num_slots), kThreads, 0, stream, p);
+  if (err == cudaSuccess) err = launch_chained(offsets_kernel, 1, kThreads, 0, stream, p);
+  if (err == cudaSuccess) err = launch_chained(scatter_kernel, blocks_for(p.num_slots), kThreads, 0, stream, p);
+  return err;
 }
 
 cudaError_t launch_fake_quantize(const ActQuantParams& q, float* x, int64_t cols, const int32_t* row_ids, int max_rows,
@@ -936,11 +954,12 @@ cudaError_t launch_fake_quantize(const ActQuantParams& q, float* x, int64_t cols
   if (q.kind == 0 || max_rows == 0) return cudaSuccess;
   if (q.kind == 2) {
     cudaError_t err = cudaMemsetAsync(amax, 0, sizeof(float), stream);
+    if (err == cudaSuccess)
+      err = launch_chained(amax_kernel, max_rows, kThreads, 0, stream, x, cols, row_ids, max_rows, num_rows_dev, amax);
     if (err != cudaSuccess) return err;
-    amax_kernel<<<max_rows, kThreads, 0, stream>>>(x, cols, row_ids, max_rows, num_rows_dev, amax);
   }
-  fake_quant_kernel<<<max_rows, kQuantThreads, 0, stream>>>(q, x, cols, row_ids, max_rows, num_rows_dev, amax);
-  return cudaGetLastError();
+  return launch_chained(fake_quant_kernel, max_rows, kQuantThreads, 0, stream, q, x, cols, row_ids, max_rows,
+                        num_rows_dev, amax);
 }
 
 cudaError_t launch_convert_input(const void* hidden, int dtype_kind, int64_t tokens, int64_t hidden_size,
@@ -948,35 +967,39 @@ cudaError_t launch_convert_input(const void* hidden, int dtype_kind, int64_t tok
                                  cudaStream_t stream) {
   const int64_t n = tokens * hidden_size;
   if (n == 0) return cudaSuccess;
-  convert_kernel<<<blocks_for(n), kThreads, 0, stream>>>(hidden, dtype_kind, n, hidden_size, router_weights, round, x, x16);
-  return cudaGetLastError();
+  return launch_chained(convert_kernel, blocks_for(n), kThreads, 0, stream, hidden, dtype_kind, n, hidden_size,
+                        router_weights, round, x, x16);
 }
 
 cudaError_t launch_activation(const ActivationParams& p, cudaStream_t stream) {
   if (p.max_slots == 0) return cudaSuccess;
   const int64_t per_block = int64_t{kThreads} * kActColumns;
   const dim3 grid(static_cast<unsigned>(p.max_slots), static_cast<unsigned>((p.inter + per_block - 1) / per_block));
-  activation_kernel<<<grid, kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_chained(activation_kernel, grid, kThreads, 0, stream, p);
 }
 
 cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream) {
   if (p.tokens * p.hidden == 0) return cudaSuccess;
-  combine_kernel<<<blocks_for(p.tokens * p.hidden), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_chained(combine_kernel, blocks_for(p.tokens * p.hidden), kThreads, 0, stream, p);
 }
 
 cudaError_t launch_gather_rows(const GatherParams& p, cudaStream_t stream) {
   if (p.max_rows == 0) return cudaSuccess;
   if (p.k % 8 != 0) return cudaErrorInvalidValue;
-  gather_rows_kernel<<<p.max_rows, 128, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_chained(gather_rows_kernel, p.max_rows, 128, 0, stream, p);
+}
+
+bool chained_launches() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("QMOE_PDL");  // on unless QMOE_PDL=0 (for A/B runs and debugging)
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return enabled;
 }
 
 cudaError_t launch_grouped_setup(const GroupedSetupParams& p, cudaStream_t stream) {
   if (p.groups == 0) return cudaSuccess;
-  grouped_setup_kernel<<<(p.groups + 127) / 128, 128, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_chained(grouped_setup_kernel, (p.groups + 127) / 128, 128, 0, stream, p);
 }
 
 cudaError_t launch_codes_to_signed(int32_t* words, int64_t num_words, int bits, cudaStream_t stream) {
@@ -1035,8 +1058,7 @@ cudaError_t launch_activation_rows(const ActivationParams& p, const ActQuantPara
                                                    kMaxActivationRowBytes);
       if (err != cudaSuccess) return err;
     }
-    kernel<<<p.max_slots, kThreads, smem, stream>>>(p, q, a_rows, a_scale_rows);
-    return cudaGetLastError();
+    return launch_chained(kernel, p.max_slots, kThreads, smem, stream, p, q, a_rows, a_scale_rows);
   };
   return half_row ? launch(activation_rows_kernel<true>) : launch(activation_rows_kernel<false>);
 }
@@ -1049,8 +1071,7 @@ cudaError_t launch_input_rows(const InputRowsParams& p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   if (p.q.bf16_rows && p.q.kind != 1 && p.q.kind != 3 && p.q.kind != 5) return cudaErrorInvalidValue;
   if (p.tokens == 0) return cudaSuccess;
-  input_rows_kernel<<<p.tokens, kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_chained(input_rows_kernel, p.tokens, kThreads, 0, stream, p);
 }
 
 }  // namespace qmoe::cuda
