@@ -94,11 +94,13 @@ enum class GroupedTile {
             // (a sweep option, not planned)
   kSmall,   // FP8/INT8/BF16/FP8 block: pingpong 64 x 128; W4A16: cooperative 128 x 128
   kHuge,    // FP8/INT8/BF16: cooperative 128 x 256, clusters of 2; not built for the others
+  kTiny,    // W4A16/W8A16/W4A8: cooperative 128 x 32 (a few input rows per expert: the 128-row tiles
+            // multiply 4-16x more padding than rows); not built for the others
 };
-inline constexpr int kGroupedTiles = 4;
-std::string to_string(GroupedTile t);  // "small", "medium", "large", "huge"
-// Whether prefill kernel `kind` has an instance for tile `t` (every tile but kHuge, which only the
-// FP8/INT8/BF16 kernels have).
+inline constexpr int kGroupedTiles = 5;
+std::string to_string(GroupedTile t);  // "small", "medium", "large", "huge", "tiny"
+// Whether prefill kernel `kind` has an instance for tile `t` (kHuge: only the FP8/INT8/BF16 kernels;
+// kTiny: only the weight-dequantizing ones).
 bool grouped_tile_built(GroupedKernel kind, GroupedTile t);
 // The CUTLASS configuration behind tile `t` of prefill kernel `kind`, e.g. "coop 128x192 cluster 1x2"
 // (input rows x weight rows; the transposed W4A16 kernel's are weight rows x input rows).

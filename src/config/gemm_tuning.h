@@ -47,37 +47,34 @@ inline constexpr int kGroupedMinTokensBf16 = 16;
 // 1 token, 132.4 vs 153.1 for Mixtral; Qwen3-30B-A3B 31.0 vs 30.7, but its layer 58.2 vs 63.5 us
 // with the prefill path's fused input rows): it runs from one token.
 inline constexpr int kGroupedMinTokensFp8Block = 1;
-// W4A16: by mean rows per expert (tokens * top_k / experts; H200, bench/RESULTS.md table D). The
-// mixed-input kernel's time barely grows with the rows (it converts every weight tile whatever its
-// rows), the decode kernels' grows linearly. At 24 rows the mixed-input kernel won on DeepSeek-V3
-// (768 tokens: 5037 vs 5321 us) and tied on Qwen3-30B-A3B (384: 326 vs 323), but lost on Mixtral
-// (96: 770 vs 677), which won from 32 rows (128: 738 vs 896): layers of few experts switch at 28.
-// Re-checked at dd54411 (faster decode at 16-128 tokens; bench/runs/2026-11-30_dd54411_w4_crossover.log):
-// Qwen3-30B-A3B 320 vs 329 at 24 rows, 438 vs 330 at 32; DeepSeek-V3 4125 vs 5126 at 16, 5324 vs
-// 5105 at 24; Mixtral 687 vs 764 at 24, 783 vs 761 at 28: the same switches.
-inline constexpr int kGroupedMinRowsPerExpertInt4 = 24;
-inline constexpr int kGroupedMinRowsPerExpertInt4FewExperts = 28;
-inline constexpr int kInt4FewExperts = 16;  // "few": at most this many local experts
-// W8A16 (H200, 93addc3, bench/RESULTS.md table D-W8A16, GEMM us decode vs mixed-input): at 16 rows
-// DeepSeek-V3 6070 vs 5540 and Qwen3-30B-A3B 352 vs 356 (a tie), at 8 rows the decode kernels won
-// (4972 vs 5603, 302 vs 362); Mixtral won on the decode kernels at 16 rows (793 vs 876) and on the
-// mixed-input one at 24 (910 vs 872): its switch, 22, is interpolated (decode grows ~15 us per row,
-// the mixed-input kernel stays flat).
-inline constexpr int kGroupedMinRowsPerExpertInt8 = 16;
-inline constexpr int kGroupedMinRowsPerExpertInt8FewExperts = 22;
-// W4A8 (FP8 or INT8 activations; GEMM us decode vs mixed-input), re-measured on the H200 at dd54411
-// after the decode kernel's occupancy and slots-per-pass changes (bench/runs/
-// 2026-11-30_dd54411_w4_crossover.log; was 8 and 10 rows at eb5b0d5): Qwen3-30B-A3B 243 vs 342 at 8
-// rows, 470 vs 344 at 16; DeepSeek-V3 4001 vs 5184 at 8, 4732 vs 5180 at 12, 7554 vs 5177 at 16;
-// Mixtral 530 vs 793 at 8, 631 vs 800 at 12, 1037 vs 788 at 16. Interpolated crossovers: 11.5
-// (Qwen3), 12.6 (DeepSeek-V3), ~13.5 (Mixtral). From 12 rows, so DeepSeek-V3 gives up to ~9% near
-// 12 rows; 14 for <= 16 experts.
-inline constexpr int kGroupedMinRowsPerExpertW4A8 = 12;
-inline constexpr int kGroupedMinRowsPerExpertW4A8FewExperts = 14;
-// Tiles of the mixed-input kernels (W4A16, and W8A16, which measured the same order: 93addc3 tile
-// sweep): 128 x 128 below 128 rows per expert (DeepSeek-V3 at 64 rows: 4880 us against 5945 and
-// 8639 for the larger ones), 128 x 192 in clusters of 2 up to 256, then 128 x 256 (Mixtral at 1024
-// and 2048 rows: 659 and 679 TFLOP/s against 620 and 643 for 128 x 192 and 519 for 128 x 128).
+// W4A16, W8A16 and W4A8 (the mixed-input kernel): by mean rows per expert (tokens * top_k /
+// experts). The mixed-input kernel's time barely grows with the rows up to its tile's input rows (it
+// converts every weight tile whatever its rows), the decode kernels' grows linearly. With the 128 x
+// 32 tile (H200, 2026-11-30, GEMM us decode vs 128 x 32, same run, bench/runs/
+// 2026-11-30_tiny_tile_sweep.log):
+// - W4A16: Qwen3-30B-A3B 174 vs 240 at 8 rows, 256 vs 242 at 16 (crossing ~14.5); DeepSeek-V3 2780
+//   vs 3472 at 8, 4288 vs 3496 at 16 (~11.7); Mixtral 364 vs 452 at 8, 559 vs 452 at 16 (~12).
+// - W8A16: Qwen3-30B-A3B 222 vs 258 at 4 rows, 278 vs 252 at 8 (~6); DeepSeek-V3 3280 vs 3304 at 2,
+//   3849 vs 3720 at 4 (~2.5); Mixtral 426 vs 439 at 2, 475 vs 463 at 4 (~3).
+// - W4A8-FP8: Qwen3-30B-A3B 246 vs 253 at 8 rows, 470 vs 254 at 16 (~8.3); DeepSeek-V3 2992 vs 3445
+//   at 4, 4039 vs 3511 at 8 (~6); Mixtral 387 vs 453 at 4, 528 vs 457 at 8 (~6.5).
+// ("few": at most kInt4FewExperts local experts, i.e. Mixtral's shape.) With only 128-row tiles the
+// switches were 24 / 28 (W4A16), 16 / 22 (W8A16) and 12 / 14 (W4A8) rows.
+inline constexpr int kGroupedMinRowsPerExpertInt4 = 14;
+inline constexpr int kGroupedMinRowsPerExpertInt4FewExperts = 12;
+inline constexpr int kInt4FewExperts = 16;
+inline constexpr int kGroupedMinRowsPerExpertInt8 = 6;
+inline constexpr int kGroupedMinRowsPerExpertInt8FewExperts = 4;
+inline constexpr int kGroupedMinRowsPerExpertW4A8 = 8;
+inline constexpr int kGroupedMinRowsPerExpertW4A8FewExperts = 8;
+// Tiles of the mixed-input kernels: 128 x 32 below kInt4MinRowsForSmall rows per expert (same sweep:
+// at 32 rows Mixtral W4A16 604 us against 750 for 128 x 128, Qwen3-30B-A3B 338 against 329; at 64
+// rows Mixtral 1041 against 662: an expert above 32 rows takes a second tile, which converts its
+// weights again), then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880 us against 5945 and
+// 8639 for the larger ones, 93addc3), 128 x 192 in clusters of 2 up to 256, then 128 x 256
+// (Mixtral at 1024 and 2048 rows: 659 and 679 TFLOP/s against 620 and 643 for 128 x 192 and 519 for
+// 128 x 128).
+inline constexpr int kInt4MinRowsForSmall = 40;
 inline constexpr int kInt4MinRowsForMedium = 128;
 inline constexpr int kInt4MinRowsForLarge = 256;
 // Prefill tiles by mean rows per expert: 64 x 128 pingpong below kGroupedMinRowsFor128 (up to 1.15x

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cpu/moe_math.h"
+#include "cuda/chaining.h"
 #include "cuda/moe_kernels.h"
 #include "qmoe/cuda.h"
 #include "qmoe/error.h"
@@ -349,6 +350,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     }
   };
   const bool prefill1 = prefill(plan.g1), prefill2 = prefill(plan.g2);
+  const cuda::ChainedLaunchScope chained(!prefill1 && !prefill2);
 
   cuda::RoutingParams rp;
   rp.logits = router_logits;

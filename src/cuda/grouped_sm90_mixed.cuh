@@ -110,8 +110,8 @@ class MixedGroupedGemm final : public CutlassGrouped<typename MixedTypes<Config>
 };
 
 // The instances of one weight code type, one per GroupedTile (config/gemm_plan.h: tile_config), in
-// weight rows x input rows x k, all cooperative (each warpgroup owns 64 weight rows): 128 x 128 for
-// few rows per expert; 128 x 192 and 128 x 256 for more, in clusters of 2 along the weight rows (the
+// weight rows x input rows x k, all cooperative (each warpgroup owns 64 weight rows): 128 x 32 for a
+// few rows per expert, 128 x 128 for some more; 128 x 192 and 128 x 256 for many, in clusters of 2 along the weight rows (the
 // pair shares its input tile through TMA multicast: 2-10% faster on the model shapes). k-tiles of 64
 // (128 bytes of bf16 input per row).
 template <class ElementW>
@@ -122,7 +122,9 @@ std::unique_ptr<GroupedTcGemm> make_mixed_grouped(GroupedTile tile, const Groupe
   using Small = GroupedConfig<ElementW, float, Shape<_128, _128, _64>, Shape<_1, _1, _1>, Coop, EpiCoop>;
   using Medium = GroupedConfig<ElementW, float, Shape<_128, _192, _64>, Shape<_2, _1, _1>, Coop, EpiCoop>;
   using Large = GroupedConfig<ElementW, float, Shape<_128, _256, _64>, Shape<_2, _1, _1>, Coop, EpiCoop>;
+  using Tiny = GroupedConfig<ElementW, float, Shape<_128, _32, _64>, Shape<_1, _1, _1>, Coop, EpiCoop>;
   switch (tile) {
+    case GroupedTile::kTiny: return std::make_unique<MixedGroupedGemm<Tiny>>(buf, groups, n, k, group_size, num_sms);
     case GroupedTile::kSmall: return std::make_unique<MixedGroupedGemm<Small>>(buf, groups, n, k, group_size, num_sms);
     case GroupedTile::kMedium: return std::make_unique<MixedGroupedGemm<Medium>>(buf, groups, n, k, group_size, num_sms);
     case GroupedTile::kLarge: return std::make_unique<MixedGroupedGemm<Large>>(buf, groups, n, k, group_size, num_sms);

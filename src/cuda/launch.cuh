@@ -1,6 +1,7 @@
 // Programmatic dependent launch (Hopper) between the forward's kernels, so that a kernel's launch
 // and prologue overlap the previous kernel's tail (at 1 token a forward is ~10 launches of a few µs
-// each). On by default; QMOE_PDL=0 launches every kernel plainly (A/B runs, debugging).
+// each). On by default for decode forwards (chaining.h); QMOE_PDL=0 launches every kernel plainly
+// (A/B runs, debugging).
 //
 // The protocol every chained kernel follows:
 // - chain_wait() before reading anything the immediately preceding kernel wrote (its inputs) and
@@ -18,6 +19,8 @@
 
 #include <utility>
 
+#include "cuda/chaining.h"
+
 namespace qmoe::cuda {
 
 __device__ __forceinline__ void chain_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
@@ -28,8 +31,6 @@ __device__ __forceinline__ void chain_start() {
   chain_release();
 }
 
-// Whether forward kernels are launched with programmatic stream serialization (unless QMOE_PDL=0; read once).
-bool chained_launches();
 
 // kernel<<<grid, block, smem, stream>>>(args...), chained to the previous kernel where enabled.
 template <class... Params, class... Args>

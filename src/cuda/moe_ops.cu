@@ -989,13 +989,20 @@ cudaError_t launch_gather_rows(const GatherParams& p, cudaStream_t stream) {
   return launch_chained(gather_rows_kernel, p.max_rows, 128, 0, stream, p);
 }
 
+namespace {
+thread_local bool t_chained = true;  // ChainedLaunchScope's switch for the calling thread
+}  // namespace
+
 bool chained_launches() {
   static const bool enabled = [] {
     const char* env = std::getenv("QMOE_PDL");  // on unless QMOE_PDL=0 (for A/B runs and debugging)
     return env == nullptr || std::strcmp(env, "0") != 0;
   }();
-  return enabled;
+  return enabled && t_chained;
 }
+
+ChainedLaunchScope::ChainedLaunchScope(bool chained) : previous_(t_chained) { t_chained = chained; }
+ChainedLaunchScope::~ChainedLaunchScope() { t_chained = previous_; }
 
 cudaError_t launch_grouped_setup(const GroupedSetupParams& p, cudaStream_t stream) {
   if (p.groups == 0) return cudaSuccess;

@@ -466,8 +466,13 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_EQ(plan_grouped_tile(block, int64_t{kFp8BlockMinRowsForMedium} * 256, 256), GroupedTile::kMedium);
   EXPECT_EQ(plan_grouped_tile(block, 16384 * 8, 8), GroupedTile::kMedium);
   EXPECT_EQ(tile_config(block, GroupedTile::kLarge), "coop 128x128 cluster 1x1");
-  // W4A16 has its own thresholds (its tiles differ).
+  // W4A16 has its own thresholds (its tiles differ): 128 x 32 for a few rows per expert.
   const GroupedKernel int4 = GroupedKernel::kInt4Bf16;
+  EXPECT_EQ(plan_grouped_tile(int4, 0, 0), GroupedTile::kTiny);
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForSmall} * 8 - 1, 8), GroupedTile::kTiny);
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForSmall} * 8, 8), GroupedTile::kSmall);
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt4Codes, 16 * 256, 256), GroupedTile::kTiny);
+  EXPECT_LT(kInt4MinRowsForSmall, kInt4MinRowsForMedium);
   EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForMedium} * 256 - 1, 256), GroupedTile::kSmall);
   EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForMedium} * 256, 256), GroupedTile::kMedium);
   EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForLarge} * 8 - 1, 8), GroupedTile::kMedium);
@@ -487,6 +492,16 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_FALSE(grouped_tile_built(GroupedKernel::kNone, GroupedTile::kSmall));
   EXPECT_TRUE(grouped_tile_built(block, GroupedTile::kLarge));
   EXPECT_EQ(tile_config(int4, GroupedTile::kHuge), "none");
+  // The fifth only for the kernels that dequantize weights.
+  EXPECT_EQ(to_string(GroupedTile::kTiny), "tiny");
+  EXPECT_TRUE(grouped_tile_built(int4, GroupedTile::kTiny));
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kInt4Codes, GroupedTile::kTiny));
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kInt8Bf16, GroupedTile::kTiny));
+  EXPECT_FALSE(grouped_tile_built(GroupedKernel::kFp8, GroupedTile::kTiny));
+  EXPECT_FALSE(grouped_tile_built(block, GroupedTile::kTiny));
+  EXPECT_FALSE(grouped_tile_built(GroupedKernel::kBf16, GroupedTile::kTiny));
+  EXPECT_EQ(tile_config(int4, GroupedTile::kTiny), "coop 128x32 (weight rows x input rows)");
+  EXPECT_EQ(tile_config(GroupedKernel::kFp8, GroupedTile::kTiny), "none");
 }
 
 // The summary `qmoe inspect --cuda-plan` prints: each GEMM's kernels, the crossover and the tile at

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "config/gemm_plan.h"
+#include "cuda/chaining.h"
 #include "cuda/moe_kernels.h"
 #include "qmoe/checkpoint.h"
 #include "qmoe/compare.h"
@@ -775,3 +776,18 @@ TEST(CudaMoeLayerApi, PoisonedOutputIsFullyWrittenAndGraphReplayMatchesEager) {
 
 }  // namespace
 }  // namespace qmoe
+
+// The per-forward switch of chained launches (cuda/chaining.h) nests and restores.
+TEST(ChainedLaunches, ScopeTurnsChainingOffAndRestoresIt) {
+  const bool outer = qmoe::cuda::chained_launches();  // true unless QMOE_PDL=0
+  {
+    const qmoe::cuda::ChainedLaunchScope off(false);
+    EXPECT_FALSE(qmoe::cuda::chained_launches());
+    {
+      const qmoe::cuda::ChainedLaunchScope on(true);
+      EXPECT_EQ(qmoe::cuda::chained_launches(), outer);
+    }
+    EXPECT_FALSE(qmoe::cuda::chained_launches());
+  }
+  EXPECT_EQ(qmoe::cuda::chained_launches(), outer);
+}
