@@ -111,8 +111,9 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
 
 // From how many tokens the automatic path runs prefill kernel `kind` on a layer of num_experts
 // experts (all of them, local or not: each local expert gets tokens * top_k / num_experts rows on
-// average) and top-k routing (the measured crossover, gemm_tuning.h: a token count, or for the W4A16
-// kernel mean rows per expert; kNone: never), and whether it does for a batch of `tokens`.
+// average) and top-k routing (the measured crossover, gemm_tuning.h: a token count, or for the
+// mixed-input kernels (W4A16, W8A16, W4A8) mean rows per expert; kNone: never), and whether it does
+// for a batch of `tokens`.
 int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k);
 bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_experts, int top_k);
 

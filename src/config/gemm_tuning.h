@@ -58,7 +58,7 @@ inline constexpr int kGroupedMinTokensFp8Block = 1;
 //   3849 vs 3720 at 4 (~2.5); Mixtral 426 vs 439 at 2, 475 vs 463 at 4 (~3).
 // - W4A8-FP8: Qwen3-30B-A3B 246 vs 253 at 8 rows, 470 vs 254 at 16 (~8.3); DeepSeek-V3 2992 vs 3445
 //   at 4, 4039 vs 3511 at 8 (~6); Mixtral 387 vs 453 at 4, 528 vs 457 at 8 (~6.5).
-// ("few": at most kInt4FewExperts local experts, i.e. Mixtral's shape.) With only 128-row tiles the
+// ("few": at most kInt4FewExperts experts in the layer, i.e. Mixtral's shape.) With only 128-row tiles the
 // switches were 24 / 28 (W4A16), 16 / 22 (W8A16) and 12 / 14 (W4A8) rows.
 inline constexpr int kGroupedMinRowsPerExpertInt4 = 14;
 inline constexpr int kGroupedMinRowsPerExpertInt4FewExperts = 12;

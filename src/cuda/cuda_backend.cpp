@@ -380,6 +380,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   gp.active_experts = m.active.get<int32_t>();
   gp.num_active = m.num_active.get<int32_t>();
   gp.slot_position = m.slot_position.get<int32_t>();  // null without prefill kernels
+  // (Chained launches: the decode GEMMs read the grouping before they wait, so a chained kernel
+  // that waits first must run between the grouping and each GEMM; the input conversion and the
+  // activation do. launch.cuh.)
   check(cuda::launch_routing_and_grouping(rp, gp, stream), "routing and grouping");
 
   const cpu::ActQuantParams q1 = cpu::gemm1_act_quant(L), q2 = cpu::gemm2_act_quant(L);

@@ -12,7 +12,13 @@
 //   kernels wrote (routing, grouping) may be read before chain_wait(), through L2 (__ldcg: the
 //   PTX model promises visibility only after the wait, so not from a possibly stale L1 line);
 // - a CTA that exits early waits first, so that no grid completes before its predecessor.
-// Without the launch attribute (QMOE_PDL=0) both are no-ops.
+// The decode GEMM reads the grouping before its wait: that is safe because at least one chained
+// kernel that waits before it releases (the input conversion) always runs between the grouping and
+// each GEMM (cuda_backend.cpp).
+// Without the launch attribute (QMOE_PDL=0, or a ChainedLaunchScope that turned chaining off) a
+// kernel starts after its predecessor completes and chain_wait() returns at once; chain_release()
+// still lets a following chained launch start early, which the protocol above makes safe (e.g. a
+// decode forward's routing, which waits first, after a prefill forward's combine).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,7 +36,6 @@ __device__ __forceinline__ void chain_start() {
   chain_wait();
   chain_release();
 }
-
 
 // kernel<<<grid, block, smem, stream>>>(args...), chained to the previous kernel where enabled.
 template <class... Params, class... Args>

@@ -1001,7 +1001,7 @@ bool chained_launches() {
   return enabled && t_chained;
 }
 
-ChainedLaunchScope::ChainedLaunchScope(bool chained) : previous_(t_chained) { t_chained = chained; }
+ChainedLaunchScope::ChainedLaunchScope(bool chained) : previous_(t_chained) { t_chained = previous_ && chained; }
 ChainedLaunchScope::~ChainedLaunchScope() { t_chained = previous_; }
 
 cudaError_t launch_grouped_setup(const GroupedSetupParams& p, cudaStream_t stream) {

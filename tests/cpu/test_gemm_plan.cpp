@@ -414,7 +414,7 @@ TEST(GemmPlan, PrefillFromTheCrossover) {
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kFp8Block, 256, 8), kGroupedMinTokensFp8Block);
   EXPECT_TRUE(use_grouped_kernel(GroupedKernel::kFp8Block, 1, 256, 8));
   EXPECT_FALSE(use_grouped_kernel(GroupedKernel::kFp8Block, 0, 256, 8));
-  // W4A16 from kGroupedMinRowsPerExpertInt4 mean rows per expert (more for few experts): Mixtral
+  // W4A16 from kGroupedMinRowsPerExpertInt4 mean rows per expert (its own value for few experts): Mixtral
   // (8 experts, top-2) at few_rows * 4 tokens, DeepSeek-V3 (256, top-8) at rows * 32.
   const GroupedKernel int4 = GroupedKernel::kInt4Bf16;
   const int rows = kGroupedMinRowsPerExpertInt4, few_rows = kGroupedMinRowsPerExpertInt4FewExperts;

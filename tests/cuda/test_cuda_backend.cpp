@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <stdexcept>
 
 #include "config/gemm_plan.h"
 #include "cuda/chaining.h"
@@ -777,17 +778,28 @@ TEST(CudaMoeLayerApi, PoisonedOutputIsFullyWrittenAndGraphReplayMatchesEager) {
 }  // namespace
 }  // namespace qmoe
 
-// The per-forward switch of chained launches (cuda/chaining.h) nests and restores.
+// The per-forward switch of chained launches (cuda/chaining.h) nests, cannot turn chaining back on
+// inside a scope that turned it off, and restores on exit, also when an exception unwinds it.
 TEST(ChainedLaunches, ScopeTurnsChainingOffAndRestoresIt) {
   const bool outer = qmoe::cuda::chained_launches();  // true unless QMOE_PDL=0
+  {
+    const qmoe::cuda::ChainedLaunchScope on(true);
+    EXPECT_EQ(qmoe::cuda::chained_launches(), outer);
+  }
   {
     const qmoe::cuda::ChainedLaunchScope off(false);
     EXPECT_FALSE(qmoe::cuda::chained_launches());
     {
       const qmoe::cuda::ChainedLaunchScope on(true);
-      EXPECT_EQ(qmoe::cuda::chained_launches(), outer);
+      EXPECT_FALSE(qmoe::cuda::chained_launches());
     }
     EXPECT_FALSE(qmoe::cuda::chained_launches());
+  }
+  EXPECT_EQ(qmoe::cuda::chained_launches(), outer);
+  try {
+    const qmoe::cuda::ChainedLaunchScope off(false);
+    throw std::runtime_error("unwind");
+  } catch (const std::runtime_error&) {
   }
   EXPECT_EQ(qmoe::cuda::chained_launches(), outer);
 }
