@@ -95,7 +95,7 @@ nlohmann::ordered_json gemm_json(const CudaPlanSummary::Gemm& g) {
   j["prefill"] = g.prefill;
   j["prefill_from_tokens"] = g.prefill_from_tokens;
   auto& tiles = j["prefill_tiles"] = nlohmann::ordered_json::array();
-  for (const auto& [tokens, tile] : g.tiles) tiles.push_back({{"tokens", tokens}, {"tile", tile}});
+  for (const auto& [tokens, tile] : g.tiles) tiles.push_back({{"from_tokens", tokens}, {"tile", tile}});
   return j;
 }
 
@@ -230,7 +230,7 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
     for (const auto& [name, g] : {std::pair{"w13", &r.cuda_plan->w13}, std::pair{"w2", &r.cuda_plan->w2}}) {
       fmt::print("    {:<4} decode: {}; {}\n", name, g->decode, prefill_from(*g));
       if (g->prefill_from_tokens >= 0) fmt::print("         prefill: {}\n", g->prefill);
-      for (const auto& [tokens, tile] : g->tiles) fmt::print("         {:>5} tokens: {}\n", tokens, tile);
+      for (const auto& [tokens, tile] : g->tiles) fmt::print("         from {:>5} tokens: {}\n", tokens, tile);
     }
   }
   return 0;

@@ -302,10 +302,11 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
     g.prefill = to_string(prefill);
     if (prefill == GroupedKernel::kNone) return g;
     g.prefill_from_tokens = grouped_min_tokens(prefill, layer.num_experts, layer.top_k);
-    for (int64_t tokens : {int64_t{1024}, int64_t{4096}, int64_t{16384}})
-      if (tokens >= g.prefill_from_tokens)
-        g.tiles.emplace_back(tokens, tile_config(prefill, plan_grouped_tile(prefill, tokens * layer.top_k,
-                                                                             layer.num_experts)));
+    // Every batch size in turn (a cheap pure function), so each switch is exact.
+    for (int64_t tokens = g.prefill_from_tokens; tokens <= kPlanSummaryMaxTokens; ++tokens) {
+      std::string tile = tile_config(prefill, plan_grouped_tile(prefill, tokens * layer.top_k, layer.num_experts));
+      if (g.tiles.empty() || g.tiles.back().second != tile) g.tiles.emplace_back(tokens, std::move(tile));
+    }
     return g;
   };
   return {gemm(plan.k1, plan.g1), gemm(plan.k2, plan.g2)};

@@ -131,14 +131,16 @@ struct LayerGemmPlan {
 LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_intermediate);
 
 // What the CUDA backend's automatic path runs for a layer (qmoe inspect --cuda-plan): per GEMM its
-// decode kernel, its prefill kernel and from how many tokens (-1: never), and the prefill tile at
-// a few batch sizes (only where a prefill kernel exists). Hidden states of `act_kind`, vLLM's
-// rounding (the default forward).
+// decode kernel, its prefill kernel and from how many tokens (-1: never), and the prefill tiles
+// with the batch each takes over from (only where a prefill kernel exists; batches up to
+// kPlanSummaryMaxTokens). Hidden states of `act_kind`, vLLM's rounding (the default forward).
+inline constexpr int64_t kPlanSummaryMaxTokens = 65536;
 struct CudaPlanSummary {
   struct Gemm {
     std::string decode, prefill;  // to_string(GemmKernel), to_string(GroupedKernel)
     int64_t prefill_from_tokens = -1;
-    std::vector<std::pair<int64_t, std::string>> tiles;  // (tokens, tile_config)
+    // (from tokens, tile_config): the first entry from prefill_from_tokens, one more where the tile changes.
+    std::vector<std::pair<int64_t, std::string>> tiles;
   };
   Gemm w13, w2;
 };

@@ -504,28 +504,48 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_EQ(tile_config(GroupedKernel::kFp8, GroupedTile::kTiny), "none");
 }
 
-// The summary `qmoe inspect --cuda-plan` prints: each GEMM's kernels, the crossover and the tile at
-// sample batches, as the planner functions give them; nothing for a scheme without prefill kernels.
+// The summary `qmoe inspect --cuda-plan` prints: each GEMM's kernels, the crossover and each tile
+// with the batch it takes over from, as the planner functions give them; nothing for a scheme
+// without prefill kernels.
 TEST(GemmPlan, CudaPlanSummary) {
+  // Each entry's batch is exactly where the planner's tile changes.
+  auto expect_exact_switches = [](const CudaPlanSummary::Gemm& g, GroupedKernel kind, const MoeLayer& L) {
+    ASSERT_FALSE(g.tiles.empty());
+    EXPECT_EQ(g.tiles.front().first, g.prefill_from_tokens);
+    auto tile_at = [&](int64_t tokens) {
+      return tile_config(kind, plan_grouped_tile(kind, tokens * L.top_k, L.num_experts));
+    };
+    for (size_t i = 0; i < g.tiles.size(); ++i) {
+      EXPECT_EQ(tile_at(g.tiles[i].first), g.tiles[i].second);
+      if (i > 0) EXPECT_NE(tile_at(g.tiles[i].first - 1), g.tiles[i].second);
+    }
+    EXPECT_EQ(tile_at(kPlanSummaryMaxTokens), g.tiles.back().second);
+  };
   const MoeLayer fp8 = synthetic_layer("fp8_channel", {"qwen3-like", 128, 8, 256, 128}, 7, 1);
   const CudaPlanSummary s = summarize_cuda_plan(fp8, 0);
   for (const CudaPlanSummary::Gemm* g : {&s.w13, &s.w2}) {
     EXPECT_EQ(g->decode, to_string(GemmKernel::kTensorCoreCodes));
     EXPECT_EQ(g->prefill, to_string(GroupedKernel::kFp8));
     EXPECT_EQ(g->prefill_from_tokens, kGroupedMinTokensFp8);
-    ASSERT_EQ(g->tiles.size(), 3u);
-    // 1024 tokens x top-8 over 128 experts: 64 rows per expert, FP8's 128 x 256 from there.
-    EXPECT_EQ(g->tiles[0].first, 1024);
-    EXPECT_EQ(g->tiles[0].second, tile_config(GroupedKernel::kFp8, GroupedTile::kHuge));
+    expect_exact_switches(*g, GroupedKernel::kFp8, fp8);
+    // 64 x 128 pingpong, then from 64 rows per expert (1024 tokens x top-8 over 128 experts) FP8's
+    // 128 x 256.
+    ASSERT_EQ(g->tiles.size(), 2u);
+    EXPECT_EQ(g->tiles[0].second, tile_config(GroupedKernel::kFp8, GroupedTile::kSmall));
+    EXPECT_EQ(g->tiles[1].first, int64_t{kGroupedMinRowsFor256Fp8} * 128 / 8);
+    EXPECT_EQ(g->tiles[1].second, tile_config(GroupedKernel::kFp8, GroupedTile::kHuge));
   }
-  // W4A16 on 8 experts, top-2: the mixed-input kernel from its rows-per-expert crossover; at 1024
-  // tokens (256 rows per expert) its largest tile.
+  // W4A16 on 8 experts, top-2: the mixed-input kernel from its rows-per-expert crossover on its
+  // 128 x 32 tile, up to its largest from 256 rows per expert (1024 tokens).
   const MoeLayer w4 = synthetic_layer("w4a16_g128", {"mixtral-like", 8, 2, 256, 128}, 7, 1);
   const CudaPlanSummary m = summarize_cuda_plan(w4, 0);
   EXPECT_EQ(m.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kInt4Bf16, 8, 2));
   EXPECT_EQ(m.w13.prefill_from_tokens, int64_t{kGroupedMinRowsPerExpertInt4FewExperts} * 8 / 2);
-  ASSERT_FALSE(m.w13.tiles.empty());
-  EXPECT_EQ(m.w13.tiles[0].second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kLarge));
+  expect_exact_switches(m.w13, GroupedKernel::kInt4Bf16, w4);
+  ASSERT_EQ(m.w13.tiles.size(), 4u);
+  EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kTiny));
+  EXPECT_EQ(m.w13.tiles.back().first, int64_t{kInt4MinRowsForLarge} * 8 / 2);
+  EXPECT_EQ(m.w13.tiles.back().second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kLarge));
   const MoeLayer mx = synthetic_layer("mxfp4", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1);
   const CudaPlanSummary n = summarize_cuda_plan(mx, 0);
   EXPECT_EQ(n.w2.prefill, "none");
