@@ -176,8 +176,8 @@ __global__ void count_kernel(GroupingParams p) {
 
 constexpr int kMaxLocalExperts = 1024;
 
-// The counts' scan shared by the grouping kernels: after the block's counts are in s_counts, the
-// offsets (into s_offsets and p.expert_offsets) and the active experts, ascending. One thread scans
+// The counts' scan shared by the grouping kernels: once the block's counts are in g.counts, the
+// offsets (into g.offsets and p.expert_offsets) and the active experts, ascending. One thread scans
 // (a few hundred adds without global-memory round trips); the results go out in parallel.
 struct GroupScan {
   int32_t counts[kMaxLocalExperts];
