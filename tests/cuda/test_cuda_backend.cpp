@@ -775,6 +775,59 @@ TEST(CudaMoeLayerApi, PoisonedOutputIsFullyWrittenAndGraphReplayMatchesEager) {
   expect_graph_replay_matches_eager(random_layer(Scheme::kW4A16G128, {16, 4, 1024, 512}), 200, prefill);
 }
 
+// Chained launches change only when kernels start, never what they compute: decode forwards,
+// chained and plain (an outer ChainedLaunchScope(false)), bit for bit, over fresh inputs (a
+// missing wait would show as a stale or partial input in some repetitions).
+TEST(ChainedLaunches, DecodeForwardsMatchPlainLaunchesBitForBit) {
+  REQUIRE_GPU();
+  if (!cuda::chained_launches()) GTEST_SKIP() << "QMOE_PDL=0: nothing is chained";
+  ForwardOptions options;
+  options.gemm_path = GemmPath::kDecode;  // chained launches run only without prefill kernels
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  for (Scheme s : {Scheme::kW4A16G128, Scheme::kMxfp4, Scheme::kFp8Channel, Scheme::kW4A8Fp8, Scheme::kDense}) {
+    for (LayerShape shape : {LayerShape{16, 4, 1024, 512}, LayerShape{8, 2, 2048, 4096}}) {
+      const MoeLayer layer = random_layer(s, shape);
+      const int max_tokens = 24;
+      CudaMoeLayer dev(layer, max_tokens);
+      void *d_x, *d_logits, *d_chained, *d_plain;
+      const size_t out_bytes = sizeof(float) * max_tokens * layer.hidden;
+      ASSERT_EQ(cudaMalloc(&d_x, sizeof(uint16_t) * max_tokens * layer.hidden), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_logits, sizeof(float) * max_tokens * layer.num_experts), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_chained, out_bytes), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_plain, out_bytes), cudaSuccess);
+      for (int rep = 0; rep < 12; ++rep) {
+        const int T = std::vector<int>{1, 3, 8, 24}[rep % 4];
+        Tensor x, logits;
+        random_inputs(T, layer, x, logits);
+        cudaMemcpy(d_x, x.raw(), x.size_bytes(), cudaMemcpyHostToDevice);
+        cudaMemcpy(d_logits, logits.raw(), logits.size_bytes(), cudaMemcpyHostToDevice);
+        cudaMemset(d_chained, 0xFF, out_bytes);  // NaN poison
+        cudaMemset(d_plain, 0xFF, out_bytes);
+        dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_chained), T, stream,
+                    options);
+        {
+          const cuda::ChainedLaunchScope plain(false);
+          dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_plain), T, stream,
+                      options);
+        }
+        ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        std::vector<float> chained(T * layer.hidden), plain(T * layer.hidden);
+        cudaMemcpy(chained.data(), d_chained, sizeof(float) * chained.size(), cudaMemcpyDeviceToHost);
+        cudaMemcpy(plain.data(), d_plain, sizeof(float) * plain.size(), cudaMemcpyDeviceToHost);
+        for (float v : plain) ASSERT_TRUE(std::isfinite(v)) << name_of(s) << " " << T << " tokens";
+        EXPECT_EQ(0, std::memcmp(chained.data(), plain.data(), sizeof(float) * plain.size()))
+            << name_of(s) << " hidden " << shape.hidden << ", " << T << " tokens, repetition " << rep;
+      }
+      cudaFree(d_x);
+      cudaFree(d_logits);
+      cudaFree(d_chained);
+      cudaFree(d_plain);
+    }
+  }
+  cudaStreamDestroy(stream);
+}
+
 }  // namespace
 }  // namespace qmoe
 
