@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   bench->add_option("--seed", bench_args.seed, "seed of weights and inputs");
   bench->add_flag("--skew", bench_args.skew, "skewed (Zipf-like) routing instead of uniform");
   bench->add_option("--gemm-paths", bench_args.gemm_paths,
-                    "comma list of GEMM kernel paths to time: auto (by token count), decode, prefill, prefill:<tile> (0 medium, 1 large, 2 small, 3 huge, 4 tiny: GroupedTile in src/config/gemm_plan.h says what each is per kernel)");
+                    "comma list of GEMM kernel paths to time: auto (by token count), decode, prefill, prefill:<tile> (0 medium, 1 large, 2 small, 3 huge, 4 tiny, 5 tiny48: GroupedTile in src/config/gemm_plan.h says what each is per kernel)");
   bench->add_option("--json", bench_args.json, "write all rows (with per-expert token counts) to this file");
 
   try {

@@ -190,13 +190,14 @@ std::string to_string(GroupedTile t) {
     case GroupedTile::kLarge: return "large";
     case GroupedTile::kHuge: return "huge";
     case GroupedTile::kTiny: return "tiny";
+    case GroupedTile::kTiny48: return "tiny48";
   }
   return "?";
 }
 
 bool grouped_tile_built(GroupedKernel kind, GroupedTile t) {
   if (kind == GroupedKernel::kNone) return false;
-  if (t == GroupedTile::kTiny) return dequantizes_weights(kind);
+  if (t == GroupedTile::kTiny || t == GroupedTile::kTiny48) return dequantizes_weights(kind);
   return t != GroupedTile::kHuge || !(dequantizes_weights(kind) || kind == GroupedKernel::kFp8Block);
 }
 
@@ -208,6 +209,7 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
       case GroupedTile::kMedium: return "coop 128x192 cluster 2x1 (weight rows x input rows)";
       case GroupedTile::kLarge: return "coop 128x256 cluster 2x1 (weight rows x input rows)";
       case GroupedTile::kTiny: return "coop 128x32 (weight rows x input rows)";
+      case GroupedTile::kTiny48: return "coop 128x48 (weight rows x input rows)";
       case GroupedTile::kHuge: break;
     }
     return "?";
@@ -218,7 +220,8 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
     case GroupedTile::kLarge:
       return kind == GroupedKernel::kFp8Block ? "coop 128x128 cluster 1x1" : "coop 128x192 cluster 1x2";
     case GroupedTile::kHuge: return "coop 128x256 cluster 1x2";
-    case GroupedTile::kTiny: break;
+    case GroupedTile::kTiny:
+    case GroupedTile::kTiny48: break;
   }
   return "?";
 }
@@ -227,7 +230,8 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
   const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_experts, 1);
   const int min_rows_256 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor256Fp8 : kGroupedMinRowsFor256Int8;
   if (dequantizes_weights(kind)) {
-    if (rows_per_expert < kInt4MinRowsForSmall) return GroupedTile::kTiny;
+    if (rows_per_expert < kInt4MinRowsForTiny48) return GroupedTile::kTiny;
+    if (rows_per_expert < kInt4MinRowsForSmall) return GroupedTile::kTiny48;
     if (rows_per_expert < kInt4MinRowsForMedium) return GroupedTile::kSmall;
     return rows_per_expert < kInt4MinRowsForLarge ? GroupedTile::kMedium : GroupedTile::kLarge;
   }

@@ -96,11 +96,13 @@ enum class GroupedTile {
   kHuge,    // FP8/INT8/BF16: cooperative 128 x 256, clusters of 2; not built for the others
   kTiny,    // W4A16/W8A16/W4A8: cooperative 128 x 32 (a few input rows per expert: the 128-row tiles
             // multiply 4-16x more padding than rows); not built for the others
+  kTiny48,  // W4A16/W8A16/W4A8: cooperative 128 x 48 (~28-44 rows per expert, where an expert
+            // above 32 rows took a second 128 x 32 tile); not built for the others
 };
-inline constexpr int kGroupedTiles = 5;
-std::string to_string(GroupedTile t);  // "small", "medium", "large", "huge", "tiny"
+inline constexpr int kGroupedTiles = 6;
+std::string to_string(GroupedTile t);  // "small", "medium", "large", "huge", "tiny", "tiny48"
 // Whether prefill kernel `kind` has an instance for tile `t` (kHuge: only the FP8/INT8/BF16 kernels;
-// kTiny: only the weight-dequantizing ones).
+// kTiny, kTiny48: only the weight-dequantizing ones).
 bool grouped_tile_built(GroupedKernel kind, GroupedTile t);
 // The CUTLASS configuration behind tile `t` of prefill kernel `kind`, e.g. "coop 128x192 cluster 1x2"
 // (input rows x weight rows; the transposed W4A16 kernel's are weight rows x input rows).

@@ -67,14 +67,23 @@ inline constexpr int kGroupedMinRowsPerExpertInt8 = 6;
 inline constexpr int kGroupedMinRowsPerExpertInt8FewExperts = 4;
 inline constexpr int kGroupedMinRowsPerExpertW4A8 = 8;
 inline constexpr int kGroupedMinRowsPerExpertW4A8FewExperts = 8;
-// Tiles of the mixed-input kernels: 128 x 32 below kInt4MinRowsForSmall rows per expert (same sweep:
-// at 32 rows Mixtral W4A16 604 us against 750 for 128 x 128, Qwen3-30B-A3B 338 against 329; at 64
-// rows Mixtral 1041 against 662: an expert above 32 rows takes a second tile, which converts its
-// weights again), then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880 us against 5945 and
-// 8639 for the larger ones, 93addc3), 128 x 192 in clusters of 2 up to 256, then 128 x 256
-// (Mixtral at 1024 and 2048 rows: 659 and 679 TFLOP/s against 620 and 643 for 128 x 192 and 519 for
-// 128 x 128).
-inline constexpr int kInt4MinRowsForSmall = 40;
+// Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,
+// 128 x 48 below kInt4MinRowsForSmall, then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880
+// us against 5945 and 8639 for the larger ones, 93addc3), 128 x 192 in clusters of 2 up to 256, then
+// 128 x 256 (Mixtral at 1024 and 2048 rows: 659 and 679 TFLOP/s against 620 and 643 for 128 x 192
+// and 519 for 128 x 128). An expert above the tile's rows takes a second tile, which converts its
+// weights again: at a mean of 32 rows half the experts did with 128 x 32. Sweep 128 x 32 / 128 x 48
+// / 128 x 128, GEMM us, H200, 2026-11-30 (bench/runs/2026-11-30_tiny48_sweep.log), W4A16:
+//   rows    Mixtral              DeepSeek-V3            Qwen3-30B-A3B
+//   26      482 / 538 / 762      -                      -
+//   28      559 / 533 / 742      4123 / 4162 / 5118     284 / 281 / 328
+//   30      574 / 533 / 741      4570 / 4176 / 5119     312 / 281 / 329
+//   40      852 / 597 / 714      6556 / 4674 / 5062     435 / 304 / 331
+//   44      862 / 675 / 704      6892 / 5164 / 5153     449 / 347 / 330
+//   48      871 / 754 / 697      7004 / 6128 / 5264     465 / 405 / 334
+// (W4A8-FP8 and W8A16 within a few % of the same switch points.)
+inline constexpr int kInt4MinRowsForTiny48 = 28;
+inline constexpr int kInt4MinRowsForSmall = 44;
 inline constexpr int kInt4MinRowsForMedium = 128;
 inline constexpr int kInt4MinRowsForLarge = 256;
 // Prefill tiles by mean rows per expert: 64 x 128 pingpong below kGroupedMinRowsFor128 (up to 1.15x

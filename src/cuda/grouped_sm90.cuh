@@ -117,7 +117,8 @@ std::unique_ptr<GroupedTcGemm> make_grouped(GroupedTile tile, const GroupedTcBuf
     case GroupedTile::kHuge: return std::make_unique<GroupedGemm<Coop128x256>>(buf, groups, n, k, num_sms);
     case GroupedTile::kSmall:
       return std::make_unique<GroupedGemm<Pingpong64x128>>(buf, groups, n, k, num_sms);
-    case GroupedTile::kTiny: return nullptr;  // not built (grouped_tile_built)
+    case GroupedTile::kTiny:
+    case GroupedTile::kTiny48: return nullptr;  // not built (grouped_tile_built)
   }
   throw std::invalid_argument("grouped GEMM: unknown tile configuration");
 }

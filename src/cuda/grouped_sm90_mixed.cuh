@@ -123,7 +123,9 @@ std::unique_ptr<GroupedTcGemm> make_mixed_grouped(GroupedTile tile, const Groupe
   using Medium = GroupedConfig<ElementW, float, Shape<_128, _192, _64>, Shape<_2, _1, _1>, Coop, EpiCoop>;
   using Large = GroupedConfig<ElementW, float, Shape<_128, _256, _64>, Shape<_2, _1, _1>, Coop, EpiCoop>;
   using Tiny = GroupedConfig<ElementW, float, Shape<_128, _32, _64>, Shape<_1, _1, _1>, Coop, EpiCoop>;
+  using Tiny48 = GroupedConfig<ElementW, float, Shape<_128, _48, _64>, Shape<_1, _1, _1>, Coop, EpiCoop>;
   switch (tile) {
+    case GroupedTile::kTiny48: return std::make_unique<MixedGroupedGemm<Tiny48>>(buf, groups, n, k, group_size, num_sms);
     case GroupedTile::kTiny: return std::make_unique<MixedGroupedGemm<Tiny>>(buf, groups, n, k, group_size, num_sms);
     case GroupedTile::kSmall: return std::make_unique<MixedGroupedGemm<Small>>(buf, groups, n, k, group_size, num_sms);
     case GroupedTile::kMedium: return std::make_unique<MixedGroupedGemm<Medium>>(buf, groups, n, k, group_size, num_sms);

@@ -433,7 +433,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepS
     // Chained launch (launch.cuh): the weights above and the grouping read so far do not come from
     // the previous kernel; its output, this GEMM's input, is read from here on.
     chain_wait();
-    chain_release();
 
     const int count = min(8 * kN, m1 - s0);
     // (K / 8) permuted 16-bit input row of this lane's B column (a 32-bit offset: the backend checks
@@ -577,6 +576,12 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepS
           }
     }
   }
+  // The next kernel may launch once every block got here (or exited). Releasing right after the
+  // wait, i.e. once the last wave had started, cost Mixtral's 4-bit layers 1-5% at 1 token, for a
+  // reason not pinned down (same-binary A/B on the H200, 2026-11-30, bench/runs/
+  // 2026-11-30_pdl_late_release.log; at 8 tokens and on Qwen3-30B-A3B it made no difference). The
+  // passes waited already (an active expert has slots); chain_start() keeps the protocol in any case.
+  chain_start();
 }
 
 template <class T, bool kBf16, bool kStepScale, bool kZero, int kN>

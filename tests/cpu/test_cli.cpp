@@ -116,7 +116,7 @@ TEST(Cli, BenchRejectsUnknownGemmPathsBeforeAnyWork) {
   // Checked before the device is looked for, so this runs on machines without a GPU too.
   Result r = run_cli("bench --gemm-paths decode,prefill:7");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("prefill tiles are 0..4"));
+  EXPECT_THAT(r.out, HasSubstr("prefill tiles are 0..5"));
   r = run_cli("bench --gemm-paths fast");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("unknown path 'fast'"));

@@ -466,12 +466,18 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_EQ(plan_grouped_tile(block, int64_t{kFp8BlockMinRowsForMedium} * 256, 256), GroupedTile::kMedium);
   EXPECT_EQ(plan_grouped_tile(block, 16384 * 8, 8), GroupedTile::kMedium);
   EXPECT_EQ(tile_config(block, GroupedTile::kLarge), "coop 128x128 cluster 1x1");
-  // W4A16 has its own thresholds (its tiles differ): 128 x 32 for a few rows per expert.
+  // W4A16 has its own thresholds (its tiles differ): 128 x 32, then 128 x 48 for a few rows per expert.
   const GroupedKernel int4 = GroupedKernel::kInt4Bf16;
   EXPECT_EQ(plan_grouped_tile(int4, 0, 0), GroupedTile::kTiny);
-  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForSmall} * 8 - 1, 8), GroupedTile::kTiny);
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForTiny48} * 8 - 1, 8), GroupedTile::kTiny);
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForTiny48} * 8, 8), GroupedTile::kTiny48);
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForSmall} * 8 - 1, 8), GroupedTile::kTiny48);
   EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForSmall} * 8, 8), GroupedTile::kSmall);
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt4Codes, 16 * 256, 256), GroupedTile::kTiny);
+  // Mixtral at 128 tokens (32 rows per expert) and DeepSeek-V3 at 1024: 128 x 48.
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt4Codes, 128 * 2, 8), GroupedTile::kTiny48);
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt8Bf16, 1024 * 8, 256), GroupedTile::kTiny48);
+  EXPECT_LT(kInt4MinRowsForTiny48, kInt4MinRowsForSmall);
   EXPECT_LT(kInt4MinRowsForSmall, kInt4MinRowsForMedium);
   EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForMedium} * 256 - 1, 256), GroupedTile::kSmall);
   EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForMedium} * 256, 256), GroupedTile::kMedium);
@@ -502,6 +508,14 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_FALSE(grouped_tile_built(GroupedKernel::kBf16, GroupedTile::kTiny));
   EXPECT_EQ(tile_config(int4, GroupedTile::kTiny), "coop 128x32 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kFp8, GroupedTile::kTiny), "none");
+  // The sixth too.
+  EXPECT_EQ(to_string(GroupedTile::kTiny48), "tiny48");
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kInt4Codes, GroupedTile::kTiny48));
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kInt8Bf16, GroupedTile::kTiny48));
+  EXPECT_FALSE(grouped_tile_built(GroupedKernel::kInt8, GroupedTile::kTiny48));
+  EXPECT_FALSE(grouped_tile_built(block, GroupedTile::kTiny48));
+  EXPECT_EQ(tile_config(int4, GroupedTile::kTiny48), "coop 128x48 (weight rows x input rows)");
+  EXPECT_EQ(tile_config(GroupedKernel::kBf16, GroupedTile::kTiny48), "none");
 }
 
 // The summary `qmoe inspect --cuda-plan` prints: each GEMM's kernels, the crossover and each tile
@@ -536,13 +550,14 @@ TEST(GemmPlan, CudaPlanSummary) {
     EXPECT_EQ(g->tiles[1].second, tile_config(GroupedKernel::kFp8, GroupedTile::kHuge));
   }
   // W4A16 on 8 experts, top-2: the mixed-input kernel from its rows-per-expert crossover on its
-  // 128 x 32 tile, up to its largest from 256 rows per expert (1024 tokens).
+  // 128 x 32 tile, then 128 x 48, up to its largest from 256 rows per expert (1024 tokens).
   const MoeLayer w4 = synthetic_layer("w4a16_g128", {"mixtral-like", 8, 2, 256, 128}, 7, 1);
   const CudaPlanSummary m = summarize_cuda_plan(w4, 0);
   EXPECT_EQ(m.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kInt4Bf16, 8, 2));
   EXPECT_EQ(m.w13.prefill_from_tokens, int64_t{kGroupedMinRowsPerExpertInt4FewExperts} * 8 / 2);
   expect_exact_switches(m.w13, GroupedKernel::kInt4Bf16, w4);
-  ASSERT_EQ(m.w13.tiles.size(), 4u);
+  ASSERT_EQ(m.w13.tiles.size(), 5u);
+  EXPECT_EQ(m.w13.tiles[1].second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kTiny48));
   EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kTiny));
   EXPECT_EQ(m.w13.tiles.back().first, int64_t{kInt4MinRowsForLarge} * 8 / 2);
   EXPECT_EQ(m.w13.tiles.back().second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kLarge));
