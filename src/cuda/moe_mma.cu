@@ -352,7 +352,8 @@ __device__ __forceinline__ uint4 load_inputs(const uint4* p) {
 // points (a template flag, as their loads cost issue slots even when predicated off).
 template <class T, bool kBf16, int kN, bool kStepScale, bool kZero, bool kPipelined>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepScale>) grouped_mma_kernel(GroupedGemmParams p, const uint16_t* in16,
-                                                                     InputScales in_scale, int m_tiles, int k_splits) {
+                                                                     InputScales in_scale, int m_tiles, int k_splits,
+                                                                     bool release_late) {
   __shared__ float partial[kWarps][kN * kM * 4][32];  // (warp, accumulator, lane) of the k slices
   // The expert: the active count and entry load together, then the expert's tensors and slot range.
   // (The grouping's outputs: read before chain_wait through L2, launch.cuh.)
@@ -433,6 +434,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepS
     // Chained launch (launch.cuh): the weights above and the grouping read so far do not come from
     // the previous kernel; its output, this GEMM's input, is read from here on.
     chain_wait();
+    if (!release_late) chain_release();
 
     const int count = min(8 * kN, m1 - s0);
     // (K / 8) permuted 16-bit input row of this lane's B column (a 32-bit offset: the backend checks
@@ -576,32 +578,39 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepS
           }
     }
   }
-  // The next kernel may launch once every block got here (or exited). Releasing right after the
-  // wait, i.e. once the last wave had started, cost Mixtral's 4-bit layers 1-5% at 1 token, for a
-  // reason not pinned down (same-binary A/B on the H200, 2026-11-30, bench/runs/
-  // 2026-11-30_pdl_late_release.log; at 8 tokens and on Qwen3-30B-A3B it made no difference). The
-  // passes waited already (an active expert has slots); chain_start() keeps the protocol in any case.
-  chain_start();
+  // release_late: the next kernel may launch only once every block got here (or exited). The passes
+  // waited already (an active expert has slots); chain_start() keeps the protocol in any case.
+  if (release_late) chain_start();
 }
+
+// When a chained decode GEMM lets the next kernel launch (launch.cuh): right after its wait, or only
+// after its passes (release_late), up to this many tokens. Same-binary A/B on the H200 (2026-11-30,
+// bench/runs/2026-11-30_pdl_late_release.log, GEMM µs, early -> late release): at 1 token Mixtral
+// MXFP4 101.6 -> 96.5, W4A16 83.9 -> 79.3, Qwen3-30B-A3B even; 8-16 tokens within 0.5%; at 32-64
+// tokens Qwen3 W4A16 115 -> 119 and 137 -> 142, MXFP4 133 -> 136 at 32, while Mixtral MXFP4 gains
+// 0.4-1.6% at 32-128 and DeepSeek-V3 is even. Why early release hurts the 1-token Mixtral grids is
+// not pinned down.
+constexpr int kReleaseLateMaxTokens = 16;
 
 template <class T, bool kBf16, bool kStepScale, bool kZero, int kN>
 cudaError_t launch_shape(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, const MmaLaunch& m,
-                         cudaStream_t stream) {
+                         bool release_late, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(m.row_blocks), static_cast<unsigned>(p.max_active));
   // Pipelining pays where decoding is long enough to hide a load behind (not for dense weights,
   // which run best at the higher occupancy their load-both-then-decode loop allows).
   constexpr bool kPipelined = T::kElems > 8;
   return launch_chained(grouped_mma_kernel<T, kBf16, kN, kStepScale, kZero, kPipelined>, grid, kWarps * 32, 0, stream, p,
-                        in16, in_scale, m.m_tiles, m.k_splits);
+                        in16, in_scale, m.m_tiles, m.k_splits, release_late);
 }
 
 template <class T, bool kBf16, bool kStepScale = false, bool kZero = false>
 cudaError_t launch_traits(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, int num_slots,
                           cudaStream_t stream) {
   const MmaLaunch m = plan_mma_launch(p.layout, num_slots, p.num_local_experts, p.num_sms);
-  if (m.slots_per_pass == 8) return launch_shape<T, kBf16, kStepScale, kZero, 1>(p, in16, in_scale, m, stream);
-  if (m.slots_per_pass == 16) return launch_shape<T, kBf16, kStepScale, kZero, 2>(p, in16, in_scale, m, stream);
-  return launch_shape<T, kBf16, kStepScale, kZero, 4>(p, in16, in_scale, m, stream);
+  const bool late = num_slots <= int64_t{kReleaseLateMaxTokens} * p.top_k;
+  if (m.slots_per_pass == 8) return launch_shape<T, kBf16, kStepScale, kZero, 1>(p, in16, in_scale, m, late, stream);
+  if (m.slots_per_pass == 16) return launch_shape<T, kBf16, kStepScale, kZero, 2>(p, in16, in_scale, m, late, stream);
+  return launch_shape<T, kBf16, kStepScale, kZero, 4>(p, in16, in_scale, m, late, stream);
 }
 
 // Weight-only integer traits with or without zero points.
