@@ -110,8 +110,8 @@ class MixedGroupedGemm final : public CutlassGrouped<typename MixedTypes<Config>
 };
 
 // The instances of one weight code type, one per GroupedTile (config/gemm_plan.h: tile_config), in
-// weight rows x input rows x k, all cooperative (each warpgroup owns 64 weight rows): 128 x 32 for
-// a few rows per expert, 128 x 128 for some more; 128 x 192 and 128 x 256 for many, in clusters of 2 along the weight rows (the
+// weight rows x input rows x k, all cooperative (each warpgroup owns 64 weight rows): 128 x 32 and
+// 128 x 48 for a few rows per expert, 128 x 128 for some more; 128 x 192 and 128 x 256 for many, in clusters of 2 along the weight rows (the
 // pair shares its input tile through TMA multicast: 2-10% faster on the model shapes). k-tiles of 64
 // (128 bytes of bf16 input per row).
 template <class ElementW>

@@ -579,17 +579,18 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepS
     }
   }
   // release_late: the next kernel may launch only once every block got here (or exited). The passes
-  // waited already (an active expert has slots); chain_start() keeps the protocol in any case.
+  // waited already (the grouping lists only experts with slots, so the loop ran); chain_start()
+  // would wait here otherwise.
   if (release_late) chain_start();
 }
 
 // When a chained decode GEMM lets the next kernel launch (launch.cuh): right after its wait, or only
 // after its passes (release_late), up to this many tokens. Same-binary A/B on the H200 (2026-11-30,
 // bench/runs/2026-11-30_pdl_late_release.log, GEMM µs, early -> late release): at 1 token Mixtral
-// MXFP4 101.6 -> 96.5, W4A16 83.9 -> 79.3, Qwen3-30B-A3B even; 8-16 tokens within 0.5%; at 32-64
-// tokens Qwen3 W4A16 115 -> 119 and 137 -> 142, MXFP4 133 -> 136 at 32, while Mixtral MXFP4 gains
-// 0.4-1.6% at 32-128 and DeepSeek-V3 is even. Why early release hurts the 1-token Mixtral grids is
-// not pinned down.
+// MXFP4 101.6 -> 96.5, W4A16 83.9 -> 79.3, Qwen3-30B-A3B even; 8 tokens within 0.5%; 16 tokens
+// 0.6-1.1% faster late; at 32-64 tokens Qwen3 W4A16 115 -> 119 and 137 -> 142, MXFP4 133 -> 136 at
+// 32, while Mixtral MXFP4 gains 0.4-1.6% at 32-128 and DeepSeek-V3 is even. Why early release hurts
+// the 1-token Mixtral grids is not pinned down.
 constexpr int kReleaseLateMaxTokens = 16;
 
 template <class T, bool kBf16, bool kStepScale, bool kZero, int kN>
