@@ -4,6 +4,7 @@
 // qmoe is built with QMOE_CUDA (QMOE_WITH_CUDA defined).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -18,7 +19,13 @@ class CudaMoeLayer {
  public:
   // Uploads the layer's weights expert by expert (device memory grows by one expert at a time
   // beyond the final weights) and allocates the workspace for up to `max_tokens` tokens.
-  CudaMoeLayer(const MoeLayer& layer, int max_tokens);
+  // Weight-only layouts without a prefill kernel of their own (groups of 32, zero points, act
+  // order, MXFP4, NVFP4 weight-only) run large batches as bf16 GEMMs on their weights dequantized
+  // a batch of experts at a time into a workspace of at most `dequant_workspace_bytes` (at least
+  // one expert's bf16 weights), allocated only when max_tokens reaches the batch where the
+  // automatic path takes that route (`qmoe inspect --cuda-plan`).
+  static constexpr int64_t kDefaultDequantWorkspaceBytes = int64_t{1} << 30;
+  CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes = kDefaultDequantWorkspaceBytes);
   ~CudaMoeLayer();
   CudaMoeLayer(const CudaMoeLayer&) = delete;
   CudaMoeLayer& operator=(const CudaMoeLayer&) = delete;

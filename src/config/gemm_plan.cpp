@@ -127,17 +127,17 @@ std::string to_string(GroupedKernel k) {
     case GroupedKernel::kFp8Block: return "grouped wgmma (FP8, 128x128 block scales)";
     case GroupedKernel::kInt8Bf16: return "grouped wgmma (INT8 weights dequantized to BF16)";
     case GroupedKernel::kInt4Codes: return "grouped wgmma (INT4 weights dequantized to BF16, 8-bit activation codes)";
+    case GroupedKernel::kDequantBf16: return "grouped wgmma (BF16) on weights dequantized to a BF16 workspace";
   }
   return "?";
 }
 
-GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_bias, const GemmInput& in,
-                                  GemmKernel decode) {
+namespace {
+
+// The kernels that read the checkpoint's weights (or their codes) directly.
+GroupedKernel native_grouped_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput& in, GemmKernel decode) {
   // The prefill rows are gathered from what the decode kernels read: codes, or 16-bit inputs.
-  if (has_g_idx || has_bias || decode == GemmKernel::kCudaCore) return GroupedKernel::kNone;
-  // 16-byte rows for TMA (k 8-bit codes, n fp32 outputs); int32 problem sizes.
-  if (L.cols % 16 != 0 || L.rows % 4 != 0 || L.rows >= (int64_t{1} << 31) || L.cols >= (int64_t{1} << 31))
-    return GroupedKernel::kNone;
+  if (has_g_idx || decode == GemmKernel::kCudaCore) return GroupedKernel::kNone;
   const bool per_tensor_or_channel = L.strategy == kTensor || L.strategy == kChannel;
   const bool fp8_rows = in.act_quant == static_cast<int>(ActQuant::kFp8PerToken) ||
                         in.act_quant == static_cast<int>(ActQuant::kFp8PerTensorDynamic) ||
@@ -171,11 +171,45 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_
   return GroupedKernel::kNone;
 }
 
+}  // namespace
+
+GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_bias, const GemmInput& in,
+                                  GemmKernel decode) {
+  if (has_bias) return GroupedKernel::kNone;
+  // 16-byte rows for TMA (k 8-bit codes, n fp32 outputs); int32 problem sizes.
+  if (L.cols % 16 != 0 || L.rows % 4 != 0 || L.rows >= (int64_t{1} << 31) || L.cols >= (int64_t{1} << 31))
+    return GroupedKernel::kNone;
+  const GroupedKernel native = native_grouped_kernel(L, has_g_idx, in, decode);
+  if (native != GroupedKernel::kNone) return native;
+  // The rest of weight-only on bf16 inputs that are exactly bf16 (the rows are rounded to bf16).
+  const bool bf16_rows = in.act_quant == 0 && in.act_kind == 0 && in.exactly_16_bit;
+  if (bf16_rows && L.format != kDense && dequantizes_to_bf16_exactly(L)) return GroupedKernel::kDequantBf16;
+  return GroupedKernel::kNone;
+}
+
+bool dequantizes_to_bf16_exactly(const GemmLayout& L) {
+  switch (L.format) {
+    case kIntPacked:
+    case kIntUnpacked:
+    case kFp8: return L.round_to_scale_dtype && L.scale_kind == 0;
+    case kMxfp4: return true;  // bf16(e2m1 * 2^e)
+    case kNvfp4: return L.round_to_scale_dtype;
+    default: return L.data_kind == 0;  // dense bf16
+  }
+}
+
+int dequant_batch_experts(int64_t expert_bytes, int num_experts, int64_t workspace_bytes) {
+  const int64_t fit = expert_bytes > 0 ? workspace_bytes / expert_bytes : num_experts;
+  return static_cast<int>(std::clamp<int64_t>(fit, 1, std::max(num_experts, 1)));
+}
+
 bool dequantizes_weights(GroupedKernel kind) {
   return kind == GroupedKernel::kInt4Bf16 || kind == GroupedKernel::kInt8Bf16 || kind == GroupedKernel::kInt4Codes;
 }
 
-bool takes_16bit_rows(GroupedKernel kind) { return kind == GroupedKernel::kBf16 || dequantizes_weights(kind); }
+bool takes_16bit_rows(GroupedKernel kind) {
+  return kind == GroupedKernel::kBf16 || kind == GroupedKernel::kDequantBf16 || dequantizes_weights(kind);
+}
 
 int64_t grouped_scales_per_row(GroupedKernel kind, int64_t k) {
   if (kind == GroupedKernel::kFp8Block) return (k + 127) / 128;
@@ -203,6 +237,7 @@ bool grouped_tile_built(GroupedKernel kind, GroupedTile t) {
 
 std::string tile_config(GroupedKernel kind, GroupedTile t) {
   if (!grouped_tile_built(kind, t)) return "none";
+  if (kind == GroupedKernel::kDequantBf16) kind = GroupedKernel::kBf16;
   if (dequantizes_weights(kind)) {
     switch (t) {
       case GroupedTile::kSmall: return "coop 128x128 (weight rows x input rows)";
@@ -227,6 +262,7 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
 }
 
 GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_experts) {
+  if (kind == GroupedKernel::kDequantBf16) kind = GroupedKernel::kBf16;  // the same kernel
   const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_experts, 1);
   const int min_rows_256 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor256Fp8 : kGroupedMinRowsFor256Int8;
   if (dequantizes_weights(kind)) {
@@ -248,6 +284,14 @@ int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {
     case GroupedKernel::kFp8Block: return kGroupedMinTokensFp8Block;
     case GroupedKernel::kInt8: return kGroupedMinTokensInt8;
     case GroupedKernel::kBf16: return kGroupedMinTokensBf16;
+    case GroupedKernel::kDequantBf16: {
+      // Dequantizing costs a pass over every expert's weights (2.5 bytes per weight more than the
+      // decode kernels' passes), so it pays only with enough rows per expert.
+      const int rows = num_experts <= kInt4FewExperts ? kGroupedMinRowsPerExpertDequantFewExperts
+                                                      : kGroupedMinRowsPerExpertDequant;
+      const int64_t slots = int64_t{rows} * std::max(num_experts, 1);
+      return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
+    }
     case GroupedKernel::kInt4Bf16:
     case GroupedKernel::kInt4Codes:
     case GroupedKernel::kInt8Bf16: {

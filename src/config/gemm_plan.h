@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "config/grouped_tile.h"
+
 namespace qmoe {
 
 struct QuantWeight;
@@ -69,6 +71,10 @@ enum class GroupedKernel {
                // values x symmetric INT4 weights with group (>= 64) or channel scales, dequantized
                // to bf16 (q * s rounded to bf16, with scales of other dtypes rounded to bf16 at load
                // first), the row scale in the epilogue; the kInt4Bf16 kernel
+  kDequantBf16,  // bf16 inputs x weight-only weights that no kernel above takes but whose every
+                 // dequantized value is a bf16 (groups of 32, zero points, act order, MXFP4, NVFP4
+                 // weight-only): dequantized into a bf16 workspace, a batch of experts at a time,
+                 // then the kBf16 kernel on them
 };
 std::string to_string(GroupedKernel k);
 // Whether prefill kernel `kind` takes bf16 input rows (else 8-bit codes with a scale per row, or per
@@ -76,30 +82,22 @@ std::string to_string(GroupedKernel k);
 bool takes_16bit_rows(GroupedKernel kind);
 // Whether it is a mixed-input kernel (weight-only codes dequantized in the mainloop; transposed).
 bool dequantizes_weights(GroupedKernel kind);
+// Whether every weight of layout `L` dequantizes (formats.h, as the CPU reference does it) to a
+// value that bf16 holds exactly, so that a bf16 GEMM on the dequantized weights has the CPU's
+// products: integer and FP8 codes times bf16 scales rounded to bf16, MXFP4, NVFP4 rounded to bf16.
+bool dequantizes_to_bf16_exactly(const GemmLayout& L);
+// kDequantBf16's batches: how many experts of `expert_bytes` bf16 weights each (of num_experts) one
+// batch dequantizes into a workspace of at most `workspace_bytes` (at least one expert).
+int dequant_batch_experts(int64_t expert_bytes, int num_experts, int64_t workspace_bytes);
 // Input scales per sorted row of prefill kernel `kind` on a k-column input: 1 (row-wise codes, also
 // kInt4Codes's bf16 codes), or one per 128 columns (kFp8Block); 0 for unscaled 16-bit rows.
 int64_t grouped_scales_per_row(GroupedKernel kind, int64_t k);
 // The prefill kernel for a projection whose decode kernel is `decode` (the sorted rows are gathered
-// from the decode kernels' input codes). Layers with a bias keep the decode kernels for now.
+// from the decode kernels' input codes, or are the 16-bit inputs of kBf16 / kDequantBf16). Layers
+// with a bias keep the decode kernels for now.
 GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_bias, const GemmInput& in,
                                   GemmKernel decode);
-// Tile configurations of the prefill kernels by the rows per expert they suit (one compiled instance
-// each, all loaded with the layer; the values are the `prefill:<tile>` numbers of qmoe bench). What
-// each is for each kernel: tile_config.
-enum class GroupedTile {
-  kMedium,  // FP8/INT8/BF16: cooperative 128 x 128 (not planned for FP8); W4A16: cooperative 128 x
-            // 192, clusters of 2
-  kLarge,   // FP8/INT8/BF16: cooperative 128 x 192, clusters of 2 (planned for BF16 only);
-            // W4A16: 128 x 256, clusters of 2; FP8 block: cooperative 128 x 128 without clusters
-            // (a sweep option, not planned)
-  kSmall,   // FP8/INT8/BF16/FP8 block: pingpong 64 x 128; W4A16: cooperative 128 x 128
-  kHuge,    // FP8/INT8/BF16: cooperative 128 x 256, clusters of 2; not built for the others
-  kTiny,    // W4A16/W8A16/W4A8: cooperative 128 x 32 (a few input rows per expert: the 128-row tiles
-            // multiply 4-16x more padding than rows); not built for the others
-  kTiny48,  // W4A16/W8A16/W4A8: cooperative 128 x 48 (~28-44 rows per expert, where an expert
-            // above 32 rows took a second 128 x 32 tile); not built for the others
-};
-inline constexpr int kGroupedTiles = 6;
+// The tiles (GroupedTile, kGroupedTiles): config/grouped_tile.h.
 std::string to_string(GroupedTile t);  // "small", "medium", "large", "huge", "tiny", "tiny48"
 // Whether prefill kernel `kind` has an instance for tile `t` (kHuge: only the FP8/INT8/BF16 kernels;
 // kTiny, kTiny48: only the weight-dequantizing ones).

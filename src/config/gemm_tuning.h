@@ -67,6 +67,11 @@ inline constexpr int kGroupedMinRowsPerExpertInt8 = 6;
 inline constexpr int kGroupedMinRowsPerExpertInt8FewExperts = 4;
 inline constexpr int kGroupedMinRowsPerExpertW4A8 = 8;
 inline constexpr int kGroupedMinRowsPerExpertW4A8FewExperts = 8;
+// Weight-only layouts without a mixed-input kernel (kDequantBf16: groups of 32, zero points, act
+// order, FP4): dequantized to bf16 a batch of experts at a time, then the bf16 kernel. EXPERIMENT
+// (branch wip/dequant-prefill): guesses until measured against the decode kernels.
+inline constexpr int kGroupedMinRowsPerExpertDequant = 64;
+inline constexpr int kGroupedMinRowsPerExpertDequantFewExperts = 64;
 // Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,
 // 128 x 48 below kInt4MinRowsForSmall, then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880
 // us against 5945 and 8639 for the larger ones, 93addc3), 128 x 192 in clusters of 2 up to 256, then

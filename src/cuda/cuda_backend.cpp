@@ -8,6 +8,7 @@
 
 #include "cpu/moe_math.h"
 #include "cuda/chaining.h"
+#include "cuda/dequant.h"
 #include "cuda/moe_kernels.h"
 #include "qmoe/cuda.h"
 #include "qmoe/error.h"
@@ -93,6 +94,9 @@ struct PrefillGemm {
   cuda::GroupedTcBuffers buf;
   std::unique_ptr<cuda::GroupedTcGemm> gemm[kGroupedTiles];  // by GroupedTile
   int64_t n = 0, k = 0;
+  int batch_experts = 0;  // kDequantBf16: experts per dequantized batch (0: no workspace)
+  GemmLayout layout;
+  const cuda::ExpertTensors* experts = nullptr;  // (device)
 };
 
 // Builds projection `L`'s prefill GEMM (weights `experts` on the device, `host` their host copy).
@@ -102,6 +106,8 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
   g.kind = kind;
   g.n = L.rows;
   g.k = L.cols;
+  g.layout = L;
+  g.experts = experts;
   const size_t ptrs = sizeof(void*) * E;
   g.arrays = DeviceBuffer(sizeof(int32_t) * 3 * E + 6 * ptrs);
   char* base = g.arrays.get<char>();
@@ -117,7 +123,7 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
   for (int e = 0; e < E; ++e) data[e] = host[e].data;
   check(cudaMemcpy(g.buf.b, data.data(), ptrs, cudaMemcpyHostToDevice), "upload");
   int64_t group_size = 0;
-  if (kind == GroupedKernel::kBf16) {  // unscaled
+  if (kind == GroupedKernel::kBf16 || kind == GroupedKernel::kDequantBf16) {  // unscaled
     g.buf.a_scale = nullptr;
     g.buf.b_scale = nullptr;
     g.buf.b_group_scale = nullptr;
@@ -161,7 +167,8 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
       switch (kind) {
         case GroupedKernel::kFp8: g.gemm[t] = cuda::make_grouped_fp8(tile, g.buf, E, g.n, g.k, num_sms); break;
         case GroupedKernel::kInt8: g.gemm[t] = cuda::make_grouped_int8(tile, g.buf, E, g.n, g.k, num_sms); break;
-        case GroupedKernel::kBf16: g.gemm[t] = cuda::make_grouped_bf16(tile, g.buf, E, g.n, g.k, num_sms); break;
+        case GroupedKernel::kBf16:
+        case GroupedKernel::kDequantBf16: g.gemm[t] = cuda::make_grouped_bf16(tile, g.buf, E, g.n, g.k, num_sms); break;
         case GroupedKernel::kInt4Bf16:
         case GroupedKernel::kInt4Codes:
           g.gemm[t] = cuda::make_grouped_int4_bf16(tile, g.buf, E, g.n, g.k, group_size, num_sms);
@@ -214,10 +221,13 @@ struct CudaMoeLayer::Impl {
   // GEMM2 output row is.
   PrefillGemm prefill1, prefill2;
   DeviceBuffer sorted_rows, sorted_scales, slot_position;
+  // kDequantBf16's bf16 weights of one batch of experts (either projection's).
+  DeviceBuffer dequantized;
   int64_t weight_bytes = 0;
 };
 
-CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::make_unique<Impl>()) {
+CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes)
+    : impl_(std::make_unique<Impl>()) {
   if (cuda_device_count() == 0) throw NotSupported("no CUDA device is available");
   if (max_tokens <= 0) throw Error("CudaMoeLayer: max_tokens must be positive");
   Impl& m = *impl_;
@@ -293,6 +303,16 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens) : impl_(std::m
     make_prefill_gemm(m.prefill1, g1, m.plans[0][1].w13, m.w13_experts.get<cuda::ExpertTensors>(), w13, m.num_sms);
   if (g2 != GroupedKernel::kNone)
     make_prefill_gemm(m.prefill2, g2, m.plans[0][1].w2, m.w2_experts.get<cuda::ExpertTensors>(), w2, m.num_sms);
+  // kDequantBf16: a batch of experts' bf16 weights, only where the automatic path can pick it.
+  int64_t dequant_bytes = 0;
+  for (auto [g, kind, rows, cols] : {std::tuple{&m.prefill1, g1, S * I, H}, std::tuple{&m.prefill2, g2, H, I}}) {
+    if (kind != GroupedKernel::kDequantBf16 || max_tokens < grouped_min_tokens(kind, layer.num_experts, layer.top_k))
+      continue;
+    const int64_t expert_bytes = int64_t{2} * rows * cols;
+    g->batch_experts = dequant_batch_experts(expert_bytes, E, dequant_workspace_bytes);
+    dequant_bytes = std::max(dequant_bytes, g->batch_experts * expert_bytes);
+  }
+  m.dequantized = DeviceBuffer(static_cast<size_t>(dequant_bytes));
   if (g1 != GroupedKernel::kNone || g2 != GroupedKernel::kNone) {
     const int64_t elem_bytes = takes_16bit_rows(g1) || takes_16bit_rows(g2) ? 2 : 1;
     m.sorted_rows = DeviceBuffer(T * k * std::max(H, I) * elem_bytes);  // codes or bf16
@@ -342,6 +362,13 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
         throw NotSupported("prefill tile " + to_string(static_cast<GroupedTile>(options.prefill_tile)) + " (" +
                            std::to_string(options.prefill_tile) + ") is not built for the " + to_string(g) +
                            " kernel");
+  if (options.gemm_path == GemmPath::kPrefill)
+    for (const PrefillGemm* g : {&m.prefill1, &m.prefill2})
+      if (g->kind == GroupedKernel::kDequantBf16 && g->batch_experts == 0)
+        throw NotSupported("prefill GEMMs of this layer dequantize its weights into a workspace that is allocated only "
+                           "for max_tokens >= " +
+                           std::to_string(grouped_min_tokens(g->kind, L.num_experts, k)) + " (this layer: " +
+                           std::to_string(m.max_tokens) + ")");
   auto prefill = [&](GroupedKernel g) {
     switch (options.gemm_path) {
       case GemmPath::kDecode: return false;
@@ -427,13 +454,37 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     sp.a_scale_rows = m.sorted_scales.get<float>();
     sp.scales_per_row = std::max<int64_t>(1, grouped_scales_per_row(g.kind, g.k));
     sp.d_rows = d;
-    check(cuda::launch_grouped_setup(sp, stream), "prefill setup");
     const int tile = options.prefill_tile >= 0 ? options.prefill_tile
                                                : static_cast<int>(plan_grouped_tile(g.kind, num_slots, L.num_experts));
-    if (num_slots > 0) check(g.gemm[tile]->run(stream), "prefill GEMM");
+    if (g.kind != GroupedKernel::kDequantBf16) {
+      check(cuda::launch_grouped_setup(sp, stream), "prefill setup");
+      if (num_slots > 0) check(g.gemm[tile]->run(stream), "prefill GEMM");
+      return;
+    }
+    // Batches of experts: dequantize their weights, then the GEMM on their rows only.
+    cuda::DequantParams dq;
+    dq.layout = g.layout;
+    dq.experts = g.experts;
+    dq.expert_offsets = gp.expert_offsets;
+    dq.out = m.dequantized.get<uint16_t>();
+    cuda::DequantBatch batch;
+    batch.b_rows = dq.out;
+    batch.b_group_bytes = 2 * g.n * g.k;
+    for (int first = 0; first < E && num_slots > 0; first += g.batch_experts) {
+      dq.first = first;
+      dq.count = std::min(g.batch_experts, E - first);
+      check(cuda::launch_dequantize_bf16(dq, stream), "weight dequantization");
+      batch.begin = first;
+      batch.end = first + dq.count;
+      check(cuda::launch_grouped_setup_batch(sp, batch, stream), "prefill setup");
+      check(g.gemm[tile]->run(stream), "prefill GEMM");
+    }
   };
-  uint16_t* x16 = mma1 || codes1 ? m.x16.get<uint16_t>() : nullptr;
-  uint16_t* act16 = mma2 || codes2 ? m.act16.get<uint16_t>() : nullptr;
+  // (The prefill kernels' 16-bit rows are gathered from the tensor-core input layout, also where
+  // the decode kernel is another one: act order.)
+  const bool rows16_1 = prefill1 && takes_16bit_rows(plan.g1), rows16_2 = prefill2 && takes_16bit_rows(plan.g2);
+  uint16_t* x16 = mma1 || codes1 || rows16_1 ? m.x16.get<uint16_t>() : nullptr;
+  uint16_t* act16 = mma2 || codes2 || rows16_2 ? m.act16.get<uint16_t>() : nullptr;
   float* x_scale = codes1 ? m.x_scale.get<float>() : nullptr;
   float* act_scale = codes2 ? m.act_scale.get<float>() : nullptr;
   const float* router_weights = L.routing.router_weight_on_input ? rp.weights : nullptr;
@@ -462,7 +513,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     check(cuda::launch_input_rows(ir, stream), "gemm1 input rows");
   } else {
     check(cuda::launch_convert_input(hidden, kind, tokens, H, router_weights, options.round_intermediate,
-                                     m.x.get<float>(), mma1 ? x16 : nullptr, stream),
+                                     m.x.get<float>(), mma1 || rows16_1 ? x16 : nullptr, stream),
           "convert");
     check(cuda::launch_fake_quantize(to_cuda(q1, codes1 ? x16 : nullptr, x_scale), m.x.get<float>(), H, nullptr,
                                      tokens, nullptr, m.amax.get<float>(), stream),
@@ -502,7 +553,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   ap.u = m.u.get<float>();
   ap.u_sorted = prefill1;
   ap.act = m.act.get<float>();
-  ap.act16 = mma2 ? act16 : nullptr;
+  ap.act16 = mma2 || rows16_2 ? act16 : nullptr;
   // Both GEMMs on the prefill kernels with a row-wise 8-bit or a 16-bit input: the activation (and
   // quantization) writes GEMM2's sorted rows directly (no fp32 activation, no permuted copy, no
   // gather).

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "cuda/grouped_sm90_common.cuh"
-#include "cuda/moe_kernels.h"
+#include "cuda/grouped_gemm.h"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"

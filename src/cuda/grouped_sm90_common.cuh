@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/moe_kernels.h"
+#include "cuda/grouped_gemm.h"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/gemm/collective/collective_builder.hpp"

@@ -14,43 +14,6 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kSlotTile = 8;
 
-// Element (row, col) of the expert's dequantized weight, exactly as qmoe::dequantize_row.
-__device__ float dequant(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col) {
-  switch (L.format) {
-    case kDense: {
-      const int64_t i = row * L.cols + col;
-      if (L.data_kind == 0) return quant::bf16_to_float(static_cast<const uint16_t*>(w.data)[i]);
-      if (L.data_kind == 1) return quant::f16_to_float(static_cast<const uint16_t*>(w.data)[i]);
-      return static_cast<const float*>(w.data)[i];
-    }
-    case kIntPacked:
-    case kIntUnpacked: {
-      int q = L.format == kIntPacked
-                  ? quant::unpack_int(static_cast<const int32_t*>(w.data) + row * L.words_per_row, col, L.bits)
-                  : static_cast<const int8_t*>(w.data)[row * L.cols + col];
-      // Device codes are u ^ 8 / u ^ 128 (launch_codes_to_signed), read here as if offset-binary.
-      if (L.format == kIntPacked && (L.bits == 4 || L.bits == 8)) {
-        const int half = 1 << (L.bits - 1);
-        q = ((q + half) ^ half) - half;
-      }
-      const int64_t g = group_of(L, w, col);
-      return quant::dequant_int(q, zero_point_at(L, w, row, g), scale_at(L, w, row, g), kind_of(L));
-    }
-    case kFp8: {
-      const uint8_t q = static_cast<const uint8_t*>(w.data)[row * L.cols + col];
-      return quant::dequant_fp8(q, scale_at(L, w, row, group_of(L, w, col)), kind_of(L));
-    }
-    default: {
-      const uint8_t byte = static_cast<const uint8_t*>(w.data)[row * (L.cols / 2) + col / 2];
-      const uint8_t nibble = (col % 2 == 0) ? (byte & 0xF) : (byte >> 4);
-      const uint8_t s = static_cast<const uint8_t*>(w.scale)[row * L.scale_cols + col / L.group_size];
-      if (L.format == kMxfp4) return quant::dequant_mxfp4(nibble, s);
-      if (L.round_to_scale_dtype) return quant::dequant_nvfp4(nibble, s, w.global_scale);
-      return quant::e2m1_to_float(nibble) * (quant::fp8e4m3_to_float(s) / w.global_scale);
-    }
-  }
-}
-
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) grouped_gemm_kernel(GroupedGemmParams p) {
   chain_start();
   int e, m0, m1;

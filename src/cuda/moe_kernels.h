@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "config/gemm_plan.h"
+#include "cuda/grouped_gemm.h"
 
 namespace qmoe::cuda {
 
@@ -165,49 +166,7 @@ cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream);
 
 // ---- prefill: grouped GEMMs on expert-sorted rows (grouped_sm90_*.cu, moe_prefill.cu) -----------
 
-// Per-group device arrays ([groups] each) that the prefill grouped GEMM reads, filled on the device
-// for every forward by launch_grouped_setup (so the GEMM's own arguments are fixed at load).
-struct GroupedTcBuffers {
-  int32_t* problem_mnk = nullptr;  // [groups, 3]: (m_e, n, k), or (n, m_e, k) for the mixed-input kernels
-  const void** a = nullptr;        // A_e: [m_e, k] rows of the sorted input
-  const void** b = nullptr;        // B_e: [n, k] weights
-  void** d = nullptr;              // D_e: [m_e, n] fp32 rows of the sorted output
-  float** a_scale = nullptr;       // [m_e] per-row input scales, or the array itself null (scale 1);
-                                   // FP8 block: [m_e, ceil(k / 128)]
-  float** b_scale = nullptr;       // [n] per-column weight scales, or the array itself null (scale 1);
-                                   // FP8 block: [ceil(n / 128), ceil(k / 128)]
-  const void** b_group_scale = nullptr;  // weight-only kernels: [k / group, n] bf16 scales (n contiguous)
-};
-
-// One grouped GEMM instance (CUTLASS, wgmma + TMA) bound to its buffers at load; run() only
-// launches. D_e = (A_e B_e^T) * a_scale_e (rows) * b_scale_e (columns).
-class GroupedTcGemm {
- public:
-  virtual ~GroupedTcGemm() = default;
-  virtual cudaError_t run(cudaStream_t stream) = 0;
-};
-// The instances of each operand type (grouped_sm90_<type>.cu), one per tile of config/gemm_plan.h.
-// They throw std::invalid_argument for sizes they cannot take.
-std::unique_ptr<GroupedTcGemm> make_grouped_fp8(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
-                                                int64_t k, int num_sms);
-std::unique_ptr<GroupedTcGemm> make_grouped_int8(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
-                                                 int64_t k, int num_sms);
-std::unique_ptr<GroupedTcGemm> make_grouped_bf16(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
-                                                 int64_t k, int num_sms);
-// INT4 and INT8 weights dequantized in the mainloop (grouped_sm90_int4.cu, grouped_sm90_int8w.cu;
-// transposed: problem_mnk holds (n, m_e, k)): D_e = (A_e * dequant(B_e)^T) * a_scale_e (rows; W4A8's
-// activation codes, else a null array) with B_e signed int4 / int8 codes [n, k] and bf16 scales
-// b_group_scale_e [k / group_size, n].
-std::unique_ptr<GroupedTcGemm> make_grouped_int4_bf16(GroupedTile tile, const GroupedTcBuffers& buf, int groups,
-                                                      int64_t n, int64_t k, int64_t group_size, int num_sms);
-std::unique_ptr<GroupedTcGemm> make_grouped_int8_bf16(GroupedTile tile, const GroupedTcBuffers& buf, int groups,
-                                                      int64_t n, int64_t k, int64_t group_size, int num_sms);
-// FP8 with 128 x 128 weight blocks and inputs in groups of 128 columns (grouped_sm90_fp8_block.cu):
-// D_e[m, n] = sum over 128-column blocks b of a_scale_e[m, b] * b_scale_e[n / 128, b] *
-// sum_{k in b} A_e[m, k] B_e[n, k], the inner sums in the FP8 MMA's (reduced-precision) accumulator,
-// the outer in fp32.
-std::unique_ptr<GroupedTcGemm> make_grouped_fp8_block(GroupedTile tile, const GroupedTcBuffers& buf, int groups,
-                                                      int64_t n, int64_t k, int num_sms);
+// The grouped GEMM instances and their per-group arrays: cuda/grouped_gemm.h.
 
 // Fills the per-group arrays for the rows sorted by expert: group e covers sorted rows
 // [offsets[e], offsets[e+1]) of `a_rows` (row stride k elements of `elem_bytes`), `a_scale_rows`

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "cuda/convert.cuh"
+#include "cuda/dequant.h"
 #include "cuda/launch.cuh"
 #include "cuda/moe_kernels.h"
 #include "cuda/weight_access.cuh"
@@ -870,18 +871,41 @@ __global__ void gather_rows_kernel(GatherParams p) {
   }
 }
 
-__global__ void grouped_setup_kernel(GroupedSetupParams p) {
+__global__ void grouped_setup_kernel(GroupedSetupParams p, DequantBatch batch) {
   chain_start();
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= p.groups) return;
   const int64_t m0 = p.expert_offsets[e];
-  const int32_t m = p.expert_offsets[e + 1] - static_cast<int32_t>(m0);
+  int32_t m = p.expert_offsets[e + 1] - static_cast<int32_t>(m0);
+  if (batch.b_rows) {  // a batch of dequantized experts
+    if (e < batch.begin || e >= batch.end) m = 0;
+    else p.buf.b[e] = static_cast<const char*>(batch.b_rows) + (e - batch.begin) * batch.b_group_bytes;
+  }
   p.buf.problem_mnk[3 * e] = p.transposed ? static_cast<int32_t>(p.n) : m;
   p.buf.problem_mnk[3 * e + 1] = p.transposed ? m : static_cast<int32_t>(p.n);
   p.buf.problem_mnk[3 * e + 2] = static_cast<int32_t>(p.k);
   p.buf.a[e] = static_cast<const char*>(p.a_rows) + m0 * p.k * p.elem_bytes;
   p.buf.d[e] = p.d_rows + m0 * p.n;
   if (p.buf.a_scale) p.buf.a_scale[e] = p.a_scale_rows + m0 * p.scales_per_row;
+}
+
+// One thread per 8 columns of a row of an expert of the batch: 8 dequantized values, one 16-byte store.
+__global__ void dequantize_bf16_kernel(DequantParams p) {
+  const WeightLayout& L = p.layout;
+  const int64_t chunks = L.cols / 8, per_expert = L.rows * chunks;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.count * per_expert;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int b = static_cast<int>(i / per_expert), e = p.first + b;
+    if (p.expert_offsets[e] == p.expert_offsets[e + 1]) continue;  // no slots: not read by the GEMM
+    const ExpertTensors w = p.experts[e];
+    const int64_t row = i % per_expert / chunks, col = i % chunks * 8;
+    uint32_t packed[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      packed[j] = quant::float_to_bf16(dequant(L, w, row, col + 2 * j)) |
+                  (static_cast<uint32_t>(quant::float_to_bf16(dequant(L, w, row, col + 2 * j + 1))) << 16);
+    reinterpret_cast<uint4*>(p.out)[i] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+  }
 }
 
 __global__ void expand_column_scales_kernel(WeightLayout L, const ExpertTensors* experts, int num_experts, float* out) {
@@ -1005,8 +1029,21 @@ ChainedLaunchScope::ChainedLaunchScope(bool chained) : previous_(t_chained) { t_
 ChainedLaunchScope::~ChainedLaunchScope() { t_chained = previous_; }
 
 cudaError_t launch_grouped_setup(const GroupedSetupParams& p, cudaStream_t stream) {
+  return launch_grouped_setup_batch(p, DequantBatch{}, stream);
+}
+
+cudaError_t launch_grouped_setup_batch(const GroupedSetupParams& p, const DequantBatch& batch, cudaStream_t stream) {
   if (p.groups == 0) return cudaSuccess;
-  return launch_chained(grouped_setup_kernel, (p.groups + 127) / 128, 128, 0, stream, p);
+  return launch_chained(grouped_setup_kernel, (p.groups + 127) / 128, 128, 0, stream, p, batch);
+}
+
+cudaError_t launch_dequantize_bf16(const DequantParams& p, cudaStream_t stream) {
+  if (p.layout.cols % 8 != 0) return cudaErrorInvalidValue;
+  const int64_t n = p.count * p.layout.rows * (p.layout.cols / 8);
+  if (n == 0) return cudaSuccess;
+  const int blocks = static_cast<int>(std::min<int64_t>(blocks_for(n), 8192));
+  dequantize_bf16_kernel<<<blocks, kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
 }
 
 cudaError_t launch_codes_to_signed(int32_t* words, int64_t num_words, int bits, cudaStream_t stream) {

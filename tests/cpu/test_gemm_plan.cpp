@@ -267,7 +267,9 @@ TEST(GemmPlan, ExpertsBeyondThirtyTwoBitOffsetsFallBack) {
 TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
   // FP8 and INT8 W8A8 with one weight scale per tensor or channel and one input scale per row, FP8
   // with 128 x 128 weight blocks, unquantized bf16, symmetric W4A16 and W8A16 with groups of >= 64,
-  // and W4A8 (FP8 or INT8 activations) have prefill kernels; every other scheme keeps the decode
+  // and W4A8 (FP8 or INT8 activations) have prefill kernels; the other weight-only schemes of bf16
+  // models (groups of 32, zero points, MXFP4) run the bf16 one on weights dequantized at forward
+  // time; NVFP4 (its weights scaled in fp32 by the global scale, not bf16 values) keeps the decode
   // kernels at every size (for now).
   for (const std::string& scheme : synthetic_schemes()) {
     const MoeLayer layer = synthetic_layer(scheme, {"small", 4, 2, 256, 128}, 7, 1);
@@ -279,7 +281,8 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
                                : scheme == "fp8_block"                           ? GroupedKernel::kFp8Block
                                : scheme == "w8a16"                               ? GroupedKernel::kInt8Bf16
                                : scheme == "w4a8_fp8" || scheme == "w4a8_int8"   ? GroupedKernel::kInt4Codes
-                                                                                 : GroupedKernel::kNone;
+                               : scheme == "nvfp4_w4a4" || scheme == "nvfp4a16"  ? GroupedKernel::kNone
+                                                                                 : GroupedKernel::kDequantBf16;
     EXPECT_EQ(p.g1, want) << scheme;
     EXPECT_EQ(p.g2, want) << scheme;
   }
@@ -341,18 +344,21 @@ TEST(GemmPlan, Int4PrefillKernelNeedsItsLayout) {
   g64.group_size = 64;
   EXPECT_EQ(plan_grouped_kernel(channel, false, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
   EXPECT_EQ(plan_grouped_kernel(g64, false, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
-  // Groups of 32, zero points, f16 scales or inputs, act order, k not in 16-byte int4 rows, rows
-  // not in 16-byte scale rows: none.
+  // Groups of 32, zero points, act order (whose decode kernel is the CUDA-core one): the bf16
+  // kernel on dequantized weights. f16 scales or inputs, k not in 16-byte int4 rows, rows not in
+  // 16-byte scale rows: none.
   g32.group_size = 32;
   asym.has_zero_point = true;
   f16_scales.scale_kind = 1;
-  EXPECT_EQ(plan_grouped_kernel(g32, false, false, bf16_in, mma), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(asym, false, false, bf16_in, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(g32, false, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(asym, false, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(int4, true, false, bf16_in, GemmKernel::kCudaCore), GroupedKernel::kDequantBf16);
   EXPECT_EQ(plan_grouped_kernel(f16_scales, false, false, bf16_in, mma), GroupedKernel::kNone);
   EXPECT_EQ(plan_grouped_kernel(int4, false, false, {0, 0, 1, true}, mma), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(int4, true, false, bf16_in, mma), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(sized(channel, 256, 48), false, false, bf16_in, mma), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(sized(channel, 260, 256), false, false, bf16_in, mma), GroupedKernel::kNone);
+  // (Dequantized, these take the bf16 kernel, whose rows are 16 bytes from 8 columns.)
+  EXPECT_EQ(plan_grouped_kernel(sized(channel, 256, 48), false, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(sized(channel, 260, 256), false, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(sized(channel, 256, 40), false, false, bf16_in, mma), GroupedKernel::kNone);
   EXPECT_EQ(plan_grouped_kernel(sized(channel, 2880, 2880), false, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
   // INT8 weight-only, packed (made signed at load) or int8 storage: the same kernel on int8 codes,
   // with the same limits (16-byte rows are 16 columns of int8).
@@ -363,11 +369,64 @@ TEST(GemmPlan, Int4PrefillKernelNeedsItsLayout) {
   EXPECT_EQ(plan_grouped_kernel(int8, false, false, bf16_in, mma), GroupedKernel::kInt8Bf16);
   EXPECT_EQ(plan_grouped_kernel(int8_storage, false, false, bf16_in, mma), GroupedKernel::kInt8Bf16);
   EXPECT_EQ(plan_grouped_kernel(sized(int8, 256, 136), false, false, bf16_in, mma), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(int8_asym, false, false, bf16_in, mma), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(int8_g32, false, false, bf16_in, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(int8_asym, false, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(int8_g32, false, false, bf16_in, mma), GroupedKernel::kDequantBf16);
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt8Bf16));
   EXPECT_TRUE(dequantizes_weights(GroupedKernel::kInt8Bf16));
   EXPECT_FALSE(dequantizes_weights(GroupedKernel::kBf16));
+}
+
+TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {
+  // Every dequantized weight must be a bf16 (the CPU's value), and the input rows exactly bf16.
+  const GemmKernel mma = GemmKernel::kTensorCore16;
+  const GemmInput bf16_in{};
+  GemmLayout mxfp4 = layout_of_scheme("mxfp4"), nvfp4_f32 = layout_of_scheme("nvfp4a16"), g32 = layout_of_scheme("w4a16_g32");
+  GemmLayout nvfp4 = nvfp4_f32;
+  nvfp4.round_to_scale_dtype = true;  // bf16(e2m1 * fp8(s) / global)
+  EXPECT_TRUE(dequantizes_to_bf16_exactly(mxfp4));
+  EXPECT_TRUE(dequantizes_to_bf16_exactly(nvfp4));
+  EXPECT_TRUE(dequantizes_to_bf16_exactly(g32));
+  EXPECT_EQ(plan_grouped_kernel(mxfp4, false, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(nvfp4, false, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  // NVFP4 scaled in fp32 (as vLLM's weight-only NVFP4 layers are), f32 scales, unrounded products:
+  // the values are not bf16s.
+  GemmLayout g32_f32 = g32, g32_unrounded = g32;
+  g32_f32.scale_kind = 2;
+  g32_unrounded.round_to_scale_dtype = false;
+  for (const GemmLayout& L : {nvfp4_f32, g32_f32, g32_unrounded}) {
+    EXPECT_FALSE(dequantizes_to_bf16_exactly(L));
+    EXPECT_EQ(plan_grouped_kernel(L, false, false, bf16_in, mma), GroupedKernel::kNone);
+  }
+  // f16 models, fp32 inputs (not exactly 16-bit), quantized inputs, a bias: none.
+  EXPECT_EQ(plan_grouped_kernel(g32, false, false, {0, 0, 1, true}, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(g32, false, false, {0, 0, 0, false}, GemmKernel::kCudaCore), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(g32, false, false, {static_cast<int>(ActQuant::kFp8PerToken), 0, 0, true},
+                                GemmKernel::kTensorCoreCodes),
+            GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(mxfp4, false, true, bf16_in, mma), GroupedKernel::kNone);
+  // The bf16 kernel's rows and tiles (not the mixed-input kernel's), and its own crossover.
+  EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kDequantBf16));
+  EXPECT_FALSE(dequantizes_weights(GroupedKernel::kDequantBf16));
+  EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kDequantBf16, 4096), 0);
+  for (int t = 0; t < kGroupedTiles; ++t) {
+    const auto tile = static_cast<GroupedTile>(t);
+    EXPECT_EQ(grouped_tile_built(GroupedKernel::kDequantBf16, tile), grouped_tile_built(GroupedKernel::kBf16, tile));
+    EXPECT_EQ(tile_config(GroupedKernel::kDequantBf16, tile), tile_config(GroupedKernel::kBf16, tile));
+  }
+  for (int64_t slots : {64, 1024, 8192, 65536})
+    EXPECT_EQ(plan_grouped_tile(GroupedKernel::kDequantBf16, slots, 128), plan_grouped_tile(GroupedKernel::kBf16, slots, 128));
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantBf16, 128, 8),
+            (int64_t{kGroupedMinRowsPerExpertDequant} * 128 + 7) / 8);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 2), int64_t{kGroupedMinRowsPerExpertDequantFewExperts} * 4);
+}
+
+TEST(GemmPlan, DequantizedBatchesFitTheWorkspace) {
+  const int64_t mib = int64_t{1} << 20;
+  EXPECT_EQ(dequant_batch_experts(100 * mib, 8, 1024 * mib), 8);   // all experts fit
+  EXPECT_EQ(dequant_batch_experts(235 * mib, 8, 1024 * mib), 4);   // Mixtral's w13: 4 of 235 MiB
+  EXPECT_EQ(dequant_batch_experts(2048 * mib, 8, 1024 * mib), 1);  // at least one expert
+  EXPECT_EQ(dequant_batch_experts(mib, 256, 16 * mib), 16);
+  EXPECT_EQ(dequant_batch_experts(mib, 0, 16 * mib), 1);
 }
 
 TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
@@ -561,11 +620,19 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kTiny));
   EXPECT_EQ(m.w13.tiles.back().first, int64_t{kInt4MinRowsForLarge} * 8 / 2);
   EXPECT_EQ(m.w13.tiles.back().second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kLarge));
+  // MXFP4: the bf16 kernel on dequantized weights from its own crossover, with the bf16 tiles.
   const MoeLayer mx = synthetic_layer("mxfp4", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1);
   const CudaPlanSummary n = summarize_cuda_plan(mx, 0);
-  EXPECT_EQ(n.w2.prefill, "none");
-  EXPECT_EQ(n.w2.prefill_from_tokens, -1);
-  EXPECT_TRUE(n.w2.tiles.empty());
+  EXPECT_EQ(n.w2.prefill, to_string(GroupedKernel::kDequantBf16));
+  EXPECT_EQ(n.w2.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 4));
+  expect_exact_switches(n.w2, GroupedKernel::kDequantBf16, mx);
+  ASSERT_FALSE(n.w2.tiles.empty());
+  EXPECT_EQ(n.w2.tiles.back().second, tile_config(GroupedKernel::kBf16, GroupedTile::kLarge));
+  // NVFP4 weight-only: none yet.
+  const CudaPlanSummary nv = summarize_cuda_plan(synthetic_layer("nvfp4a16", {"small", 8, 2, 256, 128}, 7, 1), 0);
+  EXPECT_EQ(nv.w13.prefill, "none");
+  EXPECT_EQ(nv.w13.prefill_from_tokens, -1);
+  EXPECT_TRUE(nv.w13.tiles.empty());
 }
 
 TEST(GemmPlan, KernelNames) {

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -551,9 +552,154 @@ TEST(PrefillKernels, EdgeCases) {
   expect_cuda_matches_cpu(dyn, x, logits, "prefill fp8 per-tensor dynamic inputs", GemmPath::kPrefill);
 }
 
+// ---- prefill on dequantized weights (groups of 32, zero points, act order, MXFP4) ----------------
+
+// The device API's forward with a workspace of `dequant_bytes` for dequantized experts, into a
+// NaN-poisoned output, eager and replayed from a captured graph (bit for bit), against the CPU.
+void expect_dequantized_prefill_matches_cpu(const MoeLayer& layer, const Tensor& x, const Tensor& logits,
+                                            const Tensor& want, const ForwardOptions& options, int max_tokens,
+                                            int64_t dequant_bytes, const std::string& what) {
+  const int T = static_cast<int>(x.dim(0));
+  CudaMoeLayer dev(layer, max_tokens, dequant_bytes);
+  void *d_x, *d_logits, *d_eager, *d_graph;
+  const size_t out_bytes = sizeof(float) * T * layer.hidden;
+  ASSERT_EQ(cudaMalloc(&d_x, x.size_bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_logits, logits.size_bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_eager, out_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_graph, out_bytes), cudaSuccess);
+  cudaMemcpy(d_x, x.raw(), x.size_bytes(), cudaMemcpyHostToDevice);
+  cudaMemcpy(d_logits, logits.raw(), logits.size_bytes(), cudaMemcpyHostToDevice);
+  cudaMemset(d_eager, 0xFF, out_bytes);
+  cudaMemset(d_graph, 0xFF, out_bytes);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_eager), T, stream, options);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_graph), T, stream, options);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  Tensor got(DType::kF32, {T, layer.hidden}), replay(DType::kF32, {T, layer.hidden});
+  cudaMemcpy(got.raw(), d_eager, out_bytes, cudaMemcpyDeviceToHost);
+  cudaMemcpy(replay.raw(), d_graph, out_bytes, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(0, std::memcmp(got.raw(), replay.raw(), out_bytes)) << what << ": graph replay differs";
+  const OutputDiff d = compare_outputs(got, want);
+  std::printf("    %-60s rel_l2 %.2e\n", what.c_str(), d.rel_l2);
+  EXPECT_TRUE(d.finite) << what << seed_note();
+  EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, options, Comparison::kCudaVsReference, T))
+      << what << " max abs err " << d.max_abs_error << seed_note();
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  cudaFree(d_x);
+  cudaFree(d_logits);
+  cudaFree(d_eager);
+  cudaFree(d_graph);
+}
+
+// Act order: each k column's group from a shuffled g_idx (every group keeps group_size columns).
+MoeLayer with_act_order(MoeLayer layer) {
+  for (ExpertWeights& ew : layer.experts)
+    for (QuantWeight* w : {&ew.w13, &ew.w2}) {
+      std::vector<int32_t> groups(w->cols);
+      for (int64_t c = 0; c < w->cols; ++c) groups[c] = static_cast<int32_t>(c / w->group_size);
+      std::shuffle(groups.begin(), groups.end(), rng());
+      w->g_idx = Tensor(DType::kI32, {w->cols});
+      std::memcpy(w->g_idx.raw(), groups.data(), groups.size() * sizeof(int32_t));
+    }
+  return layer;
+}
+
+TEST(DequantizedPrefill, MatchesTheCpuBackend) {
+  REQUIRE_GPU();
+  ForwardOptions prefill;
+  prefill.gemm_path = GemmPath::kPrefill;
+  struct Case {
+    std::string name;
+    MoeLayer layer;
+  };
+  std::vector<Case> cases;
+  for (LayerShape shape : {LayerShape{16, 8, 2048, 768}, LayerShape{8, 4, 2880, 1440}}) {
+    const std::string h = " H " + std::to_string(shape.hidden);
+    MoeLayer g32 = random_layer(Scheme::kW4A16AsymG32, shape);
+    cases.push_back({"w4a16_asym_g32" + h, g32});
+    for (ExpertWeights& ew : g32.experts) ew.w13.zero_point = ew.w2.zero_point = Tensor();
+    cases.push_back({"w4a16_g32 (Kimi-K2's scheme)" + h, g32});
+    cases.push_back({"mxfp4" + h, random_layer(Scheme::kMxfp4, shape)});
+    if (shape.hidden == 2048) {  // groups of 64 / 128 do not divide 1440
+      cases.push_back({"w8a16_asym_g64" + h, random_layer(Scheme::kW8A16AsymG64, shape)});
+      cases.push_back({"w4a16_g128 act order" + h, with_act_order(random_layer(Scheme::kW4A16G128, shape))});
+    }
+  }
+  for (const Case& c : cases) {
+    const LayerGemmPlan plan = plan_layer_gemms(c.layer, 0, true);
+    ASSERT_EQ(plan.g1, GroupedKernel::kDequantBf16) << c.name;
+    ASSERT_EQ(plan.g2, GroupedKernel::kDequantBf16) << c.name;
+    const int max_tokens = static_cast<int>(grouped_min_tokens(plan.g1, c.layer.num_experts, c.layer.top_k));
+    const int64_t expert_bytes = int64_t{2} * c.layer.hidden * c.layer.inter * 2;  // w13's bf16 weights
+    for (int64_t tokens : {1, 7, 64, 300}) {
+      Tensor x, logits;
+      random_inputs(tokens, c.layer, x, logits);
+      const Tensor want = make_backend("cpu")->forward(c.layer, x, logits, prefill);
+      const int max_t = std::max<int>(max_tokens, static_cast<int>(tokens));
+      // All experts in one batch, one expert per batch, and 3 per batch (a short last batch).
+      for (int64_t workspace : {int64_t{1} << 30, expert_bytes, 3 * expert_bytes})
+        expect_dequantized_prefill_matches_cpu(c.layer, x, logits, want, prefill, max_t, workspace,
+                                               "prefill " + c.name + " tokens " + std::to_string(tokens) +
+                                                   " batch " + std::to_string(dequant_batch_experts(expert_bytes,
+                                                   c.layer.num_local_experts, workspace)));
+      // The automatic path past the crossover, through the host API.
+      if (tokens == 300) expect_cuda_matches_cpu(c.layer, x, logits, "auto " + c.name + " tokens 300");
+    }
+  }
+}
+
+// Edges (in the memcheck list of tools/gpu_test.sh): all tokens on two experts, an expert map with
+// non-local experts (forced and automatic), a forced path without a workspace.
+TEST(DequantizedPrefill, EdgeCases) {
+  REQUIRE_GPU();
+  const ForwardOptions defaults;
+  ForwardOptions prefill;
+  prefill.gemm_path = GemmPath::kPrefill;
+  MoeLayer one = random_layer(Scheme::kW4A16AsymG32, {8, 2, 512, 256});
+  const int max_tokens = static_cast<int>(grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 2));
+  Tensor x, logits;
+  random_inputs(200, one, x, logits);
+  for (int64_t t = 0; t < 200; ++t) {
+    logits.data<float>()[t * 8 + 3] = 30.0f;
+    logits.data<float>()[t * 8 + 5] = 29.0f;
+  }
+  auto cpu = make_backend("cpu");
+  expect_dequantized_prefill_matches_cpu(one, x, logits, cpu->forward(one, x, logits, prefill), prefill, max_tokens,
+                                         int64_t{1} << 20, "prefill w4a16_asym_g32 all tokens on experts 3 and 5");
+  MoeLayer ep = random_layer(Scheme::kMxfp4, {8, 2, 512, 256});
+  ep.expert_map = {-1, 0, -1, 1, -1, 2, -1, 3};
+  ep.num_local_experts = 4;
+  ep.experts.resize(4);
+  random_inputs(150, ep, x, logits);
+  expect_dequantized_prefill_matches_cpu(ep, x, logits, cpu->forward(ep, x, logits, prefill), prefill, max_tokens,
+                                         int64_t{1} << 20, "prefill mxfp4 expert map");
+  random_inputs(1000, ep, x, logits);
+  expect_dequantized_prefill_matches_cpu(ep, x, logits, cpu->forward(ep, x, logits, defaults), defaults, 1000,
+                                         int64_t{1} << 20, "auto mxfp4 expert map 1000 tokens");
+  // Forcing the path on a layer whose workspace was not allocated (max_tokens below the crossover)
+  // says so before anything runs.
+  random_inputs(4, one, x, logits);
+  try {
+    make_backend("cuda")->forward(one, x, logits, prefill);
+    ADD_FAILURE() << "forced dequantized prefill without a workspace ran";
+  } catch (const NotSupported& e) {
+    EXPECT_NE(std::string(e.what()).find("max_tokens >= " + std::to_string(max_tokens)), std::string::npos) << e.what();
+  }
+}
+
 TEST(PrefillKernels, SchemesWithoutOneSayNotSupported) {
   REQUIRE_GPU();
-  const MoeLayer layer = random_layer(Scheme::kW4A16AsymG32, {8, 2, 512, 256});
+  const MoeLayer layer = random_layer(Scheme::kNvfp4, {8, 2, 512, 256});
   Tensor x, logits;
   random_inputs(4, layer, x, logits);
   ForwardOptions options;
