@@ -173,9 +173,8 @@ GroupedKernel native_grouped_kernel(const GemmLayout& L, bool has_g_idx, const G
 
 }  // namespace
 
-GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_bias, const GemmInput& in,
+GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput& in,
                                   GemmKernel decode) {
-  if (has_bias) return GroupedKernel::kNone;
   // 16-byte rows for TMA (k 8-bit codes, n fp32 outputs); int32 problem sizes.
   if (L.cols % 16 != 0 || L.rows % 4 != 0 || L.rows >= (int64_t{1} << 31) || L.cols >= (int64_t{1} << 31))
     return GroupedKernel::kNone;
@@ -337,8 +336,8 @@ LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_i
   };
   p.k1 = zero_point_guard(p.k1, ew.w13);
   p.k2 = zero_point_guard(p.k2, ew.w2);
-  p.g1 = plan_grouped_kernel(p.w13, p.w13_has_g_idx, !ew.w13_bias.empty(), p.in1, p.k1);
-  p.g2 = plan_grouped_kernel(p.w2, p.w2_has_g_idx, !ew.w2_bias.empty(), p.in2, p.k2);
+  p.g1 = plan_grouped_kernel(p.w13, p.w13_has_g_idx, p.in1, p.k1);
+  p.g2 = plan_grouped_kernel(p.w2, p.w2_has_g_idx, p.in2, p.k2);
   return p;
 }
 

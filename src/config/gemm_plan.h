@@ -93,9 +93,9 @@ int dequant_batch_experts(int64_t expert_bytes, int num_experts, int64_t workspa
 // kInt4Codes's bf16 codes), or one per 128 columns (kFp8Block); 0 for unscaled 16-bit rows.
 int64_t grouped_scales_per_row(GroupedKernel kind, int64_t k);
 // The prefill kernel for a projection whose decode kernel is `decode` (the sorted rows are gathered
-// from the decode kernels' input codes, or are the 16-bit inputs of kBf16 / kDequantBf16). Layers
-// with a bias keep the decode kernels for now.
-GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, bool has_bias, const GemmInput& in,
+// from the decode kernels' input codes, or are the 16-bit inputs of kBf16 / kDequantBf16). A bias
+// is added to the output rows after the GEMM (launch_add_expert_bias).
+GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput& in,
                                   GemmKernel decode);
 // The tiles (GroupedTile, kGroupedTiles): config/grouped_tile.h.
 std::string to_string(GroupedTile t);  // "small", "medium", "large", "huge", "tiny", "tiny48"

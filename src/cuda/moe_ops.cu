@@ -908,6 +908,24 @@ __global__ void dequantize_bf16_kernel(DequantParams p) {
   }
 }
 
+// One thread per 4 columns of a sorted output row.
+__global__ void add_expert_bias_kernel(ExpertBiasParams p) {
+  const int64_t quads = p.n / 4, total = static_cast<int64_t>(*p.total_rows) * quads;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = i / quads, c = i % quads * 4;
+    const float* bias = p.experts[p.slot_expert[p.sorted_slots[row]]].bias;
+    if (!bias) continue;
+    float4* d = reinterpret_cast<float4*>(p.d_rows + row * p.n + c);
+    float4 v = *d;
+    v.x += bias[c];
+    v.y += bias[c + 1];
+    v.z += bias[c + 2];
+    v.w += bias[c + 3];
+    *d = v;
+  }
+}
+
 __global__ void expand_column_scales_kernel(WeightLayout L, const ExpertTensors* experts, int num_experts, float* out) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= num_experts * L.rows) return;
@@ -1035,6 +1053,14 @@ cudaError_t launch_grouped_setup(const GroupedSetupParams& p, cudaStream_t strea
 cudaError_t launch_grouped_setup_batch(const GroupedSetupParams& p, const DequantBatch& batch, cudaStream_t stream) {
   if (p.groups == 0) return cudaSuccess;
   return launch_chained(grouped_setup_kernel, (p.groups + 127) / 128, 128, 0, stream, p, batch);
+}
+
+cudaError_t launch_add_expert_bias(const ExpertBiasParams& p, cudaStream_t stream) {
+  if (p.n % 4 != 0) return cudaErrorInvalidValue;
+  const int64_t n = int64_t{p.max_rows} * (p.n / 4);
+  if (n == 0) return cudaSuccess;
+  add_expert_bias_kernel<<<static_cast<int>(std::min<int64_t>(blocks_for(n), 8192)), kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
 }
 
 cudaError_t launch_dequantize_bf16(const DequantParams& p, cudaStream_t stream) {

@@ -207,12 +207,15 @@ TEST(Cli, InspectCudaPlan) {
     EXPECT_EQ(fp8.at(gemm).at("prefill_tiles").at(0).at("from_tokens").get<int64_t>(), kGroupedMinTokensFp8);
   }
   EXPECT_EQ(fp8.at("w13").at("prefill_tiles").back().at("tile").get<std::string>(), "coop 128x256 cluster 1x2");
-  // MXFP4 has no prefill kernel; act-order groups run the generic decode kernel.
+  // gpt-oss's MXFP4 (with biases) and act-order groups: the bf16 kernel on dequantized weights for
+  // prefill; act order decodes on the generic kernel.
   const auto mxfp4 = plan_of("gptoss_mxfp4a16");
-  EXPECT_EQ(mxfp4.at("w13").at("prefill").get<std::string>(), "none");
-  EXPECT_EQ(mxfp4.at("w13").at("prefill_from_tokens").get<int64_t>(), -1);
-  EXPECT_TRUE(mxfp4.at("w13").at("prefill_tiles").empty());
-  EXPECT_EQ(plan_of("w4a16_actorder_group").at("w2").at("decode").get<std::string>(), "CUDA-core GEMV/generic");
+  EXPECT_EQ(mxfp4.at("w13").at("prefill").get<std::string>(), to_string(GroupedKernel::kDequantBf16));
+  EXPECT_GT(mxfp4.at("w13").at("prefill_from_tokens").get<int64_t>(), 1);
+  EXPECT_FALSE(mxfp4.at("w13").at("prefill_tiles").empty());
+  const auto act_order = plan_of("w4a16_actorder_group");
+  EXPECT_EQ(act_order.at("w2").at("decode").get<std::string>(), "CUDA-core GEMV/generic");
+  EXPECT_EQ(act_order.at("w2").at("prefill").get<std::string>(), to_string(GroupedKernel::kDequantBf16));
   const Result text = run_cli("inspect " + test::fixture_dir("deepseek_fp8_block") + " --cuda-plan");
   EXPECT_THAT(text.out, HasSubstr("prefill kernel from 1 token\n"));
   const Result plain = run_cli("inspect " + test::fixture_dir("mixtral_fp8_dynamic") + " --json");

@@ -292,38 +292,44 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
   EXPECT_EQ(plan_layer_gemms(bf16, 0, false).g1, GroupedKernel::kBf16);
   EXPECT_EQ(plan_layer_gemms(bf16, 0, false).g2, GroupedKernel::kNone);
   EXPECT_EQ(plan_layer_gemms(bf16, 1, true).g1, GroupedKernel::kNone);
+  // Biases (gpt-oss) are added after the prefill GEMM: they change no kernel.
+  MoeLayer biased = synthetic_layer("mxfp4", {"small", 4, 2, 256, 128}, 7, 1);
+  for (ExpertWeights& ew : biased.experts) {
+    ew.w13_bias = Tensor(DType::kF32, {ew.w13.rows});
+    ew.w2_bias = Tensor(DType::kF32, {ew.w2.rows});
+  }
+  EXPECT_EQ(plan_layer_gemms(biased, 0, true).g1, GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_layer_gemms(biased, 0, true).g2, GroupedKernel::kDequantBf16);
 }
 
 TEST(GemmPlan, PrefillKernelNeedsItsLayout) {
   const GemmLayout fp8 = layout_of_scheme("fp8_channel");
   const GemmInput per_token{static_cast<int>(ActQuant::kFp8PerToken), 0, 0, true};
   const GemmKernel codes = GemmKernel::kTensorCoreCodes;
-  EXPECT_EQ(plan_grouped_kernel(fp8, false, false, per_token, codes), GroupedKernel::kFp8);
+  EXPECT_EQ(plan_grouped_kernel(fp8, false, per_token, codes), GroupedKernel::kFp8);
   for (ActQuant q : {ActQuant::kFp8PerTensorDynamic, ActQuant::kFp8Static})
-    EXPECT_EQ(plan_grouped_kernel(fp8, false, false, {static_cast<int>(q), 0, 0, true}, codes), GroupedKernel::kFp8);
-  // Per-group inputs, a bias, act order, a decode kernel without codes, rows or columns TMA cannot
-  // address in 16-byte units: none.
-  EXPECT_EQ(plan_grouped_kernel(fp8, false, false, {static_cast<int>(ActQuant::kFp8Group), 128, 0, true}, codes),
+    EXPECT_EQ(plan_grouped_kernel(fp8, false, {static_cast<int>(q), 0, 0, true}, codes), GroupedKernel::kFp8);
+  // Per-group inputs, act order, a decode kernel without codes, rows or columns TMA cannot address
+  // in 16-byte units: none.
+  EXPECT_EQ(plan_grouped_kernel(fp8, false, {static_cast<int>(ActQuant::kFp8Group), 128, 0, true}, codes),
             GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(fp8, false, true, per_token, codes), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(fp8, true, false, per_token, codes), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(fp8, false, false, per_token, GemmKernel::kCudaCore), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(sized(fp8, 256, 136), false, false, per_token, codes), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(sized(fp8, 258, 256), false, false, per_token, codes), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(sized(fp8, 2880, 2880), false, false, per_token, codes), GroupedKernel::kFp8);
+  EXPECT_EQ(plan_grouped_kernel(fp8, true, per_token, codes), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(fp8, false, per_token, GemmKernel::kCudaCore), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(sized(fp8, 256, 136), false, per_token, codes), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(sized(fp8, 258, 256), false, per_token, codes), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(sized(fp8, 2880, 2880), false, per_token, codes), GroupedKernel::kFp8);
   // Block-scaled FP8 weights: 128 x 128 blocks with inputs in groups of 128 columns only (k not a
   // multiple of 128 is fine: partial last blocks).
   const GemmLayout block = layout_of_scheme("fp8_block");
   const GemmInput groups128{static_cast<int>(ActQuant::kFp8Group), 128, 0, true};
-  EXPECT_EQ(plan_grouped_kernel(block, false, false, groups128, codes), GroupedKernel::kFp8Block);
-  EXPECT_EQ(plan_grouped_kernel(sized(block, 2880, 2880), false, false, groups128, codes), GroupedKernel::kFp8Block);
-  EXPECT_EQ(plan_grouped_kernel(block, false, false, per_token, codes), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(block, false, false, {static_cast<int>(ActQuant::kFp8Group), 64, 0, true}, codes),
+  EXPECT_EQ(plan_grouped_kernel(block, false, groups128, codes), GroupedKernel::kFp8Block);
+  EXPECT_EQ(plan_grouped_kernel(sized(block, 2880, 2880), false, groups128, codes), GroupedKernel::kFp8Block);
+  EXPECT_EQ(plan_grouped_kernel(block, false, per_token, codes), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(block, false, {static_cast<int>(ActQuant::kFp8Group), 64, 0, true}, codes),
             GroupedKernel::kNone);
   GemmLayout block64 = block;
   block64.block_rows = block64.block_cols = 64;
-  EXPECT_EQ(plan_grouped_kernel(block64, false, false, groups128, codes), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(block, false, true, groups128, codes), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(block64, false, groups128, codes), GroupedKernel::kNone);
   // Scales per sorted row: one per 128 columns (rounded up) for block-scaled inputs.
   EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kFp8Block, 7168), 56);
   EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kFp8Block, 2880), 23);
@@ -335,42 +341,42 @@ TEST(GemmPlan, Int4PrefillKernelNeedsItsLayout) {
   const GemmLayout int4 = layout_of_scheme("w4a16_g128");
   const GemmInput bf16_in{};
   const GemmKernel mma = GemmKernel::kTensorCore16;
-  EXPECT_EQ(plan_grouped_kernel(int4, false, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
+  EXPECT_EQ(plan_grouped_kernel(int4, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt4Bf16));
   EXPECT_FALSE(takes_16bit_rows(GroupedKernel::kFp8));
   // Channel scales (one group of k) and groups that are multiples of the 64-wide k-tiles.
   GemmLayout channel = int4, g64 = int4, g32 = int4, asym = int4, f16_scales = int4;
   channel.strategy = static_cast<int>(Strategy::kChannel);
   g64.group_size = 64;
-  EXPECT_EQ(plan_grouped_kernel(channel, false, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
-  EXPECT_EQ(plan_grouped_kernel(g64, false, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
+  EXPECT_EQ(plan_grouped_kernel(channel, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
+  EXPECT_EQ(plan_grouped_kernel(g64, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
   // Groups of 32, zero points, act order (whose decode kernel is the CUDA-core one): the bf16
   // kernel on dequantized weights. f16 scales or inputs, k not in 16-byte int4 rows, rows not in
   // 16-byte scale rows: none.
   g32.group_size = 32;
   asym.has_zero_point = true;
   f16_scales.scale_kind = 1;
-  EXPECT_EQ(plan_grouped_kernel(g32, false, false, bf16_in, mma), GroupedKernel::kDequantBf16);
-  EXPECT_EQ(plan_grouped_kernel(asym, false, false, bf16_in, mma), GroupedKernel::kDequantBf16);
-  EXPECT_EQ(plan_grouped_kernel(int4, true, false, bf16_in, GemmKernel::kCudaCore), GroupedKernel::kDequantBf16);
-  EXPECT_EQ(plan_grouped_kernel(f16_scales, false, false, bf16_in, mma), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(int4, false, false, {0, 0, 1, true}, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(g32, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(asym, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(int4, true, bf16_in, GemmKernel::kCudaCore), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(f16_scales, false, bf16_in, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(int4, false, {0, 0, 1, true}, mma), GroupedKernel::kNone);
   // (Dequantized, these take the bf16 kernel, whose rows are 16 bytes from 8 columns.)
-  EXPECT_EQ(plan_grouped_kernel(sized(channel, 256, 48), false, false, bf16_in, mma), GroupedKernel::kDequantBf16);
-  EXPECT_EQ(plan_grouped_kernel(sized(channel, 260, 256), false, false, bf16_in, mma), GroupedKernel::kDequantBf16);
-  EXPECT_EQ(plan_grouped_kernel(sized(channel, 256, 40), false, false, bf16_in, mma), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(sized(channel, 2880, 2880), false, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
+  EXPECT_EQ(plan_grouped_kernel(sized(channel, 256, 48), false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(sized(channel, 260, 256), false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(sized(channel, 256, 40), false, bf16_in, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(sized(channel, 2880, 2880), false, bf16_in, mma), GroupedKernel::kInt4Bf16);
   // INT8 weight-only, packed (made signed at load) or int8 storage: the same kernel on int8 codes,
   // with the same limits (16-byte rows are 16 columns of int8).
   GemmLayout int8 = layout_of_scheme("w8a16"), int8_storage = int8, int8_asym = int8, int8_g32 = int8;
   int8_storage.format = static_cast<int>(WeightFormat::kIntUnpacked);
   int8_asym.has_zero_point = true;
   int8_g32.group_size = 32;
-  EXPECT_EQ(plan_grouped_kernel(int8, false, false, bf16_in, mma), GroupedKernel::kInt8Bf16);
-  EXPECT_EQ(plan_grouped_kernel(int8_storage, false, false, bf16_in, mma), GroupedKernel::kInt8Bf16);
-  EXPECT_EQ(plan_grouped_kernel(sized(int8, 256, 136), false, false, bf16_in, mma), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(int8_asym, false, false, bf16_in, mma), GroupedKernel::kDequantBf16);
-  EXPECT_EQ(plan_grouped_kernel(int8_g32, false, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(int8, false, bf16_in, mma), GroupedKernel::kInt8Bf16);
+  EXPECT_EQ(plan_grouped_kernel(int8_storage, false, bf16_in, mma), GroupedKernel::kInt8Bf16);
+  EXPECT_EQ(plan_grouped_kernel(sized(int8, 256, 136), false, bf16_in, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(int8_asym, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(int8_g32, false, bf16_in, mma), GroupedKernel::kDequantBf16);
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt8Bf16));
   EXPECT_TRUE(dequantizes_weights(GroupedKernel::kInt8Bf16));
   EXPECT_FALSE(dequantizes_weights(GroupedKernel::kBf16));
@@ -386,8 +392,8 @@ TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {
   EXPECT_TRUE(dequantizes_to_bf16_exactly(mxfp4));
   EXPECT_TRUE(dequantizes_to_bf16_exactly(nvfp4));
   EXPECT_TRUE(dequantizes_to_bf16_exactly(g32));
-  EXPECT_EQ(plan_grouped_kernel(mxfp4, false, false, bf16_in, mma), GroupedKernel::kDequantBf16);
-  EXPECT_EQ(plan_grouped_kernel(nvfp4, false, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(mxfp4, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(nvfp4, false, bf16_in, mma), GroupedKernel::kDequantBf16);
   // NVFP4 scaled in fp32 (as vLLM's weight-only NVFP4 layers are), f32 scales, unrounded products:
   // the values are not bf16s.
   GemmLayout g32_f32 = g32, g32_unrounded = g32;
@@ -395,15 +401,14 @@ TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {
   g32_unrounded.round_to_scale_dtype = false;
   for (const GemmLayout& L : {nvfp4_f32, g32_f32, g32_unrounded}) {
     EXPECT_FALSE(dequantizes_to_bf16_exactly(L));
-    EXPECT_EQ(plan_grouped_kernel(L, false, false, bf16_in, mma), GroupedKernel::kNone);
+    EXPECT_EQ(plan_grouped_kernel(L, false, bf16_in, mma), GroupedKernel::kNone);
   }
-  // f16 models, fp32 inputs (not exactly 16-bit), quantized inputs, a bias: none.
-  EXPECT_EQ(plan_grouped_kernel(g32, false, false, {0, 0, 1, true}, mma), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(g32, false, false, {0, 0, 0, false}, GemmKernel::kCudaCore), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(g32, false, false, {static_cast<int>(ActQuant::kFp8PerToken), 0, 0, true},
+  // f16 models, fp32 inputs (not exactly 16-bit), quantized inputs: none.
+  EXPECT_EQ(plan_grouped_kernel(g32, false, {0, 0, 1, true}, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(g32, false, {0, 0, 0, false}, GemmKernel::kCudaCore), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(g32, false, {static_cast<int>(ActQuant::kFp8PerToken), 0, 0, true},
                                 GemmKernel::kTensorCoreCodes),
             GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(mxfp4, false, true, bf16_in, mma), GroupedKernel::kNone);
   // The bf16 kernel's rows and tiles (not the mixed-input kernel's), and its own crossover.
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kDequantBf16));
   EXPECT_FALSE(dequantizes_weights(GroupedKernel::kDequantBf16));
@@ -437,16 +442,16 @@ TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
   const GemmKernel codes = GemmKernel::kTensorCoreCodes;
   const GemmInput fp8_in{static_cast<int>(ActQuant::kFp8PerToken), 0, 0, true};
   const GemmInput int8_in{static_cast<int>(ActQuant::kInt8PerToken), 0, 0, true};
-  EXPECT_EQ(plan_grouped_kernel(w4, false, false, fp8_in, codes), GroupedKernel::kInt4Codes);
-  EXPECT_EQ(plan_grouped_kernel(w4, false, false, int8_in, codes), GroupedKernel::kInt4Codes);
+  EXPECT_EQ(plan_grouped_kernel(w4, false, fp8_in, codes), GroupedKernel::kInt4Codes);
+  EXPECT_EQ(plan_grouped_kernel(w4, false, int8_in, codes), GroupedKernel::kInt4Codes);
   GemmLayout f32_scales = w4, asym = w4, g32 = w4;
   f32_scales.scale_kind = 2;
   asym.has_zero_point = true;
   g32.group_size = 32;
-  EXPECT_EQ(plan_grouped_kernel(f32_scales, false, false, fp8_in, codes), GroupedKernel::kInt4Codes);
-  EXPECT_EQ(plan_grouped_kernel(asym, false, false, fp8_in, codes), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(g32, false, false, fp8_in, codes), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(w4, false, false, {static_cast<int>(ActQuant::kFp8Group), 128, 0, true}, codes),
+  EXPECT_EQ(plan_grouped_kernel(f32_scales, false, fp8_in, codes), GroupedKernel::kInt4Codes);
+  EXPECT_EQ(plan_grouped_kernel(asym, false, fp8_in, codes), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(g32, false, fp8_in, codes), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(w4, false, {static_cast<int>(ActQuant::kFp8Group), 128, 0, true}, codes),
             GroupedKernel::kNone);
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt4Codes));
   EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kInt4Codes, 4096), 1);

@@ -697,6 +697,32 @@ TEST(DequantizedPrefill, EdgeCases) {
   }
 }
 
+// Biases (gpt-oss) on the prefill kernels: added to the sorted output rows after each GEMM.
+TEST(PrefillKernels, BiasesAreAddedAfterTheGemm) {
+  REQUIRE_GPU();
+  ForwardOptions prefill;
+  prefill.gemm_path = GemmPath::kPrefill;
+  for (Scheme s : {Scheme::kMxfp4, Scheme::kFp8Channel, Scheme::kDense, Scheme::kW4A16G128}) {
+    MoeLayer layer = random_layer(s, {8, 4, 1024, 512});
+    std::uniform_real_distribution<float> d(-0.5f, 0.5f);
+    for (ExpertWeights& ew : layer.experts)
+      for (auto [w, bias] : {std::pair{&ew.w13, &ew.w13_bias}, std::pair{&ew.w2, &ew.w2_bias}}) {
+        *bias = Tensor(DType::kF32, {w->rows});
+        for (int64_t i = 0; i < w->rows; ++i) bias->data<float>()[i] = d(rng());
+      }
+    const LayerGemmPlan plan = plan_layer_gemms(layer, 0, true);
+    ASSERT_NE(plan.g1, GroupedKernel::kNone) << name_of(s);
+    Tensor x, logits;
+    random_inputs(200, layer, x, logits);
+    const std::string what = std::string("prefill ") + name_of(s) + " with biases";
+    if (plan.g1 == GroupedKernel::kDequantBf16)
+      expect_dequantized_prefill_matches_cpu(layer, x, logits, make_backend("cpu")->forward(layer, x, logits, prefill),
+                                             prefill, 200, int64_t{1} << 30, what);  // past the crossover
+    else
+      expect_cuda_matches_cpu(layer, x, logits, what, GemmPath::kPrefill);
+  }
+}
+
 TEST(PrefillKernels, SchemesWithoutOneSayNotSupported) {
   REQUIRE_GPU();
   const MoeLayer layer = random_layer(Scheme::kNvfp4, {8, 2, 512, 256});
