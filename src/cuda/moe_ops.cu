@@ -889,22 +889,72 @@ __global__ void grouped_setup_kernel(GroupedSetupParams p, DequantBatch batch) {
   if (p.buf.a_scale) p.buf.a_scale[e] = p.a_scale_rows + m0 * p.scales_per_row;
 }
 
-// One thread per 8 columns of a row of an expert of the batch: 8 dequantized values, one 16-byte store.
+// Weights [col, col + 8) of one row, dequantized exactly as `dequant` (weight_access.cuh) does it,
+// as 8 bf16 values (pairs in 32-bit words). Where the 8 share one scale (no act order, groups of 8
+// or more) the common formats read their codes with one load and their scale once.
+__device__ uint4 dequantize8_bf16(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col) {
+  float v[8];
+  const bool codes = (L.format == kIntPacked && (L.bits == 4 || L.bits == 8)) || L.format == kIntUnpacked ||
+                     L.format == kFp8 || L.format == kMxfp4 || L.format == kNvfp4;
+  const int64_t g = group_of(L, w, col);
+  if (!codes || w.g_idx || g != group_of(L, w, col + 7)) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = dequant(L, w, row, col + j);
+  } else if (L.format == kMxfp4 || L.format == kNvfp4) {
+    // 8 nibbles, the even column's in the low half of each byte.
+    const uint32_t word = *reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) + row * (L.cols / 2) + col / 2);
+    const uint8_t sb = static_cast<const uint8_t*>(w.scale)[row * L.scale_cols + col / L.group_size];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t nibble = (word >> (4 * j)) & 0xF;
+      v[j] = L.format == kMxfp4           ? quant::dequant_mxfp4(nibble, sb)
+             : L.round_to_scale_dtype     ? quant::dequant_nvfp4(nibble, sb, w.global_scale)
+                                          : quant::e2m1_to_float(nibble) * (quant::fp8e4m3_to_float(sb) / w.global_scale);
+    }
+  } else {
+    const float scale = scale_at(L, w, row, g);
+    const quant::ScaleKind kind = kind_of(L);
+    if (L.format == kFp8) {
+      const uint2 b = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(w.data) + row * L.cols + col);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = quant::dequant_fp8(((j < 4 ? b.x : b.y) >> (8 * (j % 4))) & 0xFF, scale, kind);
+    } else {
+      const int z = zero_point_at(L, w, row, g);
+      int q[8];
+      if (L.format == kIntUnpacked) {
+        const uint2 b = *reinterpret_cast<const uint2*>(static_cast<const int8_t*>(w.data) + row * L.cols + col);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) q[j] = static_cast<int8_t>(((j < 4 ? b.x : b.y) >> (8 * (j % 4))) & 0xFF);
+      } else if (L.bits == 4) {  // device codes t = u ^ 8: q = u - 8 = (t ^ 8) - 8
+        const uint32_t word = static_cast<const uint32_t*>(w.data)[row * L.words_per_row + col / 8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) q[j] = static_cast<int>(((word >> (4 * j)) & 0xF) ^ 8) - 8;
+      } else {  // 8-bit packed, t = u ^ 128
+        const uint2 b = *reinterpret_cast<const uint2*>(static_cast<const uint32_t*>(w.data) + row * L.words_per_row + col / 4);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) q[j] = static_cast<int>((((j < 4 ? b.x : b.y) >> (8 * (j % 4))) & 0xFF) ^ 128) - 128;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = quant::dequant_int(q[j], z, scale, kind);
+    }
+  }
+  uint32_t pairs[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    pairs[j] = quant::float_to_bf16(v[2 * j]) | (static_cast<uint32_t>(quant::float_to_bf16(v[2 * j + 1])) << 16);
+  return make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+}
+
+// One thread per 8 columns of a row of an expert of the batch: one 16-byte store.
 __global__ void dequantize_bf16_kernel(DequantParams p) {
   const WeightLayout& L = p.layout;
   const int64_t chunks = L.cols / 8, per_expert = L.rows * chunks;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.count * per_expert;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int b = static_cast<int>(i / per_expert), e = p.first + b;
+    const int e = p.first + static_cast<int>(i / per_expert);
     if (p.expert_offsets[e] == p.expert_offsets[e + 1]) continue;  // no slots: not read by the GEMM
-    const ExpertTensors w = p.experts[e];
     const int64_t row = i % per_expert / chunks, col = i % chunks * 8;
-    uint32_t packed[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      packed[j] = quant::float_to_bf16(dequant(L, w, row, col + 2 * j)) |
-                  (static_cast<uint32_t>(quant::float_to_bf16(dequant(L, w, row, col + 2 * j + 1))) << 16);
-    reinterpret_cast<uint4*>(p.out)[i] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    reinterpret_cast<uint4*>(p.out)[i] = dequantize8_bf16(L, p.experts[e], row, col);
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include "config/gemm_plan.h"
 #include "cuda/chaining.h"
+#include "cuda/dequant.h"
 #include "cuda/moe_kernels.h"
 #include "qmoe/checkpoint.h"
 #include "qmoe/compare.h"
@@ -612,6 +613,97 @@ MoeLayer with_act_order(MoeLayer layer) {
       std::memcpy(w->g_idx.raw(), groups.data(), groups.size() * sizeof(int32_t));
     }
   return layer;
+}
+
+// The dequantization kernel alone, bit for bit against the CPU's dequantize_row, on every layout
+// the planner gives it (and a partial last batch of experts with one expert without slots).
+TEST(DequantizedPrefill, WeightsAreTheCpusBitForBit) {
+  REQUIRE_GPU();
+  struct Case {
+    std::string name;
+    QuantWeight w;
+    bool round = true;
+  };
+  std::vector<Case> cases;
+  QuantWeight g32 = random_weight(Scheme::kW4A16AsymG32, 96, 2880);
+  cases.push_back({"w4a16_asym_g32", g32});
+  g32.zero_point = Tensor();
+  cases.push_back({"w4a16_g32", g32});
+  cases.push_back({"w8a16_asym_g64", random_weight(Scheme::kW8A16AsymG64, 96, 1024)});
+  cases.push_back({"w8a16_int8_storage_g128", random_weight(Scheme::kW8A16Int8Storage, 96, 1024)});
+  cases.push_back({"mxfp4", random_weight(Scheme::kMxfp4, 96, 2880)});
+  cases.push_back({"nvfp4 rounded to bf16", random_weight(Scheme::kNvfp4, 96, 1024)});
+  QuantWeight fp8 = random_weight(Scheme::kFp8Channel, 96, 1024);  // as weight-only (bf16 rounding)
+  cases.push_back({"fp8 channel", fp8});
+  MoeLayer act_order = with_act_order(random_layer(Scheme::kW4A16G128, {1, 1, 1024, 96}));
+  cases.push_back({"w4a16_g128 act order", act_order.experts[0].w13});
+  QuantWeight g8 = random_weight(Scheme::kW4A16G128, 96, 1024);  // groups of 8: a scale per 8 columns
+  g8.group_size = 8;
+  g8.scale = random_bf16({96, 1024 / 8}, 0.002f, 0.02f);
+  cases.push_back({"w4a16_g8", g8});
+  for (const Case& c : cases) {
+    const GemmLayout L = gemm_layout_of(c.w, c.round);
+    ASSERT_TRUE(dequantizes_to_bf16_exactly(L)) << c.name;
+    // Three experts of the same weights; expert 1 has no slots, so its part of the output stays
+    // poisoned. The batch is experts [1, 3).
+    std::vector<void*> owned;
+    auto put = [&](const Tensor& t) -> void* {
+      if (t.empty()) return nullptr;
+      void* d = nullptr;
+      EXPECT_EQ(cudaMalloc(&d, t.size_bytes()), cudaSuccess);
+      cudaMemcpy(d, t.raw(), t.size_bytes(), cudaMemcpyHostToDevice);
+      owned.push_back(d);
+      return d;
+    };
+    cuda::ExpertTensors et;
+    et.data = put(c.w.data);
+    if (c.w.format == WeightFormat::kIntPacked)
+      ASSERT_EQ(cuda::launch_codes_to_signed(static_cast<int32_t*>(const_cast<void*>(et.data)),
+                                             static_cast<int64_t>(c.w.data.size_bytes() / 4), c.w.bits, nullptr),
+                cudaSuccess);
+    et.scale = put(c.w.scale);
+    et.zero_point = static_cast<const int8_t*>(put(c.w.zero_point));
+    et.g_idx = static_cast<const int32_t*>(put(c.w.g_idx));
+    et.global_scale = c.w.global_scale;
+    const cuda::ExpertTensors experts_host[3] = {et, et, et};
+    const int32_t offsets_host[4] = {0, 5, 5, 9};
+    void *experts, *offsets, *out;
+    const size_t expert_bytes = sizeof(uint16_t) * c.w.rows * c.w.cols;
+    ASSERT_EQ(cudaMalloc(&experts, sizeof(experts_host)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&offsets, sizeof(offsets_host)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&out, 2 * expert_bytes), cudaSuccess);
+    cudaMemcpy(experts, experts_host, sizeof(experts_host), cudaMemcpyHostToDevice);
+    cudaMemcpy(offsets, offsets_host, sizeof(offsets_host), cudaMemcpyHostToDevice);
+    cudaMemset(out, 0xFF, 2 * expert_bytes);
+    cuda::DequantParams p;
+    p.layout = L;
+    p.experts = static_cast<const cuda::ExpertTensors*>(experts);
+    p.expert_offsets = static_cast<const int32_t*>(offsets);
+    p.first = 1;
+    p.count = 2;
+    p.out = static_cast<uint16_t*>(out);
+    ASSERT_EQ(cuda::launch_dequantize_bf16(p, nullptr), cudaSuccess);
+    std::vector<uint16_t> got(2 * c.w.rows * c.w.cols);
+    ASSERT_EQ(cudaMemcpy(got.data(), out, 2 * expert_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    std::vector<float> row(c.w.cols);
+    int64_t mismatches = 0, not_bf16 = 0, untouched = 0;
+    for (int64_t r = 0; r < c.w.rows; ++r) {
+      dequantize_row(c.w, r, c.round, row.data());
+      for (int64_t k = 0; k < c.w.cols; ++k) {
+        const uint16_t want = quant::float_to_bf16(row[k]);
+        not_bf16 += quant::bf16_to_float(want) != row[k];
+        untouched += got[r * c.w.cols + k] != 0xFFFF;
+        mismatches += got[c.w.rows * c.w.cols + r * c.w.cols + k] != want;
+      }
+    }
+    EXPECT_EQ(not_bf16, 0) << c.name << ": the CPU's values are not all bf16s";
+    EXPECT_EQ(untouched, 0) << c.name << ": an expert without slots was dequantized";
+    EXPECT_EQ(mismatches, 0) << c.name << seed_note();
+    for (void* d : owned) cudaFree(d);
+    cudaFree(experts);
+    cudaFree(offsets);
+    cudaFree(out);
+  }
 }
 
 TEST(DequantizedPrefill, MatchesTheCpuBackend) {
