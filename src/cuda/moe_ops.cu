@@ -896,14 +896,19 @@ __device__ uint4 dequantize8_bf16(const WeightLayout& L, const ExpertTensors& w,
   float v[8];
   const bool codes = (L.format == kIntPacked && (L.bits == 4 || L.bits == 8)) || L.format == kIntUnpacked ||
                      L.format == kFp8 || L.format == kMxfp4 || L.format == kNvfp4;
-  const int64_t g = group_of(L, w, col);
-  if (!codes || w.g_idx || g != group_of(L, w, col + 7)) {
+  // The group of a column, in 32-bit arithmetic (64-bit division is a long software sequence).
+  auto group = [&](int c) {
+    if (L.strategy == kTensor || L.strategy == kChannel) return 0;
+    return c / static_cast<int>(L.strategy == kBlock ? L.block_cols : L.group_size);
+  };
+  const int g = group(static_cast<int>(col));
+  if (!codes || w.g_idx || g != group(static_cast<int>(col) + 7)) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = dequant(L, w, row, col + j);
   } else if (L.format == kMxfp4 || L.format == kNvfp4) {
     // 8 nibbles, the even column's in the low half of each byte.
     const uint32_t word = *reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) + row * (L.cols / 2) + col / 2);
-    const uint8_t sb = static_cast<const uint8_t*>(w.scale)[row * L.scale_cols + col / L.group_size];
+    const uint8_t sb = static_cast<const uint8_t*>(w.scale)[row * L.scale_cols + g];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const uint8_t nibble = (word >> (4 * j)) & 0xF;
@@ -945,17 +950,16 @@ __device__ uint4 dequantize8_bf16(const WeightLayout& L, const ExpertTensors& w,
   return make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
 }
 
-// One thread per 8 columns of a row of an expert of the batch: one 16-byte store.
+// A block per (row, expert of the batch) (grid x, y); a thread per 8 columns: one 16-byte store.
 __global__ void dequantize_bf16_kernel(DequantParams p) {
   const WeightLayout& L = p.layout;
-  const int64_t chunks = L.cols / 8, per_expert = L.rows * chunks;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.count * per_expert;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int e = p.first + static_cast<int>(i / per_expert);
-    if (p.expert_offsets[e] == p.expert_offsets[e + 1]) continue;  // no slots: not read by the GEMM
-    const int64_t row = i % per_expert / chunks, col = i % chunks * 8;
-    reinterpret_cast<uint4*>(p.out)[i] = dequantize8_bf16(L, p.experts[e], row, col);
-  }
+  const int e = p.first + static_cast<int>(blockIdx.y);
+  if (p.expert_offsets[e] == p.expert_offsets[e + 1]) return;  // no slots: not read by the GEMM
+  const ExpertTensors w = p.experts[e];
+  const int64_t row = blockIdx.x;
+  const int chunks = static_cast<int>(L.cols / 8);
+  uint4* out = reinterpret_cast<uint4*>(p.out) + (static_cast<int64_t>(blockIdx.y) * L.rows + row) * chunks;
+  for (int c = threadIdx.x; c < chunks; c += blockDim.x) out[c] = dequantize8_bf16(L, w, row, int64_t{c} * 8);
 }
 
 // One thread per 4 columns of a sorted output row.
@@ -1114,11 +1118,12 @@ cudaError_t launch_add_expert_bias(const ExpertBiasParams& p, cudaStream_t strea
 }
 
 cudaError_t launch_dequantize_bf16(const DequantParams& p, cudaStream_t stream) {
-  if (p.layout.cols % 8 != 0) return cudaErrorInvalidValue;
-  const int64_t n = p.count * p.layout.rows * (p.layout.cols / 8);
-  if (n == 0) return cudaSuccess;
-  const int blocks = static_cast<int>(std::min<int64_t>(blocks_for(n), 8192));
-  dequantize_bf16_kernel<<<blocks, kThreads, 0, stream>>>(p);
+  if (p.layout.cols % 8 != 0 || p.layout.rows >= (int64_t{1} << 31) || p.layout.cols >= (int64_t{1} << 31) ||
+      p.count > 65535)
+    return cudaErrorInvalidValue;
+  if (p.count == 0 || p.layout.rows == 0 || p.layout.cols == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(p.layout.rows), static_cast<unsigned>(p.count));
+  dequantize_bf16_kernel<<<grid, 128, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

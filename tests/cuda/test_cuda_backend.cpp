@@ -635,7 +635,7 @@ TEST(DequantizedPrefill, WeightsAreTheCpusBitForBit) {
   cases.push_back({"nvfp4 rounded to bf16", random_weight(Scheme::kNvfp4, 96, 1024)});
   QuantWeight fp8 = random_weight(Scheme::kFp8Channel, 96, 1024);  // as weight-only (bf16 rounding)
   cases.push_back({"fp8 channel", fp8});
-  MoeLayer act_order = with_act_order(random_layer(Scheme::kW4A16G128, {1, 1, 1024, 96}));
+  MoeLayer act_order = with_act_order(random_layer(Scheme::kW4A16G128, {1, 1, 1024, 128}));
   cases.push_back({"w4a16_g128 act order", act_order.experts[0].w13});
   QuantWeight g8 = random_weight(Scheme::kW4A16G128, 96, 1024);  // groups of 8: a scale per 8 columns
   g8.group_size = 8;
