@@ -889,41 +889,51 @@ __global__ void grouped_setup_kernel(GroupedSetupParams p, DequantBatch batch) {
   if (p.buf.a_scale) p.buf.a_scale[e] = p.a_scale_rows + m0 * p.scales_per_row;
 }
 
-// Weights [col, col + 8) of one row, dequantized exactly as `dequant` (weight_access.cuh) does it,
-// as 8 bf16 values (pairs in 32-bit words). Where the 8 share one scale (no act order, groups of 8
-// or more) the common formats read their codes with one load and their scale once.
+// An e2m1 nibble's value, as quant::e2m1_to_float (m / 2, or (1 + m / 2) * 2^(e - 1)) built from
+// its bits instead of ldexpf.
+__device__ __forceinline__ float e2m1_value(uint32_t nibble) {
+  const uint32_t e = (nibble >> 1) & 3u, m = nibble & 1u;
+  const uint32_t magnitude = e ? ((e + 126u) << 23) | (m << 22) : (m ? 0x3F000000u : 0u);
+  return __uint_as_float(magnitude | ((nibble & 8u) << 28));
+}
+
+// Weights [col, col + 8) of one row as bf16 bits (pairs in 32-bit words), each the bf16 that the
+// CPU's dequantization rounds to (for the layouts of dequantizes_to_bf16_exactly, its value). Where
+// the 8 share one scale (no act order, groups of 8 or more) and products round to bf16, the common
+// formats take one code load, one scale, and per weight a multiply and a rounding; the rest go
+// through `dequant` (weight_access.cuh) element by element.
 __device__ uint4 dequantize8_bf16(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col) {
-  float v[8];
-  const bool codes = (L.format == kIntPacked && (L.bits == 4 || L.bits == 8)) || L.format == kIntUnpacked ||
-                     L.format == kFp8 || L.format == kMxfp4 || L.format == kNvfp4;
+  uint32_t h[8];
+  const bool to_bf16 = L.round_to_scale_dtype && L.scale_kind == 0;  // RNE_bf16(code * scale)
+  const bool fast = (L.format == kIntPacked && (L.bits == 4 || L.bits == 8) && to_bf16) ||
+                    (L.format == kIntUnpacked && to_bf16) || (L.format == kFp8 && to_bf16) || L.format == kMxfp4 ||
+                    (L.format == kNvfp4 && L.round_to_scale_dtype);
   // The group of a column, in 32-bit arithmetic (64-bit division is a long software sequence).
   auto group = [&](int c) {
     if (L.strategy == kTensor || L.strategy == kChannel) return 0;
     return c / static_cast<int>(L.strategy == kBlock ? L.block_cols : L.group_size);
   };
   const int g = group(static_cast<int>(col));
-  if (!codes || w.g_idx || g != group(static_cast<int>(col) + 7)) {
+  if (!fast || w.g_idx || g != group(static_cast<int>(col) + 7)) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = dequant(L, w, row, col + j);
+    for (int j = 0; j < 8; ++j) h[j] = quant::float_to_bf16(dequant(L, w, row, col + j));
   } else if (L.format == kMxfp4 || L.format == kNvfp4) {
-    // 8 nibbles, the even column's in the low half of each byte.
+    // 8 nibbles, the even column's in the low half of each byte; bf16(e2m1 * scale) with the scale
+    // as formats.h computes it (NVFP4: fp8(s) / global first).
     const uint32_t word = *reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) + row * (L.cols / 2) + col / 2);
     const uint8_t sb = static_cast<const uint8_t*>(w.scale)[row * L.scale_cols + g];
+    const float scale = L.format == kMxfp4 ? quant::e8m0_to_float(sb) : __fdiv_rn(quant::fp8e4m3_to_float(sb), w.global_scale);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t nibble = (word >> (4 * j)) & 0xF;
-      v[j] = L.format == kMxfp4           ? quant::dequant_mxfp4(nibble, sb)
-             : L.round_to_scale_dtype     ? quant::dequant_nvfp4(nibble, sb, w.global_scale)
-                                          : quant::e2m1_to_float(nibble) * (quant::fp8e4m3_to_float(sb) / w.global_scale);
-    }
+    for (int j = 0; j < 8; ++j) h[j] = quant::float_to_bf16(__fmul_rn(e2m1_value(word >> (4 * j)), scale));
   } else {
     const float scale = scale_at(L, w, row, g);
-    const quant::ScaleKind kind = kind_of(L);
     if (L.format == kFp8) {
       const uint2 b = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(w.data) + row * L.cols + col);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = quant::dequant_fp8(((j < 4 ? b.x : b.y) >> (8 * (j % 4))) & 0xFF, scale, kind);
+      for (int j = 0; j < 8; ++j)
+        h[j] = quant::float_to_bf16(__fmul_rn(quant::fp8e4m3_to_float(((j < 4 ? b.x : b.y) >> (8 * (j % 4))) & 0xFF), scale));
     } else {
+      // bf16((q - z) * s), as quant::dequant_int.
       const int z = zero_point_at(L, w, row, g);
       int q[8];
       if (L.format == kIntUnpacked) {
@@ -940,14 +950,10 @@ __device__ uint4 dequantize8_bf16(const WeightLayout& L, const ExpertTensors& w,
         for (int j = 0; j < 8; ++j) q[j] = static_cast<int>((((j < 4 ? b.x : b.y) >> (8 * (j % 4))) & 0xFF) ^ 128) - 128;
       }
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = quant::dequant_int(q[j], z, scale, kind);
+      for (int j = 0; j < 8; ++j) h[j] = quant::float_to_bf16(__fmul_rn(static_cast<float>(q[j] - z), scale));
     }
   }
-  uint32_t pairs[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-    pairs[j] = quant::float_to_bf16(v[2 * j]) | (static_cast<uint32_t>(quant::float_to_bf16(v[2 * j + 1])) << 16);
-  return make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+  return make_uint4(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16), h[6] | (h[7] << 16));
 }
 
 // A block per (row, expert of the batch) (grid x, y); a thread per 8 columns: one 16-byte store.
