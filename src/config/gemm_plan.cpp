@@ -284,11 +284,8 @@ int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {
     case GroupedKernel::kInt8: return kGroupedMinTokensInt8;
     case GroupedKernel::kBf16: return kGroupedMinTokensBf16;
     case GroupedKernel::kDequantBf16: {
-      // Dequantizing costs a pass over every expert's weights (2.5 bytes per weight more than the
-      // decode kernels' passes), so it pays only with enough rows per expert.
-      const int rows = num_experts <= kInt4FewExperts ? kGroupedMinRowsPerExpertDequantFewExperts
-                                                      : kGroupedMinRowsPerExpertDequant;
-      const int64_t slots = int64_t{rows} * std::max(num_experts, 1);
+      // Dequantizing costs a pass over every expert's weights, so it pays only with many rows each.
+      const int64_t slots = int64_t{kGroupedMinRowsPerExpertDequant} * std::max(num_experts, 1);
       return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
     }
     case GroupedKernel::kInt4Bf16:

@@ -422,7 +422,7 @@ TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {
     EXPECT_EQ(plan_grouped_tile(GroupedKernel::kDequantBf16, slots, 128), plan_grouped_tile(GroupedKernel::kBf16, slots, 128));
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantBf16, 128, 8),
             (int64_t{kGroupedMinRowsPerExpertDequant} * 128 + 7) / 8);
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 2), int64_t{kGroupedMinRowsPerExpertDequantFewExperts} * 4);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 2), int64_t{kGroupedMinRowsPerExpertDequant} * 4);
 }
 
 TEST(GemmPlan, DequantizedBatchesFitTheWorkspace) {

@@ -775,9 +775,10 @@ TEST(DequantizedPrefill, EdgeCases) {
   random_inputs(150, ep, x, logits);
   expect_dequantized_prefill_matches_cpu(ep, x, logits, cpu->forward(ep, x, logits, prefill), prefill, max_tokens,
                                          int64_t{1} << 20, "prefill mxfp4 expert map");
-  random_inputs(1000, ep, x, logits);
-  expect_dequantized_prefill_matches_cpu(ep, x, logits, cpu->forward(ep, x, logits, defaults), defaults, 1000,
-                                         int64_t{1} << 20, "auto mxfp4 expert map 1000 tokens");
+  const int past = max_tokens + 37;  // past the crossover
+  random_inputs(past, ep, x, logits);
+  expect_dequantized_prefill_matches_cpu(ep, x, logits, cpu->forward(ep, x, logits, defaults), defaults, past,
+                                         int64_t{1} << 20, "auto mxfp4 expert map past the crossover");
   // Forcing the path on a layer whose workspace was not allocated (max_tokens below the crossover)
   // says so before anything runs.
   random_inputs(4, one, x, logits);
@@ -809,7 +810,8 @@ TEST(PrefillKernels, BiasesAreAddedAfterTheGemm) {
     const std::string what = std::string("prefill ") + name_of(s) + " with biases";
     if (plan.g1 == GroupedKernel::kDequantBf16)
       expect_dequantized_prefill_matches_cpu(layer, x, logits, make_backend("cpu")->forward(layer, x, logits, prefill),
-                                             prefill, 200, int64_t{1} << 30, what);  // past the crossover
+                                             prefill, std::max<int>(200, static_cast<int>(grouped_min_tokens(plan.g1, 8, 4))),
+                                             int64_t{1} << 30, what);  // a workspace: max_tokens past the crossover
     else
       expect_cuda_matches_cpu(layer, x, logits, what, GemmPath::kPrefill);
   }
