@@ -553,24 +553,21 @@ TEST(PrefillKernels, EdgeCases) {
   expect_cuda_matches_cpu(dyn, x, logits, "prefill fp8 per-tensor dynamic inputs", GemmPath::kPrefill);
 }
 
-// ---- prefill on dequantized weights (groups of 32, zero points, act order, MXFP4) ----------------
-
-// The device API's forward with a workspace of `dequant_bytes` for dequantized experts, into a
-// NaN-poisoned output, eager and replayed from a captured graph (bit for bit), against the CPU.
-void expect_dequantized_prefill_matches_cpu(const MoeLayer& layer, const Tensor& x, const Tensor& logits,
-                                            const Tensor& want, const ForwardOptions& options, int max_tokens,
-                                            int64_t dequant_bytes, const std::string& what) {
+// The device API's forward of `dev` into a NaN-poisoned output, then the same forward captured in a
+// graph and replayed `replays` times into another poisoned output; both outputs to the host.
+void forward_eager_and_replayed(const CudaMoeLayer& dev, const Tensor& x, const Tensor& logits,
+                                const ForwardOptions& options, int replays, Tensor* eager, Tensor* replay) {
   const int T = static_cast<int>(x.dim(0));
-  CudaMoeLayer dev(layer, max_tokens, dequant_bytes);
+  const int64_t hidden = dev.layer().hidden;
   void *d_x, *d_logits, *d_eager, *d_graph;
-  const size_t out_bytes = sizeof(float) * T * layer.hidden;
+  const size_t out_bytes = sizeof(float) * T * hidden;
   ASSERT_EQ(cudaMalloc(&d_x, x.size_bytes()), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&d_logits, logits.size_bytes()), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&d_eager, out_bytes), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&d_graph, out_bytes), cudaSuccess);
   cudaMemcpy(d_x, x.raw(), x.size_bytes(), cudaMemcpyHostToDevice);
   cudaMemcpy(d_logits, logits.raw(), logits.size_bytes(), cudaMemcpyHostToDevice);
-  cudaMemset(d_eager, 0xFF, out_bytes);
+  cudaMemset(d_eager, 0xFF, out_bytes);  // NaN poison
   cudaMemset(d_graph, 0xFF, out_bytes);
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
@@ -582,17 +579,12 @@ void expect_dequantized_prefill_matches_cpu(const MoeLayer& layer, const Tensor&
   dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_graph), T, stream, options);
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int i = 0; i < 2; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  for (int i = 0; i < replays; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  Tensor got(DType::kF32, {T, layer.hidden}), replay(DType::kF32, {T, layer.hidden});
-  cudaMemcpy(got.raw(), d_eager, out_bytes, cudaMemcpyDeviceToHost);
-  cudaMemcpy(replay.raw(), d_graph, out_bytes, cudaMemcpyDeviceToHost);
-  EXPECT_EQ(0, std::memcmp(got.raw(), replay.raw(), out_bytes)) << what << ": graph replay differs";
-  const OutputDiff d = compare_outputs(got, want);
-  std::printf("    %-60s rel_l2 %.2e\n", what.c_str(), d.rel_l2);
-  EXPECT_TRUE(d.finite) << what << seed_note();
-  EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, options, Comparison::kCudaVsReference, T))
-      << what << " max abs err " << d.max_abs_error << seed_note();
+  *eager = Tensor(DType::kF32, {T, hidden});
+  *replay = Tensor(DType::kF32, {T, hidden});
+  cudaMemcpy(eager->raw(), d_eager, out_bytes, cudaMemcpyDeviceToHost);
+  cudaMemcpy(replay->raw(), d_graph, out_bytes, cudaMemcpyDeviceToHost);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
@@ -600,6 +592,25 @@ void expect_dequantized_prefill_matches_cpu(const MoeLayer& layer, const Tensor&
   cudaFree(d_logits);
   cudaFree(d_eager);
   cudaFree(d_graph);
+}
+
+// ---- prefill on dequantized weights (groups of 32, zero points, act order, MXFP4) ----------------
+
+// The device API's forward with a workspace of `dequant_bytes` for dequantized experts, eager and
+// graph-replayed (bit for bit), against the CPU's `want`.
+void expect_dequantized_prefill_matches_cpu(const MoeLayer& layer, const Tensor& x, const Tensor& logits,
+                                            const Tensor& want, const ForwardOptions& options, int max_tokens,
+                                            int64_t dequant_bytes, const std::string& what) {
+  CudaMoeLayer dev(layer, max_tokens, dequant_bytes);
+  Tensor got, replay;
+  forward_eager_and_replayed(dev, x, logits, options, 2, &got, &replay);
+  if (got.empty()) return;  // a failed assertion above
+  EXPECT_EQ(0, std::memcmp(got.raw(), replay.raw(), got.size_bytes())) << what << ": graph replay differs";
+  const OutputDiff d = compare_outputs(got, want);
+  std::printf("    %-60s rel_l2 %.2e\n", what.c_str(), d.rel_l2);
+  EXPECT_TRUE(d.finite) << what << seed_note();
+  EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, options, Comparison::kCudaVsReference, x.dim(0)))
+      << what << " max abs err " << d.max_abs_error << seed_note();
 }
 
 // Act order: each k column's group from a shuffled g_idx (every group keeps group_size columns).
@@ -985,51 +996,15 @@ void expect_graph_replay_matches_eager(const MoeLayer& layer, int T, const Forwa
   random_inputs(T, layer, x, logits);
   const int max_tokens = T + 40;
   CudaMoeLayer dev(layer, max_tokens);
-  void *d_x, *d_logits, *d_eager, *d_graph;
-  const size_t out_bytes = sizeof(float) * T * layer.hidden;
-  ASSERT_EQ(cudaMalloc(&d_x, x.size_bytes()), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&d_logits, logits.size_bytes()), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&d_eager, out_bytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&d_graph, out_bytes), cudaSuccess);
-  cudaMemcpy(d_x, x.raw(), x.size_bytes(), cudaMemcpyHostToDevice);
-  cudaMemcpy(d_logits, logits.raw(), logits.size_bytes(), cudaMemcpyHostToDevice);
-  cudaMemset(d_eager, 0xFF, out_bytes);  // NaN poison
-  cudaMemset(d_graph, 0xFF, out_bytes);
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_eager), T, stream, options);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_graph), T, stream, options);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-
-  std::vector<float> eager(T * layer.hidden), replay(T * layer.hidden);
-  cudaMemcpy(eager.data(), d_eager, out_bytes, cudaMemcpyDeviceToHost);
-  cudaMemcpy(replay.data(), d_graph, out_bytes, cudaMemcpyDeviceToHost);
-  for (float v : eager) ASSERT_TRUE(std::isfinite(v));
-  EXPECT_EQ(0, std::memcmp(eager.data(), replay.data(), out_bytes));
-  Tensor cpu_out = make_backend("cpu")->forward(layer, x, logits, options);
-  Tensor gpu_out(DType::kF32, {T, layer.hidden});
-  std::memcpy(gpu_out.raw(), eager.data(), out_bytes);
-  EXPECT_LE(compare_outputs(gpu_out, cpu_out).rel_l2,
-            tolerance_rel_l2(layer, options, Comparison::kCudaVsReference, T));
-  EXPECT_THROW(dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_graph),
-                           max_tokens + 1, stream, options),
-               Error);
-
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
-  cudaFree(d_x);
-  cudaFree(d_logits);
-  cudaFree(d_eager);
-  cudaFree(d_graph);
+  Tensor eager, replay;
+  forward_eager_and_replayed(dev, x, logits, options, 3, &eager, &replay);
+  ASSERT_FALSE(eager.empty());
+  for (int64_t i = 0; i < eager.numel(); ++i) ASSERT_TRUE(std::isfinite(eager.data<float>()[i]));
+  EXPECT_EQ(0, std::memcmp(eager.raw(), replay.raw(), eager.size_bytes()));
+  const Tensor cpu_out = make_backend("cpu")->forward(layer, x, logits, options);
+  EXPECT_LE(compare_outputs(eager, cpu_out).rel_l2, tolerance_rel_l2(layer, options, Comparison::kCudaVsReference, T));
+  // (Checked before any pointer is used.)
+  EXPECT_THROW(dev.forward(nullptr, DType::kBF16, nullptr, nullptr, max_tokens + 1, nullptr, options), Error);
 }
 
 TEST(CudaMoeLayerApi, PoisonedOutputIsFullyWrittenAndGraphReplayMatchesEager) {
