@@ -179,6 +179,7 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
           if (r.cuda_plan) {
             c["w13"] = gemm_json(r.cuda_plan->w13);
             c["w2"] = gemm_json(r.cuda_plan->w2);
+            c["dequant_workspace_bytes"] = r.cuda_plan->dequant_workspace_bytes;
           } else {
             c["error"] = r.cuda_plan_error;
           }
@@ -232,6 +233,10 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
       if (g->prefill_from_tokens >= 0) fmt::print("         prefill: {}\n", g->prefill);
       for (const auto& [tokens, tile] : g->tiles) fmt::print("         from {:>5} tokens: {}\n", tokens, tile);
     }
+    if (r.cuda_plan->dequant_workspace_bytes > 0)
+      fmt::print("    dequantization workspace {:.1f} MiB per layer (default budget; allocated when max_tokens reaches "
+                 "the prefill batch)\n",
+                 static_cast<double>(r.cuda_plan->dequant_workspace_bytes) / (1 << 20));
   }
   return 0;
 }

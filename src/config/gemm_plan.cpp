@@ -353,7 +353,14 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
     }
     return g;
   };
-  return {gemm(plan.k1, plan.g1), gemm(plan.k2, plan.g2)};
+  CudaPlanSummary summary{gemm(plan.k1, plan.g1), gemm(plan.k2, plan.g2)};
+  for (auto [kind, L] : {std::pair{plan.g1, &plan.w13}, std::pair{plan.g2, &plan.w2}}) {
+    if (kind != GroupedKernel::kDequantBf16) continue;
+    const int64_t expert_bytes = 2 * L->rows * L->cols;
+    const int batch = dequant_batch_experts(expert_bytes, layer.num_local_experts, kDefaultDequantWorkspaceBytes);
+    summary.dequant_workspace_bytes = std::max(summary.dequant_workspace_bytes, batch * expert_bytes);
+  }
+  return summary;
 }
 
 bool mma_takes_input_rows(int64_t input_rows, int64_t cols) {

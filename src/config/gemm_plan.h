@@ -143,8 +143,14 @@ struct CudaPlanSummary {
     std::vector<std::pair<int64_t, std::string>> tiles;
   };
   Gemm w13, w2;
+  // The bf16 workspace CudaMoeLayer allocates for kDequantBf16 at the default budget, once its
+  // max_tokens reaches the crossover (0: no projection takes that path).
+  int64_t dequant_workspace_bytes = 0;
 };
 CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind);
+
+// kDequantBf16's default workspace budget per layer (CudaMoeLayer::kDefaultDequantWorkspaceBytes).
+inline constexpr int64_t kDefaultDequantWorkspaceBytes = int64_t{1} << 30;
 
 // The tensor-core kernel's shape: 8 warps per block, each owning kMmaTilesPerWarp tiles of 16 rows;
 // a step is 4 lanes x one 16-byte chunk of a row.

@@ -228,6 +228,9 @@ struct CudaMoeLayer::Impl {
   int64_t weight_bytes = 0;
 };
 
+static_assert(CudaMoeLayer::kDefaultDequantWorkspaceBytes == kDefaultDequantWorkspaceBytes,
+              "qmoe inspect reports the workspace of the default budget");
+
 CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes)
     : impl_(std::make_unique<Impl>()) {
   if (cuda_device_count() == 0) throw NotSupported("no CUDA device is available");

@@ -213,6 +213,8 @@ TEST(Cli, InspectCudaPlan) {
   EXPECT_EQ(mxfp4.at("w13").at("prefill").get<std::string>(), to_string(GroupedKernel::kDequantBf16));
   EXPECT_GT(mxfp4.at("w13").at("prefill_from_tokens").get<int64_t>(), 1);
   EXPECT_FALSE(mxfp4.at("w13").at("prefill_tiles").empty());
+  EXPECT_GT(mxfp4.at("dequant_workspace_bytes").get<int64_t>(), 0);
+  EXPECT_EQ(fp8.at("dequant_workspace_bytes").get<int64_t>(), 0);
   const auto act_order = plan_of("w4a16_actorder_group");
   EXPECT_EQ(act_order.at("w2").at("decode").get<std::string>(), "CUDA-core GEMV/generic");
   EXPECT_EQ(act_order.at("w2").at("prefill").get<std::string>(), to_string(GroupedKernel::kDequantBf16));

@@ -633,6 +633,9 @@ TEST(GemmPlan, CudaPlanSummary) {
   expect_exact_switches(n.w2, GroupedKernel::kDequantBf16, mx);
   ASSERT_FALSE(n.w2.tiles.empty());
   EXPECT_EQ(n.w2.tiles.back().second, tile_config(GroupedKernel::kBf16, GroupedTile::kLarge));
+  // Its workspace at the default budget: every expert of the larger projection (w13: 256 x 256 bf16).
+  EXPECT_EQ(n.dequant_workspace_bytes, 8 * 2 * 256 * 256);
+  EXPECT_EQ(m.dequant_workspace_bytes, 0);
   // NVFP4 weight-only: none yet.
   const CudaPlanSummary nv = summarize_cuda_plan(synthetic_layer("nvfp4a16", {"small", 8, 2, 256, 128}, 7, 1), 0);
   EXPECT_EQ(nv.w13.prefill, "none");
