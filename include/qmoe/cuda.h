@@ -20,10 +20,11 @@ class CudaMoeLayer {
   // Uploads the layer's weights expert by expert (device memory grows by one expert at a time
   // beyond the final weights) and allocates the workspace for up to `max_tokens` tokens.
   // Weight-only layouts without a prefill kernel of their own (groups of 32, zero points, act
-  // order, MXFP4, NVFP4 weight-only) run large batches as bf16 GEMMs on their weights dequantized
+  // order, MXFP4) run large batches as bf16 GEMMs on their weights dequantized
   // a batch of experts at a time into a workspace of at most `dequant_workspace_bytes` (at least
   // one expert's bf16 weights), allocated only when max_tokens reaches the batch where the
-  // automatic path takes that route (`qmoe inspect --cuda-plan`).
+  // automatic path takes that route (`qmoe inspect --cuda-plan`). Only bf16 hidden states take
+  // it.
   static constexpr int64_t kDefaultDequantWorkspaceBytes = int64_t{1} << 30;
   CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes = kDefaultDequantWorkspaceBytes);
   ~CudaMoeLayer();

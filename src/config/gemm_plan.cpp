@@ -357,7 +357,8 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
   for (auto [kind, L] : {std::pair{plan.g1, &plan.w13}, std::pair{plan.g2, &plan.w2}}) {
     if (kind != GroupedKernel::kDequantBf16) continue;
     const int64_t expert_bytes = 2 * L->rows * L->cols;
-    const int batch = dequant_batch_experts(expert_bytes, layer.num_local_experts, kDefaultDequantWorkspaceBytes);
+    // All experts: inspect loads a layer with only expert 0 local (its layouts are all it needs).
+    const int batch = dequant_batch_experts(expert_bytes, layer.num_experts, kDefaultDequantWorkspaceBytes);
     summary.dequant_workspace_bytes = std::max(summary.dequant_workspace_bytes, batch * expert_bytes);
   }
   return summary;

@@ -143,8 +143,8 @@ struct CudaPlanSummary {
     std::vector<std::pair<int64_t, std::string>> tiles;
   };
   Gemm w13, w2;
-  // The bf16 workspace CudaMoeLayer allocates for kDequantBf16 at the default budget, once its
-  // max_tokens reaches the crossover (0: no projection takes that path).
+  // The bf16 workspace CudaMoeLayer allocates for kDequantBf16 at the default budget with every
+  // expert local, once its max_tokens reaches the crossover (0: no projection takes that path).
   int64_t dequant_workspace_bytes = 0;
 };
 CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind);

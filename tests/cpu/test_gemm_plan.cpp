@@ -633,9 +633,15 @@ TEST(GemmPlan, CudaPlanSummary) {
   expect_exact_switches(n.w2, GroupedKernel::kDequantBf16, mx);
   ASSERT_FALSE(n.w2.tiles.empty());
   EXPECT_EQ(n.w2.tiles.back().second, tile_config(GroupedKernel::kBf16, GroupedTile::kLarge));
-  // Its workspace at the default budget: every expert of the larger projection (w13: 256 x 256 bf16).
+  // Its workspace at the default budget: every expert of the larger projection (w13: 256 x 256 bf16),
+  // also from a layer loaded with only expert 0 local (as inspect loads it).
   EXPECT_EQ(n.dequant_workspace_bytes, 8 * 2 * 256 * 256);
   EXPECT_EQ(m.dequant_workspace_bytes, 0);
+  MoeLayer one_local = mx;
+  one_local.num_local_experts = 1;
+  one_local.experts.resize(1);
+  one_local.expert_map = {0, -1, -1, -1, -1, -1, -1, -1};
+  EXPECT_EQ(summarize_cuda_plan(one_local, 0).dequant_workspace_bytes, n.dequant_workspace_bytes);
   // NVFP4 weight-only: none yet.
   const CudaPlanSummary nv = summarize_cuda_plan(synthetic_layer("nvfp4a16", {"small", 8, 2, 256, 128}, 7, 1), 0);
   EXPECT_EQ(nv.w13.prefill, "none");
