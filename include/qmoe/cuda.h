@@ -18,7 +18,10 @@ int cuda_device_count();
 class CudaMoeLayer {
  public:
   // Uploads the layer's weights expert by expert (device memory grows by one expert at a time
-  // beyond the final weights) and allocates the workspace for up to `max_tokens` tokens.
+  // beyond the final weights) and allocates the workspace for up to `max_tokens` tokens. That
+  // workspace is per layer and grows with max_tokens * top_k * (inter + hidden), mostly fp32
+  // intermediates: at 8192 tokens ~4.2 GB for a Mixtral-8x7B layer, ~1.6 GB for Qwen3-30B-A3B
+  // (layers do not share it yet).
   // Weight-only layouts without a prefill kernel of their own (groups of 32, zero points, act
   // order, MXFP4) run large batches as bf16 GEMMs on their weights dequantized
   // a batch of experts at a time into a workspace of at most `dequant_workspace_bytes` (at least
