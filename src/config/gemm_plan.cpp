@@ -354,14 +354,21 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
     return g;
   };
   CudaPlanSummary summary{gemm(plan.k1, plan.g1), gemm(plan.k2, plan.g2)};
-  for (auto [kind, L] : {std::pair{plan.g1, &plan.w13}, std::pair{plan.g2, &plan.w2}}) {
+  // All experts: inspect loads a layer with only expert 0 local (its layouts are all it needs).
+  summary.dequant_workspace_bytes =
+      plan_dequant_batches(plan, layer.num_experts, kDefaultDequantWorkspaceBytes).workspace_bytes;
+  return summary;
+}
+
+DequantBatches plan_dequant_batches(const LayerGemmPlan& plan, int num_experts, int64_t budget_bytes) {
+  DequantBatches b;
+  for (auto [kind, L, batch] : {std::tuple{plan.g1, &plan.w13, &b.w13}, std::tuple{plan.g2, &plan.w2, &b.w2}}) {
     if (kind != GroupedKernel::kDequantBf16) continue;
     const int64_t expert_bytes = 2 * L->rows * L->cols;
-    // All experts: inspect loads a layer with only expert 0 local (its layouts are all it needs).
-    const int batch = dequant_batch_experts(expert_bytes, layer.num_experts, kDefaultDequantWorkspaceBytes);
-    summary.dequant_workspace_bytes = std::max(summary.dequant_workspace_bytes, batch * expert_bytes);
+    *batch = dequant_batch_experts(expert_bytes, num_experts, budget_bytes);
+    b.workspace_bytes = std::max(b.workspace_bytes, *batch * expert_bytes);
   }
-  return summary;
+  return b;
 }
 
 bool mma_takes_input_rows(int64_t input_rows, int64_t cols) {

@@ -151,6 +151,14 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind);
 
 // kDequantBf16's default workspace budget per layer (CudaMoeLayer::kDefaultDequantWorkspaceBytes).
 inline constexpr int64_t kDefaultDequantWorkspaceBytes = int64_t{1} << 30;
+// kDequantBf16's batches for a layer plan (bf16 hidden states): experts per batch of each projection
+// (0 where it does not take the path) for num_experts local experts within budget_bytes (at least
+// one), and the workspace the larger batch needs (shared by both projections).
+struct DequantBatches {
+  int w13 = 0, w2 = 0;
+  int64_t workspace_bytes = 0;
+};
+DequantBatches plan_dequant_batches(const LayerGemmPlan& plan, int num_experts, int64_t budget_bytes);
 
 // The tensor-core kernel's shape: 8 warps per block, each owning kMmaTilesPerWarp tiles of 16 rows;
 // a step is 4 lanes x one 16-byte chunk of a row.

@@ -308,16 +308,14 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequan
     make_prefill_gemm(m.prefill1, g1, m.plans[0][1].w13, m.w13_experts.get<cuda::ExpertTensors>(), w13, m.num_sms);
   if (g2 != GroupedKernel::kNone)
     make_prefill_gemm(m.prefill2, g2, m.plans[0][1].w2, m.w2_experts.get<cuda::ExpertTensors>(), w2, m.num_sms);
-  // kDequantBf16: a batch of experts' bf16 weights, only where the automatic path can pick it.
-  int64_t dequant_bytes = 0;
-  for (auto [g, kind, rows, cols] : {std::tuple{&m.prefill1, g1, S * I, H}, std::tuple{&m.prefill2, g2, H, I}}) {
-    if (kind != GroupedKernel::kDequantBf16 || max_tokens < grouped_min_tokens(kind, layer.num_experts, layer.top_k))
-      continue;
-    const int64_t expert_bytes = int64_t{2} * rows * cols;
-    g->batch_experts = dequant_batch_experts(expert_bytes, E, dequant_workspace_bytes);
-    dequant_bytes = std::max(dequant_bytes, g->batch_experts * expert_bytes);
+  // kDequantBf16 (bf16 hidden states only): a batch of experts' bf16 weights, only where the
+  // automatic path can pick it.
+  if (max_tokens >= grouped_min_tokens(GroupedKernel::kDequantBf16, layer.num_experts, layer.top_k)) {
+    const DequantBatches batches = plan_dequant_batches(m.plans[0][1], E, dequant_workspace_bytes);
+    m.prefill1.batch_experts = batches.w13;
+    m.prefill2.batch_experts = batches.w2;
+    m.dequantized = DeviceBuffer(static_cast<size_t>(batches.workspace_bytes));
   }
-  m.dequantized = DeviceBuffer(static_cast<size_t>(dequant_bytes));
   if (g1 != GroupedKernel::kNone || g2 != GroupedKernel::kNone) {
     const int64_t elem_bytes = takes_16bit_rows(g1) || takes_16bit_rows(g2) ? 2 : 1;
     m.sorted_rows = DeviceBuffer(T * k * std::max(H, I) * elem_bytes);  // codes or bf16

@@ -425,6 +425,25 @@ TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 2), int64_t{kGroupedMinRowsPerExpertDequant} * 4);
 }
 
+TEST(GemmPlan, DequantizedBatchesOfALayer) {
+  // 8 experts, w13 256 x 256 and w2 256 x 128 bf16 (128 KiB and 64 KiB per expert).
+  const MoeLayer mx = synthetic_layer("mxfp4", {"small", 8, 2, 256, 128}, 7, 1);
+  const LayerGemmPlan plan = plan_layer_gemms(mx, 0, true);
+  const DequantBatches all = plan_dequant_batches(plan, 8, int64_t{1} << 30);
+  EXPECT_EQ(all.w13, 8);
+  EXPECT_EQ(all.w2, 8);
+  EXPECT_EQ(all.workspace_bytes, 8 * 2 * 256 * 256);
+  const DequantBatches small = plan_dequant_batches(plan, 8, 3 * 2 * 256 * 256);
+  EXPECT_EQ(small.w13, 3);
+  EXPECT_EQ(small.w2, 6);
+  EXPECT_EQ(small.workspace_bytes, 3 * 2 * 256 * 256);
+  const DequantBatches one = plan_dequant_batches(plan, 8, 0);  // at least one expert
+  EXPECT_EQ(one.w13, 1);
+  EXPECT_EQ(one.workspace_bytes, 2 * 256 * 256);
+  const LayerGemmPlan fp8 = plan_layer_gemms(synthetic_layer("fp8_channel", {"small", 8, 2, 256, 128}, 7, 1), 0, true);
+  EXPECT_EQ(plan_dequant_batches(fp8, 8, int64_t{1} << 30).workspace_bytes, 0);
+}
+
 TEST(GemmPlan, DequantizedBatchesFitTheWorkspace) {
   const int64_t mib = int64_t{1} << 20;
   EXPECT_EQ(dequant_batch_experts(100 * mib, 8, 1024 * mib), 8);   // all experts fit
