@@ -27,7 +27,8 @@ class CudaMoeLayer {
   // a batch of experts at a time into a workspace of at most `dequant_workspace_bytes` (at least
   // one expert's bf16 weights), allocated only when max_tokens reaches the batch where the
   // automatic path takes that route (`qmoe inspect --cuda-plan`). Only bf16 hidden states take
-  // it.
+  // it. Each layer has its own: an engine short of memory (or running f16 or f32 hidden states)
+  // passes less (more, smaller batches) or 0 (those layers keep the decode kernels at every size).
   static constexpr int64_t kDefaultDequantWorkspaceBytes = int64_t{1} << 30;
   CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes = kDefaultDequantWorkspaceBytes);
   ~CudaMoeLayer();

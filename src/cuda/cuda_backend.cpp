@@ -309,8 +309,9 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequan
   if (g2 != GroupedKernel::kNone)
     make_prefill_gemm(m.prefill2, g2, m.plans[0][1].w2, m.w2_experts.get<cuda::ExpertTensors>(), w2, m.num_sms);
   // kDequantBf16 (bf16 hidden states only): a batch of experts' bf16 weights, only where the
-  // automatic path can pick it.
-  if (max_tokens >= grouped_min_tokens(GroupedKernel::kDequantBf16, layer.num_experts, layer.top_k)) {
+  // automatic path can pick it (and none for a zero budget: those layers keep the decode kernels).
+  if (dequant_workspace_bytes > 0 &&
+      max_tokens >= grouped_min_tokens(GroupedKernel::kDequantBf16, layer.num_experts, layer.top_k)) {
     const DequantBatches batches = plan_dequant_batches(m.plans[0][1], E, dequant_workspace_bytes);
     m.prefill1.batch_experts = batches.w13;
     m.prefill2.batch_experts = batches.w2;
@@ -370,16 +371,17 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       if (g->kind == GroupedKernel::kDequantBf16 && g->batch_experts == 0)
         throw NotSupported("prefill GEMMs of this layer dequantize its weights into a workspace that is allocated only "
                            "for max_tokens >= " +
-                           std::to_string(grouped_min_tokens(g->kind, L.num_experts, k)) + " (this layer: " +
-                           std::to_string(m.max_tokens) + ")");
-  auto prefill = [&](GroupedKernel g) {
+                           std::to_string(grouped_min_tokens(g->kind, L.num_experts, k)) + " and a nonzero budget "
+                           "(this layer: " + std::to_string(m.max_tokens) + " tokens)");
+  auto prefill = [&](GroupedKernel g, const PrefillGemm& gemm) {
+    if (g == GroupedKernel::kDequantBf16 && gemm.batch_experts == 0) return false;  // no workspace
     switch (options.gemm_path) {
       case GemmPath::kDecode: return false;
       case GemmPath::kPrefill: return g != GroupedKernel::kNone;
       default: return use_grouped_kernel(g, tokens, L.num_experts, k);
     }
   };
-  const bool prefill1 = prefill(plan.g1), prefill2 = prefill(plan.g2);
+  const bool prefill1 = prefill(plan.g1, m.prefill1), prefill2 = prefill(plan.g2, m.prefill2);
   const cuda::ChainedLaunchScope chained(!prefill1 && !prefill2);
 
   cuda::RoutingParams rp;

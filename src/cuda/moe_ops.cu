@@ -897,13 +897,25 @@ __device__ __forceinline__ float e2m1_value(uint32_t nibble) {
   return __uint_as_float(magnitude | ((nibble & 8u) << 28));
 }
 
+// x (|x| < 2^22) as a float, exactly, with two integer-pipe instructions instead of a conversion.
+__device__ __forceinline__ float small_int_value(int x) { return __int_as_float(0x4B000000 + x) - 8388608.0f; }
+
+// RNE_bf16(lo), RNE_bf16(hi) in one word (lo in the low half), in one conversion instruction: the
+// bits of quant::float_to_bf16 for every input but NaNs, whose payload may differ.
+__device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
 // Weights [col, col + 8) of one row as bf16 bits (pairs in 32-bit words), each the bf16 that the
 // CPU's dequantization rounds to (for the layouts of dequantizes_to_bf16_exactly, its value). Where
 // the 8 share one scale (no act order, groups of 8 or more) and products round to bf16, the common
-// formats take one code load, one scale, and per weight a multiply and a rounding; the rest go
-// through `dequant` (weight_access.cuh) element by element.
-__device__ uint4 dequantize8_bf16(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col) {
-  uint32_t h[8];
+// formats take one code load, one scale, and per weight a multiply and half a conversion; the rest
+// go through `dequant` (weight_access.cuh) element by element. `group_shift`: log2 of the group
+// size where it is a power of two, else -1.
+__device__ uint4 dequantize8_bf16(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col,
+                                  int group_shift) {
+  float v[8];
   const bool to_bf16 = L.round_to_scale_dtype && L.scale_kind == 0;  // RNE_bf16(code * scale)
   const bool fast = (L.format == kIntPacked && (L.bits == 4 || L.bits == 8) && to_bf16) ||
                     (L.format == kIntUnpacked && to_bf16) || (L.format == kFp8 && to_bf16) || L.format == kMxfp4 ||
@@ -911,29 +923,33 @@ __device__ uint4 dequantize8_bf16(const WeightLayout& L, const ExpertTensors& w,
   // The group of a column, in 32-bit arithmetic (64-bit division is a long software sequence).
   auto group = [&](int c) {
     if (L.strategy == kTensor || L.strategy == kChannel) return 0;
+    if (group_shift >= 0) return c >> group_shift;
     return c / static_cast<int>(L.strategy == kBlock ? L.block_cols : L.group_size);
   };
   const int g = group(static_cast<int>(col));
   if (!fast || w.g_idx || g != group(static_cast<int>(col) + 7)) {
+    uint32_t h[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) h[j] = quant::float_to_bf16(dequant(L, w, row, col + j));
-  } else if (L.format == kMxfp4 || L.format == kNvfp4) {
+    return make_uint4(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16), h[6] | (h[7] << 16));
+  }
+  if (L.format == kMxfp4 || L.format == kNvfp4) {
     // 8 nibbles, the even column's in the low half of each byte; bf16(e2m1 * scale) with the scale
     // as formats.h computes it (NVFP4: fp8(s) / global first).
     const uint32_t word = *reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) + row * (L.cols / 2) + col / 2);
     const uint8_t sb = static_cast<const uint8_t*>(w.scale)[row * L.scale_cols + g];
     const float scale = L.format == kMxfp4 ? quant::e8m0_to_float(sb) : __fdiv_rn(quant::fp8e4m3_to_float(sb), w.global_scale);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) h[j] = quant::float_to_bf16(__fmul_rn(e2m1_value(word >> (4 * j)), scale));
+    for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(e2m1_value(word >> (4 * j)), scale);
   } else {
     const float scale = scale_at(L, w, row, g);
     if (L.format == kFp8) {
       const uint2 b = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(w.data) + row * L.cols + col);
 #pragma unroll
       for (int j = 0; j < 8; ++j)
-        h[j] = quant::float_to_bf16(__fmul_rn(quant::fp8e4m3_to_float(((j < 4 ? b.x : b.y) >> (8 * (j % 4))) & 0xFF), scale));
+        v[j] = __fmul_rn(quant::fp8e4m3_to_float(((j < 4 ? b.x : b.y) >> (8 * (j % 4))) & 0xFF), scale);
     } else {
-      // bf16((q - z) * s), as quant::dequant_int.
+      // (q - z) * s, as quant::dequant_int before its rounding.
       const int z = zero_point_at(L, w, row, g);
       int q[8];
       if (L.format == kIntUnpacked) {
@@ -950,10 +966,10 @@ __device__ uint4 dequantize8_bf16(const WeightLayout& L, const ExpertTensors& w,
         for (int j = 0; j < 8; ++j) q[j] = static_cast<int>((((j < 4 ? b.x : b.y) >> (8 * (j % 4))) & 0xFF) ^ 128) - 128;
       }
 #pragma unroll
-      for (int j = 0; j < 8; ++j) h[j] = quant::float_to_bf16(__fmul_rn(static_cast<float>(q[j] - z), scale));
+      for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(small_int_value(q[j] - z), scale);
     }
   }
-  return make_uint4(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16), h[6] | (h[7] << 16));
+  return make_uint4(bf16x2_bits(v[0], v[1]), bf16x2_bits(v[2], v[3]), bf16x2_bits(v[4], v[5]), bf16x2_bits(v[6], v[7]));
 }
 
 // A block per (row, expert of the batch) (grid x, y); a thread per 8 columns: one 16-byte store.
@@ -964,8 +980,10 @@ __global__ void dequantize_bf16_kernel(DequantParams p) {
   const ExpertTensors w = p.experts[e];
   const int64_t row = blockIdx.x;
   const int chunks = static_cast<int>(L.cols / 8);
+  const int group_size = static_cast<int>(L.strategy == kBlock ? L.block_cols : L.group_size);
+  const int group_shift = group_size > 0 && (group_size & (group_size - 1)) == 0 ? __ffs(group_size) - 1 : -1;
   uint4* out = reinterpret_cast<uint4*>(p.out) + (static_cast<int64_t>(blockIdx.y) * L.rows + row) * chunks;
-  for (int c = threadIdx.x; c < chunks; c += blockDim.x) out[c] = dequantize8_bf16(L, w, row, int64_t{c} * 8);
+  for (int c = threadIdx.x; c < chunks; c += blockDim.x) out[c] = dequantize8_bf16(L, w, row, int64_t{c} * 8, group_shift);
 }
 
 // One thread per 4 columns of a sorted output row.

@@ -788,8 +788,12 @@ TEST(DequantizedPrefill, EdgeCases) {
                                          int64_t{1} << 20, "prefill mxfp4 expert map");
   const int past = max_tokens + 37;  // past the crossover
   random_inputs(past, ep, x, logits);
-  expect_dequantized_prefill_matches_cpu(ep, x, logits, cpu->forward(ep, x, logits, defaults), defaults, past,
-                                         int64_t{1} << 20, "auto mxfp4 expert map past the crossover");
+  const Tensor want = cpu->forward(ep, x, logits, defaults);
+  expect_dequantized_prefill_matches_cpu(ep, x, logits, want, defaults, past, int64_t{1} << 20,
+                                         "auto mxfp4 expert map past the crossover");
+  // A zero budget: no workspace, the automatic path keeps the decode kernels.
+  expect_dequantized_prefill_matches_cpu(ep, x, logits, want, defaults, past, 0,
+                                         "auto mxfp4 expert map past the crossover, no workspace");
   // Forcing the path on a layer whose workspace was not allocated (max_tokens below the crossover)
   // says so before anything runs.
   random_inputs(4, one, x, logits);
