@@ -182,7 +182,8 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const Gem
   if (native != GroupedKernel::kNone) return native;
   // The rest of weight-only on bf16 inputs that are exactly bf16 (the rows are rounded to bf16).
   const bool bf16_rows = in.act_quant == 0 && in.act_kind == 0 && in.exactly_16_bit;
-  if (bf16_rows && L.format != kDense && dequantizes_to_bf16_exactly(L)) return GroupedKernel::kDequantBf16;
+  if (bf16_rows && L.format != kDense && (dequantizes_to_bf16_exactly(L) || dequant_divides_by_global_scale(L)))
+    return GroupedKernel::kDequantBf16;
   return GroupedKernel::kNone;
 }
 
@@ -195,6 +196,10 @@ bool dequantizes_to_bf16_exactly(const GemmLayout& L) {
     case kNvfp4: return L.round_to_scale_dtype;
     default: return L.data_kind == 0;  // dense bf16
   }
+}
+
+bool dequant_divides_by_global_scale(const GemmLayout& L) {
+  return L.format == kNvfp4 && !L.round_to_scale_dtype;
 }
 
 int dequant_batch_experts(int64_t expert_bytes, int num_experts, int64_t workspace_bytes) {

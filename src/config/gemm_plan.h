@@ -86,6 +86,10 @@ bool dequantizes_weights(GroupedKernel kind);
 // value that bf16 holds exactly, so that a bf16 GEMM on the dequantized weights has the CPU's
 // products: integer and FP8 codes times bf16 scales rounded to bf16, MXFP4, NVFP4 rounded to bf16.
 bool dequantizes_to_bf16_exactly(const GemmLayout& L);
+// NVFP4 scaled in fp32 (vLLM's weight-only NVFP4): e2m1 * fp8(s) is a bf16 exactly, and the global
+// divisor is applied to the GEMM's output rows instead (as the decode kernels apply it after their
+// sums), so kDequantBf16 takes it too.
+bool dequant_divides_by_global_scale(const GemmLayout& L);
 // kDequantBf16's batches: how many experts of `expert_bytes` bf16 weights each (of num_experts) one
 // batch dequantizes into a workspace of at most `workspace_bytes` (at least one expert).
 int dequant_batch_experts(int64_t expert_bytes, int num_experts, int64_t workspace_bytes);

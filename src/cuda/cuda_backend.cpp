@@ -98,6 +98,7 @@ struct PrefillGemm {
   GemmLayout layout;
   const cuda::ExpertTensors* experts = nullptr;  // (device)
   bool has_bias = false;  // added to the output rows after the GEMM
+  bool divide_by_global = false;  // NVFP4 dequantized without its global scale (kDequantBf16)
 };
 
 // Builds projection `L`'s prefill GEMM (weights `experts` on the device, `host` their host copy).
@@ -110,6 +111,7 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
   g.layout = L;
   g.experts = experts;
   g.has_bias = !host.empty() && host[0].bias != nullptr;
+  g.divide_by_global = kind == GroupedKernel::kDequantBf16 && dequant_divides_by_global_scale(L);
   const size_t ptrs = sizeof(void*) * E;
   g.arrays = DeviceBuffer(sizeof(int32_t) * 3 * E + 6 * ptrs);
   char* base = g.arrays.get<char>();
@@ -446,17 +448,18 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     gr.a_scale_rows = m.sorted_scales.get<float>();
     check(cuda::launch_gather_rows(gr, stream), "prefill gather");
   };
-  auto add_bias = [&](const PrefillGemm& g, float* d) {
-    if (!g.has_bias) return;
-    cuda::ExpertBiasParams bp;
-    bp.d_rows = d;
-    bp.n = g.n;
-    bp.sorted_slots = gp.sorted_slots;
-    bp.slot_expert = gp.slot_expert;
-    bp.experts = g.experts;
-    bp.total_rows = gp.expert_offsets + E;
-    bp.max_rows = static_cast<int>(num_slots);
-    check(cuda::launch_add_expert_bias(bp, stream), "prefill bias");
+  auto finish_rows = [&](const PrefillGemm& g, float* d) {
+    if (!g.has_bias && !g.divide_by_global) return;
+    cuda::ExpertRowsParams fr;
+    fr.d_rows = d;
+    fr.n = g.n;
+    fr.sorted_slots = gp.sorted_slots;
+    fr.slot_expert = gp.slot_expert;
+    fr.experts = g.experts;
+    fr.total_rows = gp.expert_offsets + E;
+    fr.max_rows = static_cast<int>(num_slots);
+    fr.divide_by_global = g.divide_by_global;
+    check(cuda::launch_finish_expert_rows(fr, stream), "prefill rows: global scale and bias");
   };
   auto run_prefill = [&](const PrefillGemm& g, float* d) {
     cuda::GroupedSetupParams sp;
@@ -476,7 +479,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     if (g.kind != GroupedKernel::kDequantBf16) {
       check(cuda::launch_grouped_setup(sp, stream), "prefill setup");
       if (num_slots > 0) check(g.gemm[tile]->run(stream), "prefill GEMM");
-      add_bias(g, d);
+      finish_rows(g, d);
       return;
     }
     // Batches of experts: dequantize their weights, then the GEMM on their rows only.
@@ -497,7 +500,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       check(cuda::launch_grouped_setup_batch(sp, batch, stream), "prefill setup");
       check(g.gemm[tile]->run(stream), "prefill GEMM");
     }
-    add_bias(g, d);
+    finish_rows(g, d);
   };
   // (The prefill kernels' 16-bit rows are gathered from the tensor-core input layout, also where
   // the decode kernel is another one: act order.)

@@ -206,18 +206,21 @@ struct GatherParams {
 };
 cudaError_t launch_gather_rows(const GatherParams& p, cudaStream_t stream);
 
-// The local experts' biases added to a prefill GEMM's output rows in expert order: row p (<
-// *total_rows) of d_rows [*, n] += bias_e for e = slot_expert[sorted_slots[p]] (the CPU's fp32 add).
-struct ExpertBiasParams {
+// A prefill GEMM's output rows in expert order finished per local expert: row p (< *total_rows) of
+// d_rows [*, n] divided by the expert's global scale (divide_by_global: NVFP4 weights dequantized
+// without it) and then its bias added (where it has one): e = slot_expert[sorted_slots[p]], the
+// decode kernels' epilogue arithmetic.
+struct ExpertRowsParams {
   float* d_rows = nullptr;                 // [sorted rows, n]
   int64_t n = 0;                           // a multiple of 4
   const int32_t* sorted_slots = nullptr;
   const int32_t* slot_expert = nullptr;    // local expert of each slot
-  const ExpertTensors* experts = nullptr;  // (device) their bias pointers
+  const ExpertTensors* experts = nullptr;  // (device) their bias pointers and global scales
   const int32_t* total_rows = nullptr;     // device: expert_offsets[local experts]
   int max_rows = 0;
+  bool divide_by_global = false;
 };
-cudaError_t launch_add_expert_bias(const ExpertBiasParams& p, cudaStream_t stream);
+cudaError_t launch_finish_expert_rows(const ExpertRowsParams& p, cudaStream_t stream);
 
 // The prefill GEMM2 input straight from the prefill GEMM1 output (p.u in sorted order): activation
 // as launch_activation, then, for q.kind FP8 per-token or static or INT8 per-token, 8-bit codes as

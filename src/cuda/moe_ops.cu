@@ -908,7 +908,8 @@ __device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
 }
 
 // Weights [col, col + 8) of one row as bf16 bits (pairs in 32-bit words), each the bf16 that the
-// CPU's dequantization rounds to (for the layouts of dequantizes_to_bf16_exactly, its value). Where
+// CPU's dequantization rounds to (for the layouts of dequantizes_to_bf16_exactly, its value; NVFP4
+// scaled in fp32: e2m1 * fp8(s), its value times the global scale). Where
 // the 8 share one scale (no act order, groups of 8 or more) and products round to bf16, the common
 // formats take one code load, one scale, and per weight a multiply and half a conversion; the rest
 // go through `dequant` (weight_access.cuh) element by element. `group_shift`: log2 of the group
@@ -919,7 +920,7 @@ __device__ uint4 dequantize8_bf16(const WeightLayout& L, const ExpertTensors& w,
   const bool to_bf16 = L.round_to_scale_dtype && L.scale_kind == 0;  // RNE_bf16(code * scale)
   const bool fast = (L.format == kIntPacked && (L.bits == 4 || L.bits == 8) && to_bf16) ||
                     (L.format == kIntUnpacked && to_bf16) || (L.format == kFp8 && to_bf16) || L.format == kMxfp4 ||
-                    (L.format == kNvfp4 && L.round_to_scale_dtype);
+                    L.format == kNvfp4;
   // The group of a column, in 32-bit arithmetic (64-bit division is a long software sequence).
   auto group = [&](int c) {
     if (L.strategy == kTensor || L.strategy == kChannel) return 0;
@@ -935,10 +936,14 @@ __device__ uint4 dequantize8_bf16(const WeightLayout& L, const ExpertTensors& w,
   }
   if (L.format == kMxfp4 || L.format == kNvfp4) {
     // 8 nibbles, the even column's in the low half of each byte; bf16(e2m1 * scale) with the scale
-    // as formats.h computes it (NVFP4: fp8(s) / global first).
+    // as formats.h computes it (NVFP4 rounded to bf16: fp8(s) / global first). NVFP4 scaled in fp32:
+    // e2m1 * fp8(s), exact in bf16; the global divisor comes after the GEMM
+    // (dequant_divides_by_global_scale).
     const uint32_t word = *reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) + row * (L.cols / 2) + col / 2);
     const uint8_t sb = static_cast<const uint8_t*>(w.scale)[row * L.scale_cols + g];
-    const float scale = L.format == kMxfp4 ? quant::e8m0_to_float(sb) : __fdiv_rn(quant::fp8e4m3_to_float(sb), w.global_scale);
+    const float scale = L.format == kMxfp4          ? quant::e8m0_to_float(sb)
+                        : L.round_to_scale_dtype    ? __fdiv_rn(quant::fp8e4m3_to_float(sb), w.global_scale)
+                                                    : quant::fp8e4m3_to_float(sb);
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(e2m1_value(word >> (4 * j)), scale);
   } else {
@@ -987,20 +992,20 @@ __global__ void dequantize_bf16_kernel(DequantParams p) {
 }
 
 // One thread per 4 columns of a sorted output row.
-__global__ void add_expert_bias_kernel(ExpertBiasParams p) {
+__global__ void finish_expert_rows_kernel(ExpertRowsParams p) {
   const int64_t quads = p.n / 4, total = static_cast<int64_t>(*p.total_rows) * quads;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t row = i / quads, c = i % quads * 4;
-    const float* bias = p.experts[p.slot_expert[p.sorted_slots[row]]].bias;
-    if (!bias) continue;
+    const ExpertTensors& w = p.experts[p.slot_expert[p.sorted_slots[row]]];
     float4* d = reinterpret_cast<float4*>(p.d_rows + row * p.n + c);
-    float4 v = *d;
-    v.x += bias[c];
-    v.y += bias[c + 1];
-    v.z += bias[c + 2];
-    v.w += bias[c + 3];
-    *d = v;
+    float v[4] = {d->x, d->y, d->z, d->w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (p.divide_by_global) v[j] = __fdiv_rn(v[j], w.global_scale);
+      if (w.bias) v[j] += w.bias[c + j];
+    }
+    *d = make_float4(v[0], v[1], v[2], v[3]);
   }
 }
 
@@ -1133,11 +1138,11 @@ cudaError_t launch_grouped_setup_batch(const GroupedSetupParams& p, const Dequan
   return launch_chained(grouped_setup_kernel, (p.groups + 127) / 128, 128, 0, stream, p, batch);
 }
 
-cudaError_t launch_add_expert_bias(const ExpertBiasParams& p, cudaStream_t stream) {
+cudaError_t launch_finish_expert_rows(const ExpertRowsParams& p, cudaStream_t stream) {
   if (p.n % 4 != 0) return cudaErrorInvalidValue;
   const int64_t n = int64_t{p.max_rows} * (p.n / 4);
   if (n == 0) return cudaSuccess;
-  add_expert_bias_kernel<<<static_cast<int>(std::min<int64_t>(blocks_for(n), 8192)), kThreads, 0, stream>>>(p);
+  finish_expert_rows_kernel<<<static_cast<int>(std::min<int64_t>(blocks_for(n), 8192)), kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -268,9 +268,8 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
   // FP8 and INT8 W8A8 with one weight scale per tensor or channel and one input scale per row, FP8
   // with 128 x 128 weight blocks, unquantized bf16, symmetric W4A16 and W8A16 with groups of >= 64,
   // and W4A8 (FP8 or INT8 activations) have prefill kernels; the other weight-only schemes of bf16
-  // models (groups of 32, zero points, MXFP4) run the bf16 one on weights dequantized at forward
-  // time; NVFP4 (its weights scaled in fp32 by the global scale, not bf16 values) keeps the decode
-  // kernels at every size (for now).
+  // models (groups of 32, zero points, FP4) run the bf16 one on weights dequantized at forward
+  // time; NVFP4 with NVFP4 activations keeps the decode kernels at every size (for now).
   for (const std::string& scheme : synthetic_schemes()) {
     const MoeLayer layer = synthetic_layer(scheme, {"small", 4, 2, 256, 128}, 7, 1);
     const LayerGemmPlan p = plan_layer_gemms(layer, 0, true);
@@ -281,7 +280,7 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
                                : scheme == "fp8_block"                           ? GroupedKernel::kFp8Block
                                : scheme == "w8a16"                               ? GroupedKernel::kInt8Bf16
                                : scheme == "w4a8_fp8" || scheme == "w4a8_int8"   ? GroupedKernel::kInt4Codes
-                               : scheme == "nvfp4_w4a4" || scheme == "nvfp4a16"  ? GroupedKernel::kNone
+                               : scheme == "nvfp4_w4a4"                          ? GroupedKernel::kNone
                                                                                  : GroupedKernel::kDequantBf16;
     EXPECT_EQ(p.g1, want) << scheme;
     EXPECT_EQ(p.g2, want) << scheme;
@@ -394,12 +393,17 @@ TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {
   EXPECT_TRUE(dequantizes_to_bf16_exactly(g32));
   EXPECT_EQ(plan_grouped_kernel(mxfp4, false, bf16_in, mma), GroupedKernel::kDequantBf16);
   EXPECT_EQ(plan_grouped_kernel(nvfp4, false, bf16_in, mma), GroupedKernel::kDequantBf16);
-  // NVFP4 scaled in fp32 (as vLLM's weight-only NVFP4 layers are), f32 scales, unrounded products:
-  // the values are not bf16s.
+  // NVFP4 scaled in fp32 (as vLLM's weight-only NVFP4 layers are): not bf16 values, but e2m1 *
+  // fp8(s) is, with the global divisor applied to the output rows.
+  EXPECT_FALSE(dequantizes_to_bf16_exactly(nvfp4_f32));
+  EXPECT_TRUE(dequant_divides_by_global_scale(nvfp4_f32));
+  EXPECT_FALSE(dequant_divides_by_global_scale(nvfp4));
+  EXPECT_EQ(plan_grouped_kernel(nvfp4_f32, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  // f32 scales, unrounded integer products: the values are not bf16s.
   GemmLayout g32_f32 = g32, g32_unrounded = g32;
   g32_f32.scale_kind = 2;
   g32_unrounded.round_to_scale_dtype = false;
-  for (const GemmLayout& L : {nvfp4_f32, g32_f32, g32_unrounded}) {
+  for (const GemmLayout& L : {g32_f32, g32_unrounded}) {
     EXPECT_FALSE(dequantizes_to_bf16_exactly(L));
     EXPECT_EQ(plan_grouped_kernel(L, false, bf16_in, mma), GroupedKernel::kNone);
   }
@@ -661,11 +665,10 @@ TEST(GemmPlan, CudaPlanSummary) {
   one_local.experts.resize(1);
   one_local.expert_map = {0, -1, -1, -1, -1, -1, -1, -1};
   EXPECT_EQ(summarize_cuda_plan(one_local, 0).dequant_workspace_bytes, n.dequant_workspace_bytes);
-  // NVFP4 weight-only: none yet.
+  // NVFP4 weight-only: the same path (its global scale applied to the output rows).
   const CudaPlanSummary nv = summarize_cuda_plan(synthetic_layer("nvfp4a16", {"small", 8, 2, 256, 128}, 7, 1), 0);
-  EXPECT_EQ(nv.w13.prefill, "none");
-  EXPECT_EQ(nv.w13.prefill_from_tokens, -1);
-  EXPECT_TRUE(nv.w13.tiles.empty());
+  EXPECT_EQ(nv.w13.prefill, to_string(GroupedKernel::kDequantBf16));
+  EXPECT_EQ(nv.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 2));
 }
 
 TEST(GemmPlan, KernelNames) {

@@ -644,6 +644,7 @@ TEST(DequantizedPrefill, WeightsAreTheCpusBitForBit) {
   cases.push_back({"w8a16_int8_storage_g128", random_weight(Scheme::kW8A16Int8Storage, 96, 1024)});
   cases.push_back({"mxfp4", random_weight(Scheme::kMxfp4, 96, 2880)});
   cases.push_back({"nvfp4 rounded to bf16", random_weight(Scheme::kNvfp4, 96, 1024)});
+  cases.push_back({"nvfp4 scaled in fp32", random_weight(Scheme::kNvfp4, 96, 1024), false});
   QuantWeight fp8 = random_weight(Scheme::kFp8Channel, 96, 1024);  // as weight-only (bf16 rounding)
   cases.push_back({"fp8 channel", fp8});
   MoeLayer act_order = with_act_order(random_layer(Scheme::kW4A16G128, {1, 1, 1024, 128}));
@@ -654,7 +655,9 @@ TEST(DequantizedPrefill, WeightsAreTheCpusBitForBit) {
   cases.push_back({"w4a16_g8", g8});
   for (const Case& c : cases) {
     const GemmLayout L = gemm_layout_of(c.w, c.round);
-    ASSERT_TRUE(dequantizes_to_bf16_exactly(L)) << c.name;
+    // NVFP4 scaled in fp32: e2m1 * fp8(s) (its global divisor comes after the GEMM).
+    const bool times_global = dequant_divides_by_global_scale(L);
+    ASSERT_TRUE(dequantizes_to_bf16_exactly(L) || times_global) << c.name;
     // Three experts of the same weights; expert 1 has no slots, so its part of the output stays
     // poisoned. The batch is experts [1, 3).
     std::vector<void*> owned;
@@ -700,6 +703,12 @@ TEST(DequantizedPrefill, WeightsAreTheCpusBitForBit) {
     int64_t mismatches = 0, not_bf16 = 0, untouched = 0;
     for (int64_t r = 0; r < c.w.rows; ++r) {
       dequantize_row(c.w, r, c.round, row.data());
+      if (times_global)
+        for (int64_t k = 0; k < c.w.cols; ++k) {
+          const uint8_t byte = c.w.data.data<uint8_t>()[r * (c.w.cols / 2) + k / 2];
+          const uint8_t s8 = c.w.scale.data<uint8_t>()[r * (c.w.cols / c.w.group_size) + k / c.w.group_size];
+          row[k] = quant::e2m1_to_float(k % 2 == 0 ? byte & 0xF : byte >> 4) * quant::fp8e4m3_to_float(s8);
+        }
       for (int64_t k = 0; k < c.w.cols; ++k) {
         const uint16_t want = quant::float_to_bf16(row[k]);
         not_bf16 += quant::bf16_to_float(want) != row[k];
@@ -733,6 +742,7 @@ TEST(DequantizedPrefill, MatchesTheCpuBackend) {
     for (ExpertWeights& ew : g32.experts) ew.w13.zero_point = ew.w2.zero_point = Tensor();
     cases.push_back({"w4a16_g32 (Kimi-K2's scheme)" + h, g32});
     cases.push_back({"mxfp4" + h, random_layer(Scheme::kMxfp4, shape)});
+    cases.push_back({"nvfp4a16 (global scale after the GEMM)" + h, random_layer(Scheme::kNvfp4, shape)});
     if (shape.hidden == 2048) {  // groups of 64 / 128 do not divide 1440
       cases.push_back({"w8a16_asym_g64" + h, random_layer(Scheme::kW8A16AsymG64, shape)});
       cases.push_back({"w4a16_g128 act order" + h, with_act_order(random_layer(Scheme::kW4A16G128, shape))});
@@ -810,7 +820,7 @@ TEST(PrefillKernels, BiasesAreAddedAfterTheGemm) {
   REQUIRE_GPU();
   ForwardOptions prefill;
   prefill.gemm_path = GemmPath::kPrefill;
-  for (Scheme s : {Scheme::kMxfp4, Scheme::kFp8Channel, Scheme::kDense, Scheme::kW4A16G128}) {
+  for (Scheme s : {Scheme::kMxfp4, Scheme::kNvfp4, Scheme::kFp8Channel, Scheme::kDense, Scheme::kW4A16G128}) {
     MoeLayer layer = random_layer(s, {8, 4, 1024, 512});
     std::uniform_real_distribution<float> d(-0.5f, 0.5f);
     for (ExpertWeights& ew : layer.experts)
@@ -834,7 +844,7 @@ TEST(PrefillKernels, BiasesAreAddedAfterTheGemm) {
 
 TEST(PrefillKernels, SchemesWithoutOneSayNotSupported) {
   REQUIRE_GPU();
-  const MoeLayer layer = random_layer(Scheme::kNvfp4, {8, 2, 512, 256});
+  const MoeLayer layer = random_layer(Scheme::kNvfp4ExactW4A4, {8, 2, 512, 256});
   Tensor x, logits;
   random_inputs(4, layer, x, logits);
   ForwardOptions options;
