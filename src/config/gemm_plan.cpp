@@ -386,6 +386,10 @@ int mma_elems_per_chunk(const GemmLayout& L) {
   return 16;  // 8-bit integers and FP8
 }
 
+bool mma_release_late(int64_t num_slots, int top_k) {
+  return num_slots <= int64_t{kReleaseLateMaxTokens} * std::max(top_k, 1);
+}
+
 double expected_active_experts(int64_t num_slots, int num_local_experts) {
   const double E = std::max(num_local_experts, 1);
   return E * (1.0 - std::pow(1.0 - 1.0 / E, static_cast<double>(std::max<int64_t>(num_slots, 0))));

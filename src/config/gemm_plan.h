@@ -187,6 +187,9 @@ struct MmaLaunch {
 };
 // num_slots = tokens * top_k, known on the host (the routing is not); num_sms: the device's SMs.
 MmaLaunch plan_mma_launch(const GemmLayout& L, int64_t num_slots, int num_local_experts, int num_sms);
+// Whether a chained tensor-core decode GEMM of num_slots slots (tokens * top_k) lets the next kernel
+// launch only after its passes rather than right after its wait (launch.cuh; gemm_tuning.h).
+bool mma_release_late(int64_t num_slots, int top_k);
 // Distinct experts a uniform routing of num_slots slots is expected to touch.
 double expected_active_experts(int64_t num_slots, int num_local_experts);
 

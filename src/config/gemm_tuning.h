@@ -27,6 +27,15 @@ inline constexpr int kMmaBlocksPerSm = 3;  // the pipelined one-n-tile kernels' 
 // (Mixtral bf16 at 64 tokens) and 7% faster only for Mixtral FP8 at 32-64 tokens.
 inline constexpr double kMmaSlotSigmas = 1.0;
 
+// When a chained decode GEMM lets the next kernel launch (launch.cuh): right after its wait, or only
+// after its passes (release_late), up to this many tokens. Same-binary A/B on the H200 (2026-11-30,
+// bench/runs/2026-11-30_pdl_late_release.log, GEMM µs, early -> late release): at 1 token Mixtral
+// MXFP4 101.6 -> 96.5, W4A16 83.9 -> 79.3, Qwen3-30B-A3B even; 8 tokens within 0.5%; 16 tokens
+// 0.6-1.1% faster late; at 32-64 tokens Qwen3 W4A16 115 -> 119 and 137 -> 142, MXFP4 133 -> 136 at
+// 32, while Mixtral MXFP4 gains 0.4-1.6% at 32-128 and DeepSeek-V3 is even. Why early release hurts
+// the 1-token Mixtral grids is not pinned down.
+inline constexpr int kReleaseLateMaxTokens = 16;
+
 // The automatic path switches a projection to its prefill grouped GEMM (use_grouped_kernel) from
 // these token counts, measured on the H200 against the decode kernels (bench/RESULTS.md table D,
 // Qwen3-30B-A3B, Mixtral, DeepSeek-V3): below them the decode kernels were faster or within 2% on

@@ -584,14 +584,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepS
   if (release_late) chain_start();
 }
 
-// When a chained decode GEMM lets the next kernel launch (launch.cuh): right after its wait, or only
-// after its passes (release_late), up to this many tokens. Same-binary A/B on the H200 (2026-11-30,
-// bench/runs/2026-11-30_pdl_late_release.log, GEMM µs, early -> late release): at 1 token Mixtral
-// MXFP4 101.6 -> 96.5, W4A16 83.9 -> 79.3, Qwen3-30B-A3B even; 8 tokens within 0.5%; 16 tokens
-// 0.6-1.1% faster late; at 32-64 tokens Qwen3 W4A16 115 -> 119 and 137 -> 142, MXFP4 133 -> 136 at
-// 32, while Mixtral MXFP4 gains 0.4-1.6% at 32-128 and DeepSeek-V3 is even. Why early release hurts
-// the 1-token Mixtral grids is not pinned down.
-constexpr int kReleaseLateMaxTokens = 16;
 
 template <class T, bool kBf16, bool kStepScale, bool kZero, int kN>
 cudaError_t launch_shape(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, const MmaLaunch& m,
@@ -608,7 +600,7 @@ template <class T, bool kBf16, bool kStepScale = false, bool kZero = false>
 cudaError_t launch_traits(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, int num_slots,
                           cudaStream_t stream) {
   const MmaLaunch m = plan_mma_launch(p.layout, num_slots, p.num_local_experts, p.num_sms);
-  const bool late = num_slots <= int64_t{kReleaseLateMaxTokens} * p.top_k;
+  const bool late = mma_release_late(num_slots, p.top_k);
   if (m.slots_per_pass == 8) return launch_shape<T, kBf16, kStepScale, kZero, 1>(p, in16, in_scale, m, late, stream);
   if (m.slots_per_pass == 16) return launch_shape<T, kBf16, kStepScale, kZero, 2>(p, in16, in_scale, m, late, stream);
   return launch_shape<T, kBf16, kStepScale, kZero, 4>(p, in16, in_scale, m, late, stream);

@@ -166,6 +166,14 @@ TEST(GemmPlan, SliceLengthFollowsTheGridSize) {
   EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 2, 8, 16).k_splits, 4);
 }
 
+TEST(GemmPlan, ChainedDecodeGemmsReleaseLateUpToSixteenTokens) {
+  EXPECT_TRUE(mma_release_late(1, 8));
+  EXPECT_TRUE(mma_release_late(int64_t{kReleaseLateMaxTokens} * 8, 8));
+  EXPECT_FALSE(mma_release_late(int64_t{kReleaseLateMaxTokens} * 8 + 1, 8));
+  EXPECT_TRUE(mma_release_late(int64_t{kReleaseLateMaxTokens} * 2, 2));
+  EXPECT_FALSE(mma_release_late(int64_t{kReleaseLateMaxTokens} * 2 + 2, 2));
+}
+
 TEST(GemmPlan, ExpectedActiveExperts) {
   EXPECT_DOUBLE_EQ(expected_active_experts(0, 8), 0.0);
   EXPECT_DOUBLE_EQ(expected_active_experts(1, 8), 1.0);
