@@ -23,7 +23,7 @@ class CudaMoeLayer {
   // intermediates: at 8192 tokens ~4.2 GB for a Mixtral-8x7B layer, ~1.6 GB for Qwen3-30B-A3B
   // (layers do not share it yet).
   // Weight-only layouts without a prefill kernel of their own (groups of 32, zero points, act
-  // order, MXFP4) run large batches as bf16 GEMMs on their weights dequantized
+  // order, MXFP4, NVFP4 weight-only) run large batches as bf16 GEMMs on their weights dequantized
   // a batch of experts at a time into a workspace of at most `dequant_workspace_bytes` (at least
   // one expert's bf16 weights), allocated only when max_tokens reaches the batch where the
   // automatic path takes that route (`qmoe inspect --cuda-plan`). Only bf16 hidden states take

@@ -199,7 +199,9 @@ bool dequantizes_to_bf16_exactly(const GemmLayout& L) {
 }
 
 bool dequant_divides_by_global_scale(const GemmLayout& L) {
-  return L.format == kNvfp4 && !L.round_to_scale_dtype;
+  // (Groups of whole 8-column chunks: the dequantization kernel's fast path, which leaves the
+  // global divisor out; its per-element fallback would apply it.)
+  return L.format == kNvfp4 && !L.round_to_scale_dtype && L.group_size > 0 && L.group_size % 8 == 0;
 }
 
 int dequant_batch_experts(int64_t expert_bytes, int num_experts, int64_t workspace_bytes) {

@@ -897,8 +897,9 @@ __device__ __forceinline__ float e2m1_value(uint32_t nibble) {
   return __uint_as_float(magnitude | ((nibble & 8u) << 28));
 }
 
-// x (|x| < 2^22) as a float, exactly, with two integer-pipe instructions instead of a conversion.
-__device__ __forceinline__ float small_int_value(int x) { return __int_as_float(0x4B000000 + x) - 8388608.0f; }
+// x (|x| < 2^22) as a float, exactly, without a conversion: 1.5 * 2^23 + x keeps the exponent of
+// 1.5 * 2^23 for negative x too, so its mantissa holds x.
+__device__ __forceinline__ float small_int_value(int x) { return __int_as_float(0x4B400000 + x) - 12582912.0f; }
 
 // RNE_bf16(lo), RNE_bf16(hi) in one word (lo in the low half), in one conversion instruction: the
 // bits of quant::float_to_bf16 for every input but NaNs, whose payload may differ.

@@ -406,6 +406,10 @@ TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {
   EXPECT_FALSE(dequantizes_to_bf16_exactly(nvfp4_f32));
   EXPECT_TRUE(dequant_divides_by_global_scale(nvfp4_f32));
   EXPECT_FALSE(dequant_divides_by_global_scale(nvfp4));
+  GemmLayout nvfp4_g4 = nvfp4_f32;
+  nvfp4_g4.group_size = 4;
+  EXPECT_FALSE(dequant_divides_by_global_scale(nvfp4_g4));
+  EXPECT_EQ(plan_grouped_kernel(nvfp4_g4, false, bf16_in, mma), GroupedKernel::kNone);
   EXPECT_EQ(plan_grouped_kernel(nvfp4_f32, false, bf16_in, mma), GroupedKernel::kDequantBf16);
   // f32 scales, unrounded integer products: the values are not bf16s.
   GemmLayout g32_f32 = g32, g32_unrounded = g32;

@@ -649,6 +649,13 @@ TEST(DequantizedPrefill, WeightsAreTheCpusBitForBit) {
   cases.push_back({"fp8 channel", fp8});
   MoeLayer act_order = with_act_order(random_layer(Scheme::kW4A16G128, {1, 1, 1024, 128}));
   cases.push_back({"w4a16_g128 act order", act_order.experts[0].w13});
+  cases.push_back({"w8a16 packed, channel", random_weight(Scheme::kW8A16Channel, 96, 1024)});
+  cases.push_back({"fp8 128 x 128 blocks, weight-only", random_weight(Scheme::kFp8Block, 96, 1024)});
+  QuantWeight g96 = random_weight(Scheme::kW4A16AsymG32, 96, 2880);  // groups of 96: a division
+  g96.group_size = 96;
+  g96.scale = random_bf16({96, 2880 / 96}, 0.002f, 0.02f);
+  g96.zero_point = Tensor();
+  cases.push_back({"w4a16_g96", g96});
   QuantWeight g8 = random_weight(Scheme::kW4A16G128, 96, 1024);  // groups of 8: a scale per 8 columns
   g8.group_size = 8;
   g8.scale = random_bf16({96, 1024 / 8}, 0.002f, 0.02f);
@@ -801,9 +808,25 @@ TEST(DequantizedPrefill, EdgeCases) {
   const Tensor want = cpu->forward(ep, x, logits, defaults);
   expect_dequantized_prefill_matches_cpu(ep, x, logits, want, defaults, past, int64_t{1} << 20,
                                          "auto mxfp4 expert map past the crossover");
-  // A zero budget: no workspace, the automatic path keeps the decode kernels.
-  expect_dequantized_prefill_matches_cpu(ep, x, logits, want, defaults, past, 0,
-                                         "auto mxfp4 expert map past the crossover, no workspace");
+  // Which path ran, bit for bit: past the crossover the automatic path is the forced prefill one;
+  // with a zero budget (no workspace) it is the decode kernels'.
+  ForwardOptions decode;
+  decode.gemm_path = GemmPath::kDecode;
+  auto device_forward = [&](const ForwardOptions& options, int64_t budget) {
+    CudaMoeLayer dev(ep, past, budget);
+    Tensor eager, replay;
+    forward_eager_and_replayed(dev, x, logits, options, 1, &eager, &replay);
+    return eager;
+  };
+  const Tensor auto_out = device_forward(defaults, int64_t{1} << 20);
+  const Tensor prefill_out = device_forward(prefill, int64_t{1} << 20);
+  const Tensor no_workspace_out = device_forward(defaults, 0);
+  const Tensor decode_out = device_forward(decode, 0);
+  ASSERT_FALSE(auto_out.empty() || prefill_out.empty() || no_workspace_out.empty() || decode_out.empty());
+  EXPECT_EQ(0, std::memcmp(auto_out.raw(), prefill_out.raw(), auto_out.size_bytes())) << "auto past the crossover";
+  EXPECT_EQ(0, std::memcmp(no_workspace_out.raw(), decode_out.raw(), decode_out.size_bytes())) << "zero budget";
+  EXPECT_NE(0, std::memcmp(prefill_out.raw(), decode_out.raw(), decode_out.size_bytes()))
+      << "the two paths gave identical bits: the comparisons above cannot tell them apart";
   // Forcing the path on a layer whose workspace was not allocated (max_tokens below the crossover)
   // says so before anything runs.
   random_inputs(4, one, x, logits);
