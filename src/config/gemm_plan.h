@@ -98,7 +98,7 @@ int dequant_batch_experts(int64_t expert_bytes, int num_experts, int64_t workspa
 int64_t grouped_scales_per_row(GroupedKernel kind, int64_t k);
 // The prefill kernel for a projection whose decode kernel is `decode` (the sorted rows are gathered
 // from the decode kernels' input codes, or are the 16-bit inputs of kBf16 / kDequantBf16). A bias
-// is added to the output rows after the GEMM (launch_add_expert_bias).
+// is added to the output rows after the GEMM (launch_finish_expert_rows).
 GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput& in,
                                   GemmKernel decode);
 // The tiles (GroupedTile, kGroupedTiles): config/grouped_tile.h.

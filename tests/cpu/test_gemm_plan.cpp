@@ -411,6 +411,7 @@ TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {
   EXPECT_FALSE(dequant_divides_by_global_scale(nvfp4_g4));
   EXPECT_EQ(plan_grouped_kernel(nvfp4_g4, false, bf16_in, mma), GroupedKernel::kNone);
   EXPECT_EQ(plan_grouped_kernel(nvfp4_f32, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(nvfp4_f32, true, bf16_in, GemmKernel::kCudaCore), GroupedKernel::kNone);
   // f32 scales, unrounded integer products: the values are not bf16s.
   GemmLayout g32_f32 = g32, g32_unrounded = g32;
   g32_f32.scale_kind = 2;
