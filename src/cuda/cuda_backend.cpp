@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -707,6 +708,20 @@ CudaTiming time_cuda_forward(const CudaMoeLayer& layer, const std::vector<Tensor
 }
 
 namespace cuda {
+
+GroupedTileOrder grouped_tile_order() {
+  static const GroupedTileOrder order = [] {
+    GroupedTileOrder o;
+    const char* raster = std::getenv("QMOE_RASTER");
+    if (raster && std::strcmp(raster, "m") == 0) o.raster = 1;
+    if (raster && std::strcmp(raster, "n") == 0) o.raster = 2;
+    const char* swizzle = std::getenv("QMOE_SWIZZLE");
+    if (swizzle) o.swizzle = std::clamp(std::atoi(swizzle), 1, 8);
+    return o;
+  }();
+  return order;
+}
+
 namespace {
 
 // Host tensors in and out; one CudaMoeLayer cached per layer object.

@@ -33,6 +33,15 @@ class GroupedTcGemm {
   virtual ~GroupedTcGemm() = default;
   virtual cudaError_t run(cudaStream_t stream) = 0;
 };
+// The order in which the persistent tile scheduler walks each group's output tiles, for A/B runs:
+// QMOE_RASTER=m (consecutive tiles along M, CUTLASS's default) or n, QMOE_SWIZZLE=1|2|4|8 (tiles
+// per step across the other dimension). Read once per process; unset: CUTLASS's defaults.
+struct GroupedTileOrder {
+  int raster = 0;  // 0 default, 1 along M, 2 along N
+  int swizzle = 1;
+};
+GroupedTileOrder grouped_tile_order();
+
 // The instances of each operand type (grouped_sm90_<type>.cu), one per tile of config/grouped_tile.h.
 // They throw std::invalid_argument for sizes they cannot take.
 std::unique_ptr<GroupedTcGemm> make_grouped_fp8(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,

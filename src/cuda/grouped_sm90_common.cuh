@@ -89,7 +89,12 @@ class CutlassGrouped : public GroupedTcGemm {
   }
   // Binds the kernel to `args` once: every pointer it reads is fixed here and the per-forward problem
   // sizes and pointers are device data, so run() is only a launch.
-  void initialize(const typename Gemm::Arguments& args) {
+  void initialize(typename Gemm::Arguments args) {
+    const GroupedTileOrder order = grouped_tile_order();
+    using Raster = decltype(args.scheduler.raster_order);
+    if (order.raster == 1) args.scheduler.raster_order = Raster::AlongM;
+    if (order.raster == 2) args.scheduler.raster_order = Raster::AlongN;
+    args.scheduler.max_swizzle_size = order.swizzle;
     if (gemm_.can_implement(args) != cutlass::Status::kSuccess)
       throw std::invalid_argument(name_ + ": CUTLASS cannot run this problem");
     const size_t workspace_bytes = Gemm::get_workspace_size(args);
