@@ -978,18 +978,176 @@ __device__ uint4 dequantize8_bf16(const WeightLayout& L, const ExpertTensors& w,
   return make_uint4(bf16x2_bits(v[0], v[1]), bf16x2_bits(v[2], v[3]), bf16x2_bits(v[4], v[5]), bf16x2_bits(v[6], v[7]));
 }
 
-// A block per (row, expert of the batch) (grid x, y); a thread per 8 columns: one 16-byte store.
-__global__ void dequantize_bf16_kernel(DequantParams p) {
+// Bit-level dequantization for the common layouts: pairs of weights as bf16x2, each the CPU's bf16.
+__device__ __forceinline__ __nv_bfloat162 as_bf16x2(uint32_t bits) {
+  __nv_bfloat162 v;
+  memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+__device__ __forceinline__ uint32_t bits_of(__nv_bfloat162 v) {
+  uint32_t bits;
+  memcpy(&bits, &v, sizeof(bits));
+  return bits;
+}
+
+// The e2m1 codes of 4 nibbles (bits 0-15 of `nibbles`, the even column's lowest) as bf16 pairs
+// (p01: columns 0, 1; p23: 2, 3), exactly: each magnitude's two bytes looked up with byte permutes
+// (0, 0.5, 1, 1.5, 2, 3, 4, 6 = 0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0),
+// then the sign bits moved to bit 15 / 31.
+__device__ __forceinline__ void e2m1x4_bf16(uint32_t nibbles, uint32_t& p01, uint32_t& p23) {
+  const uint32_t magnitudes = nibbles & 0x7777u;
+  const uint32_t hi = __byte_perm(0x3F3F3F00u, 0x40404040u, magnitudes);
+  const uint32_t lo = __byte_perm(0xC0800000u, 0xC0804000u, magnitudes);
+  p01 = __byte_perm(lo, hi, 0x5140u) | ((nibbles << 12) & 0x8000u) | ((nibbles << 24) & 0x80000000u);
+  p23 = __byte_perm(lo, hi, 0x7362u) | ((nibbles << 4) & 0x8000u) | ((nibbles << 16) & 0x80000000u);
+}
+
+// 8 columns' codes and their scale, loaded before any arithmetic so a thread has all its loads in
+// flight at once (the pass is bound by how many loads are outstanding, not by instructions).
+struct Codes8 {
+  uint2 bits;        // the codes: e2m1 / int4 in bits.x; 8-bit codes in x and y
+  float scale = 0;   // scale_at, or the raw scale byte of the FP4 formats
+  int zero = 0;
+  bool generic = false;  // not a common layout: dequantize8_bf16 reloads it
+};
+
+// Whether 8-column chunks of this layout take the bit-level conversions: the common formats, no act
+// order, every chunk inside one group.
+__device__ __forceinline__ bool common_chunks(const WeightLayout& L, const ExpertTensors& w) {
+  const bool to_bf16 = L.round_to_scale_dtype && L.scale_kind == 0;
+  const bool format = (L.format == kIntPacked && (L.bits == 4 || L.bits == 8) && to_bf16) ||
+                      (L.format == kIntUnpacked && to_bf16) || (L.format == kFp8 && to_bf16) ||
+                      L.format == kMxfp4 || L.format == kNvfp4;
+  const int64_t group = L.strategy == kTensor || L.strategy == kChannel ? 8
+                        : L.strategy == kBlock                            ? L.block_cols
+                                                                          : L.group_size;
+  return format && !w.g_idx && group % 8 == 0;
+}
+
+__device__ __forceinline__ Codes8 load_codes8(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col,
+                                              int group_shift, bool common) {
+  Codes8 c;
+  if (!common) {
+    c.generic = true;
+    return c;
+  }
+  const int g = L.strategy == kTensor || L.strategy == kChannel ? 0
+                : group_shift >= 0 ? static_cast<int>(col) >> group_shift
+                                   : static_cast<int>(col) / static_cast<int>(L.strategy == kBlock ? L.block_cols : L.group_size);
+  if (L.format == kMxfp4 || L.format == kNvfp4) {
+    c.bits.x = *reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) + row * (L.cols / 2) + col / 2);
+    c.scale = static_cast<const uint8_t*>(w.scale)[row * L.scale_cols + g];
+    return c;
+  }
+  if (L.format == kIntPacked && L.bits == 4) {
+    c.bits.x = static_cast<const uint32_t*>(w.data)[row * L.words_per_row + col / 8];
+  } else if (L.format == kIntPacked) {
+    c.bits = *reinterpret_cast<const uint2*>(static_cast<const uint32_t*>(w.data) + row * L.words_per_row + col / 4);
+  } else {  // 8-bit codes, one byte each
+    c.bits = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(w.data) + row * L.cols + col);
+  }
+  c.scale = scale_at(L, w, row, g);
+  if (L.format != kFp8) c.zero = zero_point_at(L, w, row, g);
+  return c;
+}
+
+// The 8 bf16s of loaded codes (pairs in 32-bit words, even column low), the CPU's bits but NaN
+// payloads. Exact products take bf16x2 multiplies; products that may leave bf16's normal range take
+// the float path, whose RNE is the CPU's.
+__device__ uint4 convert_codes8(const WeightLayout& L, const ExpertTensors& w, const Codes8& c, int64_t row,
+                                int64_t col, int group_shift) {
+  if (c.generic) return dequantize8_bf16(L, w, row, col, group_shift);
+  uint32_t p[4];
+  if (L.format == kMxfp4 || L.format == kNvfp4) {
+    const uint32_t sb = static_cast<uint32_t>(c.scale);
+    // bf16 scale exactly: MXFP4 2^(sb - 127) (products stay normal from sb 2; 255 is +inf), NVFP4
+    // scaled in fp32: fp8(s) (e2m1 * fp8 fits bf16's 8 bits; 0x7F is NaN).
+    uint32_t s_bits = 0;
+    if (L.format == kMxfp4 && sb >= 2 && sb != 255) {
+      s_bits = sb << 7;
+    } else if (L.format == kNvfp4 && !L.round_to_scale_dtype && (sb & 0x7Fu) != 0x7Fu) {
+      s_bits = quant::float_to_bf16(quant::fp8e4m3_to_float(static_cast<uint8_t>(sb)));
+    } else {
+      // RNE_bf16(e2m1 * scale) in fp32, the scale as formats.h computes it (NVFP4 rounded to bf16:
+      // fp8(s) / global first).
+      const float scale = L.format == kMxfp4          ? quant::e8m0_to_float(static_cast<uint8_t>(sb))
+                          : L.round_to_scale_dtype    ? __fdiv_rn(quant::fp8e4m3_to_float(static_cast<uint8_t>(sb)), w.global_scale)
+                                                      : quant::fp8e4m3_to_float(static_cast<uint8_t>(sb));
+      float v[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(e2m1_value(c.bits.x >> (4 * j)), scale);
+      return make_uint4(bf16x2_bits(v[0], v[1]), bf16x2_bits(v[2], v[3]), bf16x2_bits(v[4], v[5]), bf16x2_bits(v[6], v[7]));
+    }
+    const __nv_bfloat162 s2 = as_bf16x2(s_bits | (s_bits << 16));
+    e2m1x4_bf16(c.bits.x & 0xFFFFu, p[0], p[1]);
+    e2m1x4_bf16(c.bits.x >> 16, p[2], p[3]);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) p[j] = bits_of(__hmul2(as_bf16x2(p[j]), s2));
+    return make_uint4(p[0], p[1], p[2], p[3]);
+  }
+  if (L.format == kIntPacked && L.bits == 4) {
+    // 128 + (t ^ 8) is exact in bf16 (0x4300 | v); minus 136 + z gives q - z = (t ^ 8) - 8 - z, then
+    // one rounding: RNE_bf16((q - z) * s), as quant::dequant_int. Only for normal, finite products.
+    const float s = c.scale;
+    if (!(fabsf(s) >= 0x1p-100f && fabsf(s) <= 0x1p100f) || c.zero < -64 || c.zero > 64)
+      return dequantize8_bf16(L, w, row, col, group_shift);
+    const uint32_t s_bits = quant::float_to_bf16(s), off_bits = quant::float_to_bf16(136.0f + c.zero);
+    const __nv_bfloat162 s2 = as_bf16x2(s_bits | (s_bits << 16)), off2 = as_bf16x2(off_bits | (off_bits << 16));
+    const uint32_t t = c.bits.x ^ 0x88888888u;
+    p[0] = (t & 0xFu) | ((t << 12) & 0xF0000u);
+    p[1] = ((t >> 8) & 0xFu) | ((t << 4) & 0xF0000u);
+    p[2] = ((t >> 16) & 0xFu) | ((t >> 4) & 0xF0000u);
+    p[3] = ((t >> 24) & 0xFu) | ((t >> 12) & 0xF0000u);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) p[j] = bits_of(__hmul2(__hsub2(as_bf16x2(p[j] | 0x43004300u), off2), s2));
+    return make_uint4(p[0], p[1], p[2], p[3]);
+  }
+  float v[8];
+  if (L.format == kFp8) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      v[j] = __fmul_rn(quant::fp8e4m3_to_float(((j < 4 ? c.bits.x : c.bits.y) >> (8 * (j % 4))) & 0xFF), c.scale);
+  } else {
+    // (q - z) * s, as quant::dequant_int before its rounding; a code byte read as int8 is q (packed
+    // 8-bit device codes are u ^ 128 = q's two's complement).
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int q = static_cast<int8_t>(static_cast<uint8_t>(((j < 4 ? c.bits.x : c.bits.y) >> (8 * (j % 4))) & 0xFF));
+      v[j] = __fmul_rn(small_int_value(q - c.zero), c.scale);
+    }
+  }
+  return make_uint4(bf16x2_bits(v[0], v[1]), bf16x2_bits(v[2], v[3]), bf16x2_bits(v[4], v[5]), bf16x2_bits(v[6], v[7]));
+}
+
+constexpr int kDequantThreads = 128;
+constexpr int kDequantChunksPerThread = 4;  // 8-column chunks, kDequantThreads apart: coalesced stores
+
+// A block per (row, 4096 columns, expert of the batch): grid x = rows * column blocks, y = experts.
+// Each thread loads the codes of its kDequantChunksPerThread chunks first, then converts and stores.
+__global__ void __launch_bounds__(kDequantThreads) dequantize_bf16_kernel(DequantParams p, int column_blocks) {
   const WeightLayout& L = p.layout;
   const int e = p.first + static_cast<int>(blockIdx.y);
   if (p.expert_offsets[e] == p.expert_offsets[e + 1]) return;  // no slots: not read by the GEMM
   const ExpertTensors w = p.experts[e];
-  const int64_t row = blockIdx.x;
+  const int64_t row = blockIdx.x / column_blocks;
   const int chunks = static_cast<int>(L.cols / 8);
+  const int first_chunk = static_cast<int>(blockIdx.x % column_blocks) * kDequantThreads * kDequantChunksPerThread +
+                          static_cast<int>(threadIdx.x);
   const int group_size = static_cast<int>(L.strategy == kBlock ? L.block_cols : L.group_size);
   const int group_shift = group_size > 0 && (group_size & (group_size - 1)) == 0 ? __ffs(group_size) - 1 : -1;
+  const bool common = common_chunks(L, w);
   uint4* out = reinterpret_cast<uint4*>(p.out) + (static_cast<int64_t>(blockIdx.y) * L.rows + row) * chunks;
-  for (int c = threadIdx.x; c < chunks; c += blockDim.x) out[c] = dequantize8_bf16(L, w, row, int64_t{c} * 8, group_shift);
+  Codes8 codes[kDequantChunksPerThread];
+#pragma unroll
+  for (int k = 0; k < kDequantChunksPerThread; ++k) {
+    const int c = first_chunk + k * kDequantThreads;
+    if (c < chunks) codes[k] = load_codes8(L, w, row, int64_t{c} * 8, group_shift, common);
+  }
+#pragma unroll
+  for (int k = 0; k < kDequantChunksPerThread; ++k) {
+    const int c = first_chunk + k * kDequantThreads;
+    if (c < chunks) out[c] = convert_codes8(L, w, codes[k], row, int64_t{c} * 8, group_shift);
+  }
 }
 
 // One thread per 4 columns of a sorted output row.
@@ -1152,8 +1310,11 @@ cudaError_t launch_dequantize_bf16(const DequantParams& p, cudaStream_t stream) 
       p.count > 65535)
     return cudaErrorInvalidValue;
   if (p.count == 0 || p.layout.rows == 0 || p.layout.cols == 0) return cudaSuccess;
-  const dim3 grid(static_cast<unsigned>(p.layout.rows), static_cast<unsigned>(p.count));
-  dequantize_bf16_kernel<<<grid, 128, 0, stream>>>(p);
+  const int64_t per_block = int64_t{kDequantThreads} * kDequantChunksPerThread * 8;
+  const int column_blocks = static_cast<int>((p.layout.cols + per_block - 1) / per_block);
+  if (p.layout.rows * column_blocks >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(p.layout.rows * column_blocks), static_cast<unsigned>(p.count));
+  dequantize_bf16_kernel<<<grid, kDequantThreads, 0, stream>>>(p, column_blocks);
   return cudaGetLastError();
 }
 
