@@ -1002,13 +1002,12 @@ __device__ __forceinline__ void e2m1x4_bf16(uint32_t nibbles, uint32_t& p01, uin
   p23 = __byte_perm(lo, hi, 0x7362u) | ((nibbles << 4) & 0x8000u) | ((nibbles << 16) & 0x80000000u);
 }
 
-// 8 columns' codes and their scale, loaded before any arithmetic so a thread has all its loads in
-// flight at once (the pass is bound by how many loads are outstanding, not by instructions).
+// 8 columns' codes and their scale, loaded before any arithmetic so that a thread has all its loads
+// in flight at once.
 struct Codes8 {
   uint2 bits;        // the codes: e2m1 / int4 in bits.x; 8-bit codes in x and y
   float scale = 0;   // scale_at, or the raw scale byte of the FP4 formats
   int zero = 0;
-  bool generic = false;  // not a common layout: dequantize8_bf16 reloads it
 };
 
 // Whether 8-column chunks of this layout take the bit-level conversions: the common formats, no act
@@ -1024,13 +1023,10 @@ __device__ __forceinline__ bool common_chunks(const WeightLayout& L, const Exper
   return format && !w.g_idx && group % 8 == 0;
 }
 
+// (Layouts of common_chunks only.)
 __device__ __forceinline__ Codes8 load_codes8(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col,
-                                              int group_shift, bool common) {
+                                              int group_shift) {
   Codes8 c;
-  if (!common) {
-    c.generic = true;
-    return c;
-  }
   const int g = L.strategy == kTensor || L.strategy == kChannel ? 0
                 : group_shift >= 0 ? static_cast<int>(col) >> group_shift
                                    : static_cast<int>(col) / static_cast<int>(L.strategy == kBlock ? L.block_cols : L.group_size);
@@ -1054,9 +1050,7 @@ __device__ __forceinline__ Codes8 load_codes8(const WeightLayout& L, const Exper
 // The 8 bf16s of loaded codes (pairs in 32-bit words, even column low), the CPU's bits but NaN
 // payloads. Exact products take bf16x2 multiplies; products that may leave bf16's normal range take
 // the float path, whose RNE is the CPU's.
-__device__ uint4 convert_codes8(const WeightLayout& L, const ExpertTensors& w, const Codes8& c, int64_t row,
-                                int64_t col, int group_shift) {
-  if (c.generic) return dequantize8_bf16(L, w, row, col, group_shift);
+__device__ __forceinline__ uint4 convert_codes8(const WeightLayout& L, const ExpertTensors& w, const Codes8& c) {
   uint32_t p[4];
   if (L.format == kMxfp4 || L.format == kNvfp4) {
     const uint32_t sb = static_cast<uint32_t>(c.scale);
@@ -1066,7 +1060,7 @@ __device__ uint4 convert_codes8(const WeightLayout& L, const ExpertTensors& w, c
     if (L.format == kMxfp4 && sb >= 2 && sb != 255) {
       s_bits = sb << 7;
     } else if (L.format == kNvfp4 && !L.round_to_scale_dtype && (sb & 0x7Fu) != 0x7Fu) {
-      s_bits = quant::float_to_bf16(quant::fp8e4m3_to_float(static_cast<uint8_t>(sb)));
+      s_bits = __bfloat16_as_ushort(__float2bfloat16_rn(quant::fp8e4m3_to_float(static_cast<uint8_t>(sb))));  // exact
     } else {
       // RNE_bf16(e2m1 * scale) in fp32, the scale as formats.h computes it (NVFP4 rounded to bf16:
       // fp8(s) / global first).
@@ -1085,14 +1079,11 @@ __device__ uint4 convert_codes8(const WeightLayout& L, const ExpertTensors& w, c
     for (int j = 0; j < 4; ++j) p[j] = bits_of(__hmul2(as_bf16x2(p[j]), s2));
     return make_uint4(p[0], p[1], p[2], p[3]);
   }
-  if (L.format == kIntPacked && L.bits == 4) {
+  const bool int4 = L.format == kIntPacked && L.bits == 4;
+  if (int4 && fabsf(c.scale) >= 0x1p-100f && fabsf(c.scale) <= 0x1p100f && c.zero >= -64 && c.zero <= 64) {
     // 128 + (t ^ 8) is exact in bf16 (0x4300 | v); minus 136 + z gives q - z = (t ^ 8) - 8 - z, then
     // one rounding: RNE_bf16((q - z) * s), as quant::dequant_int. Only for normal, finite products.
-    const float s = c.scale;
-    if (!(fabsf(s) >= 0x1p-100f && fabsf(s) <= 0x1p100f) || c.zero < -64 || c.zero > 64)
-      return dequantize8_bf16(L, w, row, col, group_shift);
-    const uint32_t s_bits = quant::float_to_bf16(s), off_bits = quant::float_to_bf16(136.0f + c.zero);
-    const __nv_bfloat162 s2 = as_bf16x2(s_bits | (s_bits << 16)), off2 = as_bf16x2(off_bits | (off_bits << 16));
+    const __nv_bfloat162 s2 = __float2bfloat162_rn(c.scale), off2 = __float2bfloat162_rn(136.0f + c.zero);  // exact
     const uint32_t t = c.bits.x ^ 0x88888888u;
     p[0] = (t & 0xFu) | ((t << 12) & 0xF0000u);
     p[1] = ((t >> 8) & 0xFu) | ((t << 4) & 0xF0000u);
@@ -1108,45 +1099,66 @@ __device__ uint4 convert_codes8(const WeightLayout& L, const ExpertTensors& w, c
     for (int j = 0; j < 8; ++j)
       v[j] = __fmul_rn(quant::fp8e4m3_to_float(((j < 4 ? c.bits.x : c.bits.y) >> (8 * (j % 4))) & 0xFF), c.scale);
   } else {
-    // (q - z) * s, as quant::dequant_int before its rounding; a code byte read as int8 is q (packed
-    // 8-bit device codes are u ^ 128 = q's two's complement).
+    // (q - z) * s, as quant::dequant_int before its rounding. Device int4 codes are t = u ^ 8, so q =
+    // (t ^ 8) - 8; a byte of 8-bit codes read as int8 is q (packed device codes are u ^ 128).
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const int q = static_cast<int8_t>(static_cast<uint8_t>(((j < 4 ? c.bits.x : c.bits.y) >> (8 * (j % 4))) & 0xFF));
+      const int q = int4 ? static_cast<int>(((c.bits.x >> (4 * j)) & 0xFu) ^ 8u) - 8
+                         : static_cast<int8_t>(static_cast<uint8_t>(((j < 4 ? c.bits.x : c.bits.y) >> (8 * (j % 4))) & 0xFF));
       v[j] = __fmul_rn(small_int_value(q - c.zero), c.scale);
     }
   }
   return make_uint4(bf16x2_bits(v[0], v[1]), bf16x2_bits(v[2], v[3]), bf16x2_bits(v[4], v[5]), bf16x2_bits(v[6], v[7]));
 }
 
-constexpr int kDequantThreads = 128;
+constexpr int kDequantThreads = 256;
 constexpr int kDequantChunksPerThread = 4;  // 8-column chunks, kDequantThreads apart: coalesced stores
 
-// A block per (row, 4096 columns, expert of the batch): grid x = rows * column blocks, y = experts.
-// Each thread loads the codes of its kDequantChunksPerThread chunks first, then converts and stores.
-__global__ void __launch_bounds__(kDequantThreads) dequantize_bf16_kernel(DequantParams p, int column_blocks) {
+// An expert's [rows, chunks] 8-column chunks flattened, so every block is full whatever the row
+// length (Kimi-K2 TP8's down projection has 32 chunks per row); row = i / chunks as
+// (i * multiplier) >> shift (exact for i < 2^31: multiplier = ceil(2^shift / chunks), shift = 31 +
+// ceil(log2 chunks)).
+struct ChunkDivider {
+  uint32_t chunks = 1;
+  uint64_t multiplier = 1;
+  int shift = 0;
+};
+
+// grid x: the flattened chunks / (kDequantThreads * kDequantChunksPerThread), y: experts of the
+// batch. Each thread loads the codes of its kDequantChunksPerThread chunks first, then converts and
+// stores them.
+__global__ void __launch_bounds__(kDequantThreads) dequantize_bf16_kernel(DequantParams p, ChunkDivider div) {
   const WeightLayout& L = p.layout;
   const int e = p.first + static_cast<int>(blockIdx.y);
   if (p.expert_offsets[e] == p.expert_offsets[e + 1]) return;  // no slots: not read by the GEMM
   const ExpertTensors w = p.experts[e];
-  const int64_t row = blockIdx.x / column_blocks;
-  const int chunks = static_cast<int>(L.cols / 8);
-  const int first_chunk = static_cast<int>(blockIdx.x % column_blocks) * kDequantThreads * kDequantChunksPerThread +
-                          static_cast<int>(threadIdx.x);
+  const uint32_t total = static_cast<uint32_t>(L.rows) * div.chunks;
+  const uint32_t first = blockIdx.x * (kDequantThreads * kDequantChunksPerThread) + threadIdx.x;
   const int group_size = static_cast<int>(L.strategy == kBlock ? L.block_cols : L.group_size);
   const int group_shift = group_size > 0 && (group_size & (group_size - 1)) == 0 ? __ffs(group_size) - 1 : -1;
-  const bool common = common_chunks(L, w);
-  uint4* out = reinterpret_cast<uint4*>(p.out) + (static_cast<int64_t>(blockIdx.y) * L.rows + row) * chunks;
+  uint4* out = reinterpret_cast<uint4*>(p.out) + static_cast<int64_t>(blockIdx.y) * total;
+  uint32_t rows[kDequantChunksPerThread], cols[kDequantChunksPerThread];
+#pragma unroll
+  for (int k = 0; k < kDequantChunksPerThread; ++k) {
+    const uint32_t i = first + k * kDequantThreads;
+    rows[k] = static_cast<uint32_t>((i * div.multiplier) >> div.shift);
+    cols[k] = (i - rows[k] * div.chunks) * 8;
+  }
+  if (!common_chunks(L, w)) {  // the rest: element by element
+    for (int k = 0; k < kDequantChunksPerThread; ++k) {
+      const uint32_t i = first + k * kDequantThreads;
+      if (i < total) out[i] = dequantize8_bf16(L, w, rows[k], cols[k], group_shift);
+    }
+    return;
+  }
   Codes8 codes[kDequantChunksPerThread];
 #pragma unroll
-  for (int k = 0; k < kDequantChunksPerThread; ++k) {
-    const int c = first_chunk + k * kDequantThreads;
-    if (c < chunks) codes[k] = load_codes8(L, w, row, int64_t{c} * 8, group_shift, common);
-  }
+  for (int k = 0; k < kDequantChunksPerThread; ++k)
+    if (first + k * kDequantThreads < total) codes[k] = load_codes8(L, w, rows[k], cols[k], group_shift);
 #pragma unroll
   for (int k = 0; k < kDequantChunksPerThread; ++k) {
-    const int c = first_chunk + k * kDequantThreads;
-    if (c < chunks) out[c] = convert_codes8(L, w, codes[k], row, int64_t{c} * 8, group_shift);
+    const uint32_t i = first + k * kDequantThreads;
+    if (i < total) out[i] = convert_codes8(L, w, codes[k]);
   }
 }
 
@@ -1310,11 +1322,17 @@ cudaError_t launch_dequantize_bf16(const DequantParams& p, cudaStream_t stream) 
       p.count > 65535)
     return cudaErrorInvalidValue;
   if (p.count == 0 || p.layout.rows == 0 || p.layout.cols == 0) return cudaSuccess;
-  const int64_t per_block = int64_t{kDequantThreads} * kDequantChunksPerThread * 8;
-  const int column_blocks = static_cast<int>((p.layout.cols + per_block - 1) / per_block);
-  if (p.layout.rows * column_blocks >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>(p.layout.rows * column_blocks), static_cast<unsigned>(p.count));
-  dequantize_bf16_kernel<<<grid, kDequantThreads, 0, stream>>>(p, column_blocks);
+  const int64_t chunks = p.layout.cols / 8, total = p.layout.rows * chunks;
+  if (total >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
+  ChunkDivider div;
+  div.chunks = static_cast<uint32_t>(chunks);
+  int log2_chunks = 0;
+  while ((int64_t{1} << log2_chunks) < chunks) ++log2_chunks;
+  div.shift = 31 + log2_chunks;
+  div.multiplier = static_cast<uint64_t>(((__uint128_t{1} << div.shift) + chunks - 1) / chunks);
+  const int64_t per_block = int64_t{kDequantThreads} * kDequantChunksPerThread;
+  const dim3 grid(static_cast<unsigned>((total + per_block - 1) / per_block), static_cast<unsigned>(p.count));
+  dequantize_bf16_kernel<<<grid, kDequantThreads, 0, stream>>>(p, div);
   return cudaGetLastError();
 }
 
