@@ -80,14 +80,16 @@ inline constexpr int kGroupedMinRowsPerExpertW4A8FewExperts = 8;
 // order, MXFP4): dequantized to bf16 a batch of experts at a time, then the bf16 kernel, by mean rows
 // per expert. Dequantizing costs a fixed pass over every expert's weights (their bf16 copy written
 // and read back), so the switch comes late. GEMM us decode vs prefill, same run, H200, 2026-11-30
-// (518550a, bench/runs/2026-11-30_518550a_dequant_fast/bench_*.log), crossings interpolated:
-// - Mixtral MXFP4: 1768 vs 2394 at 256 tokens (64 rows), 3379 vs 2785 at 512 (128): ~97 rows;
-// - Mixtral NVFP4 A16: 2030 vs 2562 at 64 rows, 3900 vs 2979 at 128: ~87;
-// - Kimi-K2 TP8 W4A16 g32: 5847 vs 5935 at 6144 (128 rows), 7675 vs 6596 at 8192 (171): ~131;
-// - gpt-oss-120b MXFP4: 4372 vs 5835 at 2048 (64 rows), 6364 vs 5833 at 3072 (96): ~88.
-// One switch for all: at 112 rows the slower kernel costs at most ~10% on either side (Mixtral MXFP4
-// ~1.11x running decode, Kimi-K2 ~1.10x running prefill, both interpolated).
-inline constexpr int kGroupedMinRowsPerExpertDequant = 112;
+// (f8f3161, bench/runs/2026-11-30_f8f3161_dequant_flat/bench_*.log), crossings interpolated:
+// - Mixtral MXFP4: 1766 vs 2179 at 256 tokens (64 rows), 2584 vs 2126 at 384 (96): ~79 rows;
+// - Mixtral NVFP4 A16: 2039 vs 2317 at 64 rows, 2986 vs 2289 at 96: ~73;
+// - gpt-oss-120b MXFP4: 4359 vs 4908 at 2048 (64 rows), 6333 vs 4915 at 3072 (96): ~73;
+// - Kimi-K2 TP8 W4A16 g32: 3940 vs 3754 at 4096 (85 rows), 5788 vs 4383 at 6144 (128): ~78
+//   (extrapolated below 85 rows);
+// - Qwen3-30B-A3B W4A16 g32: 1207 vs 1009 at 1536 (96 rows); 831 at 64 rows for decode (another
+//   run): ~74 (extrapolated).
+// At 76 the slower kernel costs at most ~4% on either side (interpolated).
+inline constexpr int kGroupedMinRowsPerExpertDequant = 76;
 // Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,
 // 128 x 48 below kInt4MinRowsForSmall, then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880
 // us against 5945 and 8639 for the larger ones, 93addc3), 128 x 192 in clusters of 2 up to 256, then

@@ -89,9 +89,16 @@ class CutlassGrouped : public GroupedTcGemm {
   }
   // Binds the kernel to `args` once: every pointer it reads is fixed here and the per-forward problem
   // sizes and pointers are device data, so run() is only a launch.
-  void initialize(typename Gemm::Arguments args) {
+  // The scheduler walks each group's tiles weights-stationary: consecutive tiles share the weight
+  // tile and move along the input rows (along M when the weights are B, along N when they are A:
+  // `weights_are_a`, the transposed mixed-input kernels). Mixtral W4A16 / W4A8-FP8 at 4096 tokens
+  // went 639-675 / 651-664 -> 707 / 692 TFLOP/s with it, the FP8 / INT8 / bf16 kernels (weights as
+  // B) lost 8-27% along N (bench/runs/2026-11-30_tile_order_ab/). QMOE_RASTER / QMOE_SWIZZLE
+  // override it for A/B runs.
+  void initialize(typename Gemm::Arguments args, bool weights_are_a = false) {
     const GroupedTileOrder order = grouped_tile_order();
     using Raster = decltype(args.scheduler.raster_order);
+    args.scheduler.raster_order = weights_are_a ? Raster::AlongN : Raster::AlongM;
     if (order.raster == 1) args.scheduler.raster_order = Raster::AlongM;
     if (order.raster == 2) args.scheduler.raster_order = Raster::AlongN;
     args.scheduler.max_swizzle_size = order.swizzle;

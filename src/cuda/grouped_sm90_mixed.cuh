@@ -105,7 +105,7 @@ class MixedGroupedGemm final : public CutlassGrouped<typename MixedTypes<Config>
         this->hardware(num_sms)};
     // Arguments of Sm90EVT<Mul, XScale, Acc>: children first, then the node; a null array: scale 1.
     args.epilogue.thread = {{buf.a_scale, 1.0f, {}}, {}, {}};
-    this->initialize(args);
+    this->initialize(args, /*weights_are_a=*/true);
   }
 };
 
