@@ -91,10 +91,12 @@ class CutlassGrouped : public GroupedTcGemm {
   // sizes and pointers are device data, so run() is only a launch.
   // The scheduler walks each group's tiles weights-stationary: consecutive tiles share the weight
   // tile and move along the input rows (along M when the weights are B, along N when they are A:
-  // `weights_are_a`, the transposed mixed-input kernels). Mixtral W4A16 / W4A8-FP8 at 4096 tokens
-  // went 639-675 / 651-664 -> 707 / 692 TFLOP/s with it, the FP8 / INT8 / bf16 kernels (weights as
-  // B) lost 8-27% along N (bench/runs/2026-11-30_tile_order_ab/). QMOE_RASTER / QMOE_SWIZZLE
-  // override it for A/B runs.
+  // `weights_are_a`, the transposed mixed-input kernels). Same binary, runs alternated: Mixtral
+  // W4A16 g128 at 4096 / 8192 tokens 603-610 / 637-641 TFLOP/s along M, 626-632 / 650-653 along N;
+  // W4A8-FP8 and DeepSeek-V3 / Qwen3-30B-A3B within about 1% either way
+  // (bench/runs/2026-11-30_1d649d6_final/order_*). The FP8 / INT8 / bf16 kernels (weights as B)
+  // lost 8-27% along N (bench/runs/2026-11-30_tile_order_ab/). QMOE_RASTER / QMOE_SWIZZLE override
+  // it for A/B runs.
   void initialize(typename Gemm::Arguments args, bool weights_are_a = false) {
     const GroupedTileOrder order = grouped_tile_order();
     using Raster = decltype(args.scheduler.raster_order);
