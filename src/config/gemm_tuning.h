@@ -77,17 +77,18 @@ inline constexpr int kGroupedMinRowsPerExpertInt8FewExperts = 4;
 inline constexpr int kGroupedMinRowsPerExpertW4A8 = 8;
 inline constexpr int kGroupedMinRowsPerExpertW4A8FewExperts = 8;
 // Weight-only layouts without a mixed-input kernel (kDequantBf16: groups of 32, zero points, act
-// order, MXFP4): dequantized to bf16 a batch of experts at a time, then the bf16 kernel, by mean rows
-// per expert. Dequantizing costs a fixed pass over every expert's weights (their bf16 copy written
-// and read back), so the switch comes late. GEMM us decode vs prefill, same run, H200, 2026-11-30
-// (f8f3161, bench/runs/2026-11-30_f8f3161_dequant_flat/bench_*.log), crossings interpolated:
+// order, MXFP4, NVFP4 A16): dequantized to bf16 a batch of experts at a time, then the bf16 kernel,
+// by mean rows per expert. Dequantizing costs a fixed pass over every expert's weights (their bf16
+// copy written and read back), so the switch comes late. GEMM us decode vs prefill, same run, H200,
+// 2026-11-30 (f8f3161, bench/runs/2026-11-30_f8f3161_dequant_flat/bench_*.log), crossings
+// interpolated:
 // - Mixtral MXFP4: 1766 vs 2179 at 256 tokens (64 rows), 2584 vs 2126 at 384 (96): ~79 rows;
 // - Mixtral NVFP4 A16: 2039 vs 2317 at 64 rows, 2986 vs 2289 at 96: ~73;
 // - gpt-oss-120b MXFP4: 4359 vs 4908 at 2048 (64 rows), 6333 vs 4915 at 3072 (96): ~73;
-// - Kimi-K2 TP8 W4A16 g32: 3940 vs 3754 at 4096 (85 rows), 5788 vs 4383 at 6144 (128): ~78
+// - Kimi-K2 TP8 W4A16 g32: 3940 vs 3754 at 4096 (85 rows), 5788 vs 4383 at 6144 (128): ~79
 //   (extrapolated below 85 rows);
 // - Qwen3-30B-A3B W4A16 g32: 1207 vs 1009 at 1536 (96 rows); 831 at 64 rows for decode (another
-//   run): ~74 (extrapolated).
+//   run) with the prefill slope from 96 to 128 rows: ~74 (extrapolated).
 // At 76 the slower kernel costs at most ~4% on either side (interpolated).
 inline constexpr int kGroupedMinRowsPerExpertDequant = 76;
 // Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,

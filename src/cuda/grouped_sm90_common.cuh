@@ -93,10 +93,10 @@ class CutlassGrouped : public GroupedTcGemm {
   // tile and move along the input rows (along M when the weights are B, along N when they are A:
   // `weights_are_a`, the transposed mixed-input kernels). Same binary, runs alternated: Mixtral
   // W4A16 g128 at 4096 / 8192 tokens 603-610 / 637-641 TFLOP/s along M, 626-632 / 650-653 along N;
-  // W4A8-FP8 and DeepSeek-V3 / Qwen3-30B-A3B within about 1% either way
-  // (bench/runs/2026-11-30_1d649d6_final/order_*). The FP8 / INT8 / bf16 kernels (weights as B)
-  // lost 8-27% along N (bench/runs/2026-11-30_tile_order_ab/). QMOE_RASTER / QMOE_SWIZZLE override
-  // it for A/B runs.
+  // W4A8-FP8 and DeepSeek-V3 within 2% either way, Qwen3-30B-A3B ~1% slower at 4096 tokens
+  // (bench/runs/2026-11-30_1d649d6_final/order_* and bench_mixed_input.log). The FP8 / INT8 / bf16
+  // kernels (weights as B) lost 9-27% along N on Mixtral (bench/runs/2026-11-30_tile_order_ab/).
+  // QMOE_RASTER / QMOE_SWIZZLE override it for A/B runs.
   void initialize(typename Gemm::Arguments args, bool weights_are_a = false) {
     const GroupedTileOrder order = grouped_tile_order();
     using Raster = decltype(args.scheduler.raster_order);
