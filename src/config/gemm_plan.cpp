@@ -182,8 +182,10 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const Gem
   if (native != GroupedKernel::kNone) return native;
   // The rest of weight-only on bf16 inputs that are exactly bf16 (the rows are rounded to bf16).
   const bool bf16_rows = in.act_quant == 0 && in.act_kind == 0 && in.exactly_16_bit;
-  // (NVFP4's global divisor after the GEMM needs the kernel's fast path: no act order.)
-  if (bf16_rows && L.format != kDense &&
+  // (NVFP4's global divisor after the GEMM needs the kernel's fast path: no act order. The kernel
+  // indexes an expert's 8-column chunks in 32 bits.)
+  const bool chunks_fit = L.rows * (L.cols / 8) < (int64_t{1} << 31);
+  if (bf16_rows && L.format != kDense && chunks_fit &&
       (dequantizes_to_bf16_exactly(L) || (!has_g_idx && dequant_divides_by_global_scale(L))))
     return GroupedKernel::kDequantBf16;
   return GroupedKernel::kNone;

@@ -713,10 +713,8 @@ GroupedTileOrder grouped_tile_order() {
   static const GroupedTileOrder order = [] {
     GroupedTileOrder o;
     const char* raster = std::getenv("QMOE_RASTER");
-    if (raster && std::strcmp(raster, "m") == 0) o.raster = 1;
-    if (raster && std::strcmp(raster, "n") == 0) o.raster = 2;
-    const char* swizzle = std::getenv("QMOE_SWIZZLE");
-    if (swizzle) o.swizzle = std::clamp(std::atoi(swizzle), 1, 8);
+    if (raster && (std::strcmp(raster, "m") == 0 || std::strcmp(raster, "M") == 0)) o.raster = 1;
+    if (raster && (std::strcmp(raster, "n") == 0 || std::strcmp(raster, "N") == 0)) o.raster = 2;
     return o;
   }();
   return order;

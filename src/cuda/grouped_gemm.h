@@ -33,13 +33,12 @@ class GroupedTcGemm {
   virtual ~GroupedTcGemm() = default;
   virtual cudaError_t run(cudaStream_t stream) = 0;
 };
-// Overrides of the order in which the persistent tile scheduler walks each group's output tiles,
-// for A/B runs: QMOE_RASTER=m (consecutive tiles along M) or n, QMOE_SWIZZLE=1|2|4|8 (tiles per step
-// across the other dimension). Read once per process; unset: weights-stationary order
-// (grouped_sm90_common.cuh), swizzle 1.
+// Override of the order in which the persistent tile scheduler walks each group's output tiles, for
+// A/B runs: QMOE_RASTER=m (consecutive tiles along M) or n. Read once per process; unset: the
+// weights-stationary order (grouped_sm90_common.cuh). (No swizzle knob: with the problem shapes only
+// on the device, CUTLASS's grouped scheduler always computes a swizzle of 1.)
 struct GroupedTileOrder {
   int raster = 0;  // 0 default, 1 along M, 2 along N
-  int swizzle = 1;
 };
 GroupedTileOrder grouped_tile_order();
 

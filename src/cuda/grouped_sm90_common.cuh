@@ -91,19 +91,14 @@ class CutlassGrouped : public GroupedTcGemm {
   // sizes and pointers are device data, so run() is only a launch.
   // The scheduler walks each group's tiles weights-stationary: consecutive tiles share the weight
   // tile and move along the input rows (along M when the weights are B, along N when they are A:
-  // `weights_are_a`, the transposed mixed-input kernels). Same binary, runs alternated: Mixtral
-  // W4A16 g128 at 4096 / 8192 tokens 603-610 / 637-641 TFLOP/s along M, 626-632 / 650-653 along N;
-  // W4A8-FP8 and DeepSeek-V3 within 2% either way, Qwen3-30B-A3B ~1% slower at 4096 tokens
-  // (bench/runs/2026-11-30_1d649d6_final/order_* and bench_mixed_input.log). The FP8 / INT8 / bf16
-  // kernels (weights as B) lost 9-27% along N on Mixtral (bench/runs/2026-11-30_tile_order_ab/).
-  // QMOE_RASTER / QMOE_SWIZZLE override it for A/B runs.
+  // `weights_are_a`, the transposed mixed-input kernels). Mixtral W4A16 3-5% faster than along M,
+  // the weights-as-B kernels 9-27% slower along N (A/B in bench/NOTES.md). QMOE_RASTER overrides it.
   void initialize(typename Gemm::Arguments args, bool weights_are_a = false) {
     const GroupedTileOrder order = grouped_tile_order();
     using Raster = decltype(args.scheduler.raster_order);
     args.scheduler.raster_order = weights_are_a ? Raster::AlongN : Raster::AlongM;
     if (order.raster == 1) args.scheduler.raster_order = Raster::AlongM;
     if (order.raster == 2) args.scheduler.raster_order = Raster::AlongN;
-    args.scheduler.max_swizzle_size = order.swizzle;
     if (gemm_.can_implement(args) != cutlass::Status::kSuccess)
       throw std::invalid_argument(name_ + ": CUTLASS cannot run this problem");
     const size_t workspace_bytes = Gemm::get_workspace_size(args);

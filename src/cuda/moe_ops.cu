@@ -909,73 +909,13 @@ __device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
 }
 
 // Weights [col, col + 8) of one row as bf16 bits (pairs in 32-bit words), each the bf16 that the
-// CPU's dequantization rounds to (for the layouts of dequantizes_to_bf16_exactly, its value; NVFP4
-// scaled in fp32: e2m1 * fp8(s), its value times the global scale). Where
-// the 8 share one scale (no act order, groups of 8 or more) and products round to bf16, the common
-// formats take one code load, one scale, and per weight a multiply and half a conversion; the rest
-// go through `dequant` (weight_access.cuh) element by element. `group_shift`: log2 of the group
-// size where it is a power of two, else -1.
-__device__ uint4 dequantize8_bf16(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col,
-                                  int group_shift) {
-  float v[8];
-  const bool to_bf16 = L.round_to_scale_dtype && L.scale_kind == 0;  // RNE_bf16(code * scale)
-  const bool fast = (L.format == kIntPacked && (L.bits == 4 || L.bits == 8) && to_bf16) ||
-                    (L.format == kIntUnpacked && to_bf16) || (L.format == kFp8 && to_bf16) || L.format == kMxfp4 ||
-                    L.format == kNvfp4;
-  // The group of a column, in 32-bit arithmetic (64-bit division is a long software sequence).
-  auto group = [&](int c) {
-    if (L.strategy == kTensor || L.strategy == kChannel) return 0;
-    if (group_shift >= 0) return c >> group_shift;
-    return c / static_cast<int>(L.strategy == kBlock ? L.block_cols : L.group_size);
-  };
-  const int g = group(static_cast<int>(col));
-  if (!fast || w.g_idx || g != group(static_cast<int>(col) + 7)) {
-    uint32_t h[8];
+// CPU's dequantization rounds to, element by element through `dequant` (weight_access.cuh): the
+// layouts that the bit-level path below does not take (act order, groups not a multiple of 8).
+__device__ uint4 dequantize8_bf16(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col) {
+  uint32_t h[8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) h[j] = quant::float_to_bf16(dequant(L, w, row, col + j));
-    return make_uint4(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16), h[6] | (h[7] << 16));
-  }
-  if (L.format == kMxfp4 || L.format == kNvfp4) {
-    // 8 nibbles, the even column's in the low half of each byte; bf16(e2m1 * scale) with the scale
-    // as formats.h computes it (NVFP4 rounded to bf16: fp8(s) / global first). NVFP4 scaled in fp32:
-    // e2m1 * fp8(s), exact in bf16; the global divisor comes after the GEMM
-    // (dequant_divides_by_global_scale).
-    const uint32_t word = *reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) + row * (L.cols / 2) + col / 2);
-    const uint8_t sb = static_cast<const uint8_t*>(w.scale)[row * L.scale_cols + g];
-    const float scale = L.format == kMxfp4          ? quant::e8m0_to_float(sb)
-                        : L.round_to_scale_dtype    ? __fdiv_rn(quant::fp8e4m3_to_float(sb), w.global_scale)
-                                                    : quant::fp8e4m3_to_float(sb);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(e2m1_value(word >> (4 * j)), scale);
-  } else {
-    const float scale = scale_at(L, w, row, g);
-    if (L.format == kFp8) {
-      const uint2 b = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(w.data) + row * L.cols + col);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        v[j] = __fmul_rn(quant::fp8e4m3_to_float(((j < 4 ? b.x : b.y) >> (8 * (j % 4))) & 0xFF), scale);
-    } else {
-      // (q - z) * s, as quant::dequant_int before its rounding.
-      const int z = zero_point_at(L, w, row, g);
-      int q[8];
-      if (L.format == kIntUnpacked) {
-        const uint2 b = *reinterpret_cast<const uint2*>(static_cast<const int8_t*>(w.data) + row * L.cols + col);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) q[j] = static_cast<int8_t>(((j < 4 ? b.x : b.y) >> (8 * (j % 4))) & 0xFF);
-      } else if (L.bits == 4) {  // device codes t = u ^ 8: q = u - 8 = (t ^ 8) - 8
-        const uint32_t word = static_cast<const uint32_t*>(w.data)[row * L.words_per_row + col / 8];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) q[j] = static_cast<int>(((word >> (4 * j)) & 0xF) ^ 8) - 8;
-      } else {  // 8-bit packed, t = u ^ 128
-        const uint2 b = *reinterpret_cast<const uint2*>(static_cast<const uint32_t*>(w.data) + row * L.words_per_row + col / 4);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) q[j] = static_cast<int>((((j < 4 ? b.x : b.y) >> (8 * (j % 4))) & 0xFF) ^ 128) - 128;
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(small_int_value(q[j] - z), scale);
-    }
-  }
-  return make_uint4(bf16x2_bits(v[0], v[1]), bf16x2_bits(v[2], v[3]), bf16x2_bits(v[4], v[5]), bf16x2_bits(v[6], v[7]));
+  for (int j = 0; j < 8; ++j) h[j] = quant::float_to_bf16(dequant(L, w, row, col + j));
+  return make_uint4(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16), h[6] | (h[7] << 16));
 }
 
 // Bit-level dequantization for the common layouts: pairs of weights as bf16x2, each the CPU's bf16.
@@ -1005,10 +945,17 @@ __device__ __forceinline__ void e2m1x4_bf16(uint32_t nibbles, uint32_t& p01, uin
 // 8 columns' codes and their scale, loaded before any arithmetic so that a thread has all its loads
 // in flight at once.
 struct Codes8 {
-  uint2 bits;        // the codes: e2m1 / int4 in bits.x; 8-bit codes in x and y
-  float scale = 0;   // scale_at, or the raw scale byte of the FP4 formats
+  uint2 bits{};              // the codes: e2m1 / int4 in bits.x; 8-bit codes in x and y
+  float scale = 0;           // scale_at (integer and FP8 codes)
+  uint32_t scale_code = 0;   // the FP4 formats' scale byte (e8m0 / fp8 e4m3)
   int zero = 0;
 };
+
+// Columns per scale along a row: the group or block width; 0 for tensor and channel scales.
+__device__ __forceinline__ int group_columns(const WeightLayout& L) {
+  if (L.strategy == kTensor || L.strategy == kChannel) return 0;
+  return static_cast<int>(L.strategy == kBlock ? L.block_cols : L.group_size);
+}
 
 // Whether 8-column chunks of this layout take the bit-level conversions: the common formats, no act
 // order, every chunk inside one group.
@@ -1017,22 +964,20 @@ __device__ __forceinline__ bool common_chunks(const WeightLayout& L, const Exper
   const bool format = (L.format == kIntPacked && (L.bits == 4 || L.bits == 8) && to_bf16) ||
                       (L.format == kIntUnpacked && to_bf16) || (L.format == kFp8 && to_bf16) ||
                       L.format == kMxfp4 || L.format == kNvfp4;
-  const int64_t group = L.strategy == kTensor || L.strategy == kChannel ? 8
-                        : L.strategy == kBlock                            ? L.block_cols
-                                                                          : L.group_size;
-  return format && !w.g_idx && group % 8 == 0;
+  return format && !w.g_idx && group_columns(L) % 8 == 0;
 }
 
-// (Layouts of common_chunks only.)
+// The codes and scale of the chunk at (row, col) (layouts of common_chunks only); `group_shift`:
+// log2 of group_columns where it is a power of two, else -1.
 __device__ __forceinline__ Codes8 load_codes8(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col,
                                               int group_shift) {
   Codes8 c;
-  const int g = L.strategy == kTensor || L.strategy == kChannel ? 0
-                : group_shift >= 0 ? static_cast<int>(col) >> group_shift
-                                   : static_cast<int>(col) / static_cast<int>(L.strategy == kBlock ? L.block_cols : L.group_size);
+  const int g = group_columns(L) == 0 ? 0
+                : group_shift >= 0    ? static_cast<int>(col) >> group_shift
+                                      : static_cast<int>(col) / group_columns(L);
   if (L.format == kMxfp4 || L.format == kNvfp4) {
     c.bits.x = *reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) + row * (L.cols / 2) + col / 2);
-    c.scale = static_cast<const uint8_t*>(w.scale)[row * L.scale_cols + g];
+    c.scale_code = static_cast<const uint8_t*>(w.scale)[row * L.scale_cols + g];
     return c;
   }
   if (L.format == kIntPacked && L.bits == 4) {
@@ -1048,14 +993,16 @@ __device__ __forceinline__ Codes8 load_codes8(const WeightLayout& L, const Exper
 }
 
 // The 8 bf16s of loaded codes (pairs in 32-bit words, even column low), the CPU's bits but NaN
-// payloads. Exact products take bf16x2 multiplies; products that may leave bf16's normal range take
-// the float path, whose RNE is the CPU's.
+// payloads. Products that are exact in bf16, or that overflow to the same infinity in fp32 and
+// bf16, take bf16x2 arithmetic (the _rn forms: never contracted into an FMA); those that could be
+// subnormal or NaN-producing take the float path, whose RNE is the CPU's.
 __device__ __forceinline__ uint4 convert_codes8(const WeightLayout& L, const ExpertTensors& w, const Codes8& c) {
   uint32_t p[4];
   if (L.format == kMxfp4 || L.format == kNvfp4) {
-    const uint32_t sb = static_cast<uint32_t>(c.scale);
-    // bf16 scale exactly: MXFP4 2^(sb - 127) (products stay normal from sb 2; 255 is +inf), NVFP4
-    // scaled in fp32: fp8(s) (e2m1 * fp8 fits bf16's 8 bits; 0x7F is NaN).
+    const uint32_t sb = c.scale_code;
+    // bf16 scale exactly: MXFP4 2^(sb - 127) (products are normal from sb 2; from sb 253 they may
+    // reach 2^128, +-inf in fp32 as in bf16; 255 is +inf), NVFP4 scaled in fp32: fp8(s) (e2m1 * fp8
+    // fits bf16's 8 bits; 0x7F is NaN).
     uint32_t s_bits = 0;
     if (L.format == kMxfp4 && sb >= 2 && sb != 255) {
       s_bits = sb << 7;
@@ -1076,21 +1023,22 @@ __device__ __forceinline__ uint4 convert_codes8(const WeightLayout& L, const Exp
     e2m1x4_bf16(c.bits.x & 0xFFFFu, p[0], p[1]);
     e2m1x4_bf16(c.bits.x >> 16, p[2], p[3]);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) p[j] = bits_of(__hmul2(as_bf16x2(p[j]), s2));
+    for (int j = 0; j < 4; ++j) p[j] = bits_of(__hmul2_rn(as_bf16x2(p[j]), s2));
     return make_uint4(p[0], p[1], p[2], p[3]);
   }
   const bool int4 = L.format == kIntPacked && L.bits == 4;
   if (int4 && fabsf(c.scale) >= 0x1p-100f && fabsf(c.scale) <= 0x1p100f && c.zero >= -64 && c.zero <= 64) {
-    // 128 + (t ^ 8) is exact in bf16 (0x4300 | v); minus 136 + z gives q - z = (t ^ 8) - 8 - z, then
-    // one rounding: RNE_bf16((q - z) * s), as quant::dequant_int. Only for normal, finite products.
+    // Device codes are t = u ^ 8 (q = u - 8). 128 + u is exact in bf16 (0x4300 | u); minus 136 + z
+    // gives q - z exactly, then one rounding: RNE_bf16((q - z) * s), as quant::dequant_int. Only for
+    // normal, finite products.
     const __nv_bfloat162 s2 = __float2bfloat162_rn(c.scale), off2 = __float2bfloat162_rn(136.0f + c.zero);  // exact
-    const uint32_t t = c.bits.x ^ 0x88888888u;
-    p[0] = (t & 0xFu) | ((t << 12) & 0xF0000u);
-    p[1] = ((t >> 8) & 0xFu) | ((t << 4) & 0xF0000u);
-    p[2] = ((t >> 16) & 0xFu) | ((t >> 4) & 0xF0000u);
-    p[3] = ((t >> 24) & 0xFu) | ((t >> 12) & 0xF0000u);
+    const uint32_t u = c.bits.x ^ 0x88888888u;
+    p[0] = (u & 0xFu) | ((u << 12) & 0xF0000u);
+    p[1] = ((u >> 8) & 0xFu) | ((u << 4) & 0xF0000u);
+    p[2] = ((u >> 16) & 0xFu) | ((u >> 4) & 0xF0000u);
+    p[3] = ((u >> 24) & 0xFu) | ((u >> 12) & 0xF0000u);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) p[j] = bits_of(__hmul2(__hsub2(as_bf16x2(p[j] | 0x43004300u), off2), s2));
+    for (int j = 0; j < 4; ++j) p[j] = bits_of(__hmul2_rn(__hsub2_rn(as_bf16x2(p[j] | 0x43004300u), off2), s2));
     return make_uint4(p[0], p[1], p[2], p[3]);
   }
   float v[8];
@@ -1134,7 +1082,7 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_bf16_kernel(Dequan
   const ExpertTensors w = p.experts[e];
   const uint32_t total = static_cast<uint32_t>(L.rows) * div.chunks;
   const uint32_t first = blockIdx.x * (kDequantThreads * kDequantChunksPerThread) + threadIdx.x;
-  const int group_size = static_cast<int>(L.strategy == kBlock ? L.block_cols : L.group_size);
+  const int group_size = group_columns(L);
   const int group_shift = group_size > 0 && (group_size & (group_size - 1)) == 0 ? __ffs(group_size) - 1 : -1;
   uint4* out = reinterpret_cast<uint4*>(p.out) + static_cast<int64_t>(blockIdx.y) * total;
   uint32_t rows[kDequantChunksPerThread], cols[kDequantChunksPerThread];
@@ -1145,9 +1093,10 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_bf16_kernel(Dequan
     cols[k] = (i - rows[k] * div.chunks) * 8;
   }
   if (!common_chunks(L, w)) {  // the rest: element by element
+#pragma unroll
     for (int k = 0; k < kDequantChunksPerThread; ++k) {
       const uint32_t i = first + k * kDequantThreads;
-      if (i < total) out[i] = dequantize8_bf16(L, w, rows[k], cols[k], group_shift);
+      if (i < total) out[i] = dequantize8_bf16(L, w, rows[k], cols[k]);
     }
     return;
   }
@@ -1318,9 +1267,7 @@ cudaError_t launch_finish_expert_rows(const ExpertRowsParams& p, cudaStream_t st
 }
 
 cudaError_t launch_dequantize_bf16(const DequantParams& p, cudaStream_t stream) {
-  if (p.layout.cols % 8 != 0 || p.layout.rows >= (int64_t{1} << 31) || p.layout.cols >= (int64_t{1} << 31) ||
-      p.count > 65535)
-    return cudaErrorInvalidValue;
+  if (p.layout.cols % 8 != 0 || p.count > 65535) return cudaErrorInvalidValue;
   if (p.count == 0 || p.layout.rows == 0 || p.layout.cols == 0) return cudaSuccess;
   const int64_t chunks = p.layout.cols / 8, total = p.layout.rows * chunks;
   if (total >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
@@ -1329,7 +1276,7 @@ cudaError_t launch_dequantize_bf16(const DequantParams& p, cudaStream_t stream) 
   int log2_chunks = 0;
   while ((int64_t{1} << log2_chunks) < chunks) ++log2_chunks;
   div.shift = 31 + log2_chunks;
-  div.multiplier = static_cast<uint64_t>(((__uint128_t{1} << div.shift) + chunks - 1) / chunks);
+  div.multiplier = ((uint64_t{1} << div.shift) + chunks - 1) / chunks;  // shift <= 59
   const int64_t per_block = int64_t{kDequantThreads} * kDequantChunksPerThread;
   const dim3 grid(static_cast<unsigned>((total + per_block - 1) / per_block), static_cast<unsigned>(p.count));
   dequantize_bf16_kernel<<<grid, kDequantThreads, 0, stream>>>(p, div);

@@ -368,6 +368,12 @@ TEST(GemmPlan, Int4PrefillKernelNeedsItsLayout) {
   EXPECT_EQ(plan_grouped_kernel(int4, true, bf16_in, GemmKernel::kCudaCore), GroupedKernel::kDequantBf16);
   EXPECT_EQ(plan_grouped_kernel(f16_scales, false, bf16_in, mma), GroupedKernel::kNone);
   EXPECT_EQ(plan_grouped_kernel(int4, false, {0, 0, 1, true}, mma), GroupedKernel::kNone);
+  // The dequantization kernel indexes an expert's 8-column chunks in 32 bits: 2^31 chunks do not fit.
+  EXPECT_EQ(plan_grouped_kernel(sized(g32, int64_t{1} << 17, int64_t{1} << 16), false, bf16_in, mma),
+            GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(sized(g32, int64_t{1} << 18, int64_t{1} << 16), false, bf16_in, mma), GroupedKernel::kNone);
+  EXPECT_EQ(plan_grouped_kernel(sized(g32, (int64_t{1} << 18) - 4, int64_t{1} << 16), false, bf16_in, mma),
+            GroupedKernel::kDequantBf16);
   // (Dequantized, these take the bf16 kernel, whose rows are 16 bytes from 8 columns.)
   EXPECT_EQ(plan_grouped_kernel(sized(channel, 256, 48), false, bf16_in, mma), GroupedKernel::kDequantBf16);
   EXPECT_EQ(plan_grouped_kernel(sized(channel, 260, 256), false, bf16_in, mma), GroupedKernel::kDequantBf16);
