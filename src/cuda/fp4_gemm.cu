@@ -1,0 +1,317 @@
+// PROTOTYPE (branch wip/fp4-mainloop, not yet run on a GPU): MXFP4 grouped GEMM with the
+// dequantization in registers (cuda/fp4_gemm.h). One CTA per (128 weight rows, 128 input rows,
+// expert): a producer warp streams 64-deep k-tiles through kStages shared-memory stages with TMA (the
+// bf16 input rows, 128-byte swizzled) and bulk copies (the repacked codes and scales); two consumer
+// warpgroups each convert their 64 weight rows' codes to bf16 registers and run wgmma m64n128k16
+// with A from registers.
+#include "cuda/fp4_gemm.h"
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cudaTypedefs.h>
+
+#include <cstring>
+
+namespace qmoe::cuda {
+namespace {
+
+constexpr int kTileRows = 128;   // weight rows per CTA (two consumer warpgroups of 64)
+constexpr int kTileInputs = 128; // input rows per CTA (wgmma's n)
+constexpr int kTileK = 64;       // k per stage: 128 bytes of bf16 per input row
+constexpr int kStages = 6;
+constexpr int kThreads = 384;    // producer warpgroup + two consumers
+constexpr int kInputBytes = kTileInputs * kTileK * 2;  // 16 KB
+constexpr int kCodeBytes = 64 * kTileK / 2;            // one 64 x 64 tile of codes: 2 KB
+constexpr int kScaleBytes = 128 * 4;                   // its scales: 512 B
+
+struct alignas(1024) Stage {
+  uint8_t inputs[kInputBytes];       // [128 input rows][64 bf16], TMA's 128-byte swizzle
+  uint32_t codes[2][kCodeBytes / 4];  // [consumer][128 threads][4 words]
+  uint32_t scales[2][128];           // [consumer][128 threads]
+};
+struct SharedStorage {
+  Stage stage[kStages];
+  uint64_t full[kStages], empty[kStages];
+};
+
+// ---- PTX wrappers ---------------------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes));
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)));
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT_%=;\n"
+      "}\n" ::"r"(smem_addr(bar)),
+      "r"(parity));
+}
+// Box (x columns, y rows) of `map` into `dst`, completing on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int x, int y, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          smem_addr(dst)),
+      "l"(map), "r"(x), "r"(y), "r"(smem_addr(bar))
+      : "memory");
+}
+// `bytes` (a multiple of 16) from `src` into `dst`, completing on `bar`.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+
+// The shared-memory descriptor of a K-major, 128-byte-swizzled bf16 operand (8-row atoms of 1024
+// bytes): start address, leading offset 1 (unused by the swizzled K-major layout), stride 1024
+// bytes between 8-row groups, swizzle mode 1 (128 B).
+__device__ __forceinline__ uint64_t sw128_desc(const void* p) {
+  const uint64_t addr = smem_addr(p);
+  return ((addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+// D (64 x 128 fp32, the accumulator fragment) += A (64 x 16 bf16 in registers, a[4]) * B^T (B: 128
+// rows x 16 columns of bf16 in shared memory, K-major, 128-byte swizzled: `desc`). `accumulate`: 0 for
+// D = A * B^T.
+__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc,
+                                                    int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%"
+      "8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28"
+      ",%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48"
+      ",%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}"
+      ", %68, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+        "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+}
+
+// ---- conversion -----------------------------------------------------------------------------------
+
+__device__ __forceinline__ __nv_bfloat162 as_bf16x2(uint32_t bits) {
+  __nv_bfloat162 v;
+  memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+__device__ __forceinline__ uint32_t bits_of(__nv_bfloat162 v) {
+  uint32_t bits;
+  memcpy(&bits, &v, sizeof(bits));
+  return bits;
+}
+
+// 4 e2m1 nibbles (bits 0-15) as bf16 pairs (nibbles 0, 1 and 2, 3): dequantize_bf16_kernel's lookup.
+__device__ __forceinline__ void e2m1x4_bf16(uint32_t nibbles, uint32_t& p01, uint32_t& p23) {
+  const uint32_t magnitudes = nibbles & 0x7777u;
+  const uint32_t hi = __byte_perm(0x3F3F3F00u, 0x40404040u, magnitudes);
+  const uint32_t lo = __byte_perm(0xC0800000u, 0xC0804000u, magnitudes);
+  p01 = __byte_perm(lo, hi, 0x5140u) | ((nibbles << 12) & 0x8000u) | ((nibbles << 24) & 0x80000000u);
+  p23 = __byte_perm(lo, hi, 0x7362u) | ((nibbles << 4) & 0x8000u) | ((nibbles << 16) & 0x80000000u);
+}
+
+// bf16(e2m1 * 2^(e - 127)) for one code, as formats.h: the float path of the scale codes whose
+// products may leave bf16's normal range.
+__device__ __forceinline__ uint16_t mxfp4_bf16_slow(uint32_t nibble, uint32_t e) {
+  const uint32_t ex = (nibble >> 1) & 3u, m = nibble & 1u;
+  const uint32_t magnitude = ex ? ((ex + 126u) << 23) | (m << 22) : (m ? 0x3F000000u : 0u);
+  const float code = __uint_as_float(magnitude | ((nibble & 8u) << 28));
+  const float scale = e == 255 ? __uint_as_float(0x7F800000u) : ldexpf(1.0f, static_cast<int>(e) - 127);
+  return __bfloat16_as_ushort(__float2bfloat16_rn(__fmul_rn(code, scale)));
+}
+
+// Registers a0..a3 of one k16 step from the word of 8 nibbles (nibble 2r + j: a_r's element j) and
+// the e8m0 scales of rows m (a0, a2) and m + 8 (a1, a3).
+__device__ __forceinline__ void convert_step(uint32_t word, uint32_t e_m, uint32_t e_m8, uint32_t (&a)[4]) {
+  const bool fast = e_m >= 2 && e_m != 255 && e_m8 >= 2 && e_m8 != 255;
+  if (fast) {
+    e2m1x4_bf16(word & 0xFFFFu, a[0], a[1]);
+    e2m1x4_bf16(word >> 16, a[2], a[3]);
+    const __nv_bfloat162 s_m = as_bf16x2((e_m << 7) | (e_m << 23)), s_m8 = as_bf16x2((e_m8 << 7) | (e_m8 << 23));
+    a[0] = bits_of(__hmul2_rn(as_bf16x2(a[0]), s_m));
+    a[1] = bits_of(__hmul2_rn(as_bf16x2(a[1]), s_m8));
+    a[2] = bits_of(__hmul2_rn(as_bf16x2(a[2]), s_m));
+    a[3] = bits_of(__hmul2_rn(as_bf16x2(a[3]), s_m8));
+    return;
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const uint32_t e = r % 2 == 0 ? e_m : e_m8;
+    a[r] = mxfp4_bf16_slow((word >> (8 * r)) & 0xFu, e) |
+           (static_cast<uint32_t>(mxfp4_bf16_slow((word >> (8 * r + 4)) & 0xFu, e)) << 16);
+  }
+}
+
+// ---- kernels --------------------------------------------------------------------------------------
+
+// One thread per (row tile, column tile, warpgroup thread) of the fragment order (fp4_gemm.h).
+__global__ void repack_mxfp4_kernel(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
+                                    uint32_t* frag_codes, uint32_t* frag_scales) {
+  const int64_t col_tiles = cols / 64;
+  const int64_t tile = blockIdx.x;  // rt * col_tiles + kt
+  const int64_t rt = tile / col_tiles, kt = tile % col_tiles;
+  const int t = threadIdx.x;
+  const int64_t m = rt * 64 + 16 * (t / 32) + t % 32 / 4;
+  auto nibble = [&](int64_t row, int64_t col) -> uint32_t {
+    return (codes[row * (cols / 2) + col / 2] >> (4 * (col & 1))) & 0xFu;
+  };
+#pragma unroll
+  for (int step = 0; step < 4; ++step) {
+    const int64_t k = kt * 64 + 16 * step + 2 * (t % 4);
+    uint32_t word = 0;
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) word |= nibble(m + 8 * (r % 2), k + 8 * (r / 2) + j) << (4 * (2 * r + j));
+    frag_codes[(tile * 128 + t) * 4 + step] = word;
+  }
+  const int64_t g = kt * 2, groups = cols / 32;
+  frag_scales[tile * 128 + t] = scales[m * groups + g] | (scales[(m + 8) * groups + g] << 8) |
+                                (scales[m * groups + g + 1] << 16) | (static_cast<uint32_t>(scales[(m + 8) * groups + g + 1]) << 24);
+}
+
+// grid (n / 128 weight tiles, input tiles of the largest expert, experts).
+__global__ void __launch_bounds__(kThreads, 1)
+    fp4_grouped_gemm_kernel(const __grid_constant__ CUtensorMap x_map, Fp4GemmParams p) {
+  extern __shared__ uint8_t smem_raw[];
+  SharedStorage& s = *reinterpret_cast<SharedStorage*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  const int expert = blockIdx.z;
+  const int row0 = p.expert_offsets[expert], expert_rows = p.expert_offsets[expert + 1] - row0;
+  const int input0 = blockIdx.y * kTileInputs;  // within the expert
+  if (input0 >= expert_rows) return;
+  const int k_tiles = p.k / kTileK;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      mbar_init(&s.full[i], 1);
+      mbar_init(&s.empty[i], 8);  // one arrive per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int warpgroup = threadIdx.x / 128;
+  if (warpgroup == 0) {  // producer: one thread issues every copy
+    if (threadIdx.x == 0) {
+      const uint32_t* codes = p.frag_codes[expert];
+      const uint32_t* scales = p.frag_scales[expert];
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        const int i = kt % kStages;
+        mbar_wait(&s.empty[i], ((kt / kStages) & 1) ^ 1);
+        mbar_expect_tx(&s.full[i], kInputBytes + 2 * kCodeBytes + 2 * kScaleBytes);
+        tma_load_2d(s.stage[i].inputs, &x_map, kt * kTileK, row0 + input0, &s.full[i]);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int64_t tile = static_cast<int64_t>(blockIdx.x * 2 + half) * k_tiles + kt;
+          bulk_load(s.stage[i].codes[half], codes + tile * (kCodeBytes / 4), kCodeBytes, &s.full[i]);
+          bulk_load(s.stage[i].scales[half], scales + tile * 128, kScaleBytes, &s.full[i]);
+        }
+      }
+    }
+    return;
+  }
+  const int consumer = warpgroup - 1, t = threadIdx.x % 128;
+  float acc[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    const int i = kt % kStages;
+    mbar_wait(&s.full[i], (kt / kStages) & 1);
+    const uint4 words = reinterpret_cast<const uint4*>(s.stage[i].codes[consumer])[t];
+    const uint32_t e = s.stage[i].scales[consumer][t];
+    uint32_t a[4][4];
+    const uint32_t w[4] = {words.x, words.y, words.z, words.w};
+#pragma unroll
+    for (int step = 0; step < 4; ++step) {
+      const uint32_t shift = step < 2 ? 0 : 16;  // steps 0-1: the tile's first group of 32 columns
+      convert_step(w[step], (e >> shift) & 0xFFu, (e >> (shift + 8)) & 0xFFu, a[step]);
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < 4; ++step)
+      wgmma_m64n128k16_rs(acc, a[step], sw128_desc(s.stage[i].inputs + 32 * step), kt > 0 || step > 0);
+    wgmma_commit();
+    wgmma_wait_all();
+    if (t % 32 == 0) mbar_arrive(&s.empty[i]);
+  }
+  // acc[4j + v]: weight row r = 16 (t / 32) + t % 32 / 4 (+ 8 for v >= 2), input row c = 8j + 2 (t % 4)
+  // (+ 1 for odd v); D is [input rows, n].
+  const int r = 16 * (t / 32) + t % 32 / 4;
+  const int64_t weight_row = static_cast<int64_t>(blockIdx.x) * kTileRows + consumer * 64 + r;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const int c = input0 + 8 * j + 2 * (t % 4) + (v & 1);
+      if (c < expert_rows) p.d[(static_cast<int64_t>(row0) + c) * p.n + weight_row + 8 * (v >> 1)] = acc[4 * j + v];
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_repack_mxfp4(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
+                                uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream) {
+  if (rows % 64 != 0 || cols % 64 != 0) return cudaErrorInvalidValue;
+  const int64_t tiles = rows / 64 * (cols / 64);
+  if (tiles == 0) return cudaSuccess;
+  if (tiles >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
+  repack_mxfp4_kernel<<<static_cast<unsigned>(tiles), 128, 0, stream>>>(codes, scales, rows, cols, frag_codes,
+                                                                         frag_scales);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream) {
+  if (p.n % kTileRows != 0 || p.k % kTileK != 0 || p.experts > 65535) return cudaErrorInvalidValue;
+  if (p.experts == 0 || p.n == 0 || p.total_rows == 0 || p.max_expert_rows == 0) return cudaSuccess;
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &status) !=
+          cudaSuccess ||
+      status != cudaDriverEntryPointSuccess || fn == nullptr)
+    return cudaErrorNotSupported;
+  auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(p.k), static_cast<cuuint64_t>(p.total_rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.k) * 2};
+  const cuuint32_t box[2] = {kTileK, kTileInputs};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<uint16_t*>(p.x), dims, strides, box, elem_strides,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    return cudaErrorInvalidValue;
+  const size_t smem = sizeof(SharedStorage) + 1024;  // + alignment slack
+  cudaError_t err = cudaFuncSetAttribute(fp4_grouped_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem));
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>(p.n / kTileRows),
+                  static_cast<unsigned>((p.max_expert_rows + kTileInputs - 1) / kTileInputs),
+                  static_cast<unsigned>(p.experts));
+  fp4_grouped_gemm_kernel<<<grid, kThreads, smem, stream>>>(map, p);
+  return cudaGetLastError();
+}
+
+}  // namespace qmoe::cuda

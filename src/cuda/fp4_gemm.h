@@ -1,0 +1,41 @@
+// PROTOTYPE (branch wip/fp4-mainloop, not wired into the forward, not yet run on a GPU): a grouped
+// GEMM on MXFP4 weights that dequantizes in registers, as wgmma's A operand, instead of writing a
+// bf16 copy of the weights first (kDequantBf16). Transposed like the mixed-input kernels: D^T_e =
+// dequant(W_e) * X_e^T, so the weights are the M side.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace qmoe::cuda {
+
+// An expert's MXFP4 weight [rows, cols] (codes [rows, cols / 2] bytes, the even column in the low
+// nibble; e8m0 scales [rows, cols / 32]) rearranged into wgmma's register-A fragment order, per
+// 64 x 64 tile (row tile rt, column tile kt), tiles row-major:
+//   codes  [rows / 64][cols / 64][128 threads][4 k16 steps] 32-bit words: nibble 2r + j of a word is
+//          element j of the thread's register a_r (a0: row m, columns k, k+1; a1: row m + 8; a2:
+//          row m, columns k + 8, k + 9; a3: row m + 8, columns k + 8, k + 9; thread t of the
+//          warpgroup: m = 16 (t / 32) + t % 32 / 4, k = 16 step + 2 (t % 4));
+//   scales [rows / 64][cols / 64][128 threads] 32-bit words: bytes (m, group 0), (m + 8, group 0),
+//          (m, group 1), (m + 8, group 1) of the tile's two groups of 32 columns.
+// rows and cols multiples of 64.
+cudaError_t launch_repack_mxfp4(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
+                                uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream);
+
+struct Fp4GemmParams {
+  const uint32_t* const* frag_codes = nullptr;   // [experts] (device array of device pointers)
+  const uint32_t* const* frag_scales = nullptr;  // [experts]
+  const int32_t* expert_offsets = nullptr;       // [experts + 1] rows of x per expert (device)
+  const uint16_t* x = nullptr;                   // [total_rows, k] bf16, rows sorted by expert
+  float* d = nullptr;                            // [total_rows, n] fp32
+  int experts = 0;
+  int n = 0, k = 0;       // weight rows and columns: multiples of 128 and 64
+  int total_rows = 0;     // rows of x
+  int max_expert_rows = 0;  // an upper bound of any expert's rows (sizes the grid)
+};
+// D rows of each expert = x rows * dequant(W_e)^T, each weight the CPU's bf16 (bit for bit) and the
+// products summed in fp32 by the tensor cores.
+cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream);
+
+}  // namespace qmoe::cuda
