@@ -1,0 +1,150 @@
+// PROTOTYPE timing (branch wip/fp4-mainloop): the MXFP4 in-register GEMM (cuda/fp4_gemm.h) against,
+// in the same process, the bf16 grouped GEMM that the dequantized prefill path runs (on weights
+// already in bf16, i.e. without the dequantization pass), on Mixtral-8x7B's two GEMMs with uniform
+// rows per expert. Random codes, scales and inputs (never zeros); CUDA events, median of 9 after 3
+// warm-ups. Usage: qmoe_fp4_proto_bench [rows per expert ...] (default 1024 2048).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "cuda/fp4_gemm.h"
+#include "cuda/grouped_gemm.h"
+
+namespace {
+
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(err));
+    std::exit(1);
+  }
+}
+
+template <class T>
+T* device_random(size_t count, std::mt19937_64& rng, T lo, T hi) {
+  std::vector<T> host(count);
+  std::uniform_int_distribution<int> dist(static_cast<int>(lo), static_cast<int>(hi));
+  for (auto& v : host) v = static_cast<T>(dist(rng));
+  T* d = nullptr;
+  check(cudaMalloc(&d, sizeof(T) * count), "cudaMalloc");
+  check(cudaMemcpy(d, host.data(), sizeof(T) * count, cudaMemcpyHostToDevice), "cudaMemcpy");
+  return d;
+}
+
+template <class T>
+T* device_copy(const std::vector<T>& host) {
+  T* d = nullptr;
+  check(cudaMalloc(&d, sizeof(T) * host.size()), "cudaMalloc");
+  check(cudaMemcpy(d, host.data(), sizeof(T) * host.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  return d;
+}
+
+template <class F>
+float median_us(F&& launch) {
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  for (int i = 0; i < 3; ++i) launch();
+  std::vector<float> us;
+  for (int i = 0; i < 9; ++i) {
+    cudaEventRecord(start);
+    launch();
+    cudaEventRecord(stop);
+    check(cudaEventSynchronize(stop), "timing");
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    us.push_back(ms * 1000.0f);
+  }
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> rows_per_expert;
+  for (int i = 1; i < argc; ++i) rows_per_expert.push_back(std::atoi(argv[i]));
+  if (rows_per_expert.empty()) rows_per_expert = {1024, 2048};
+  int num_sms = 0;
+  check(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0), "device");
+  const int experts = 8;
+  struct Gemm {
+    const char* name;
+    int n, k;
+  };
+  std::mt19937_64 rng(20261130);
+  std::printf("%-10s %6s %12s %12s %10s %10s\n", "gemm", "rows", "fp4 us", "bf16 us", "fp4 TF/s", "bf16 TF/s");
+  for (const Gemm g : {Gemm{"w13", 28672, 4096}, Gemm{"w2", 4096, 14336}}) {
+    // Weights: MXFP4 repacked per expert; bf16 copies for the baseline (random bf16 bits of small
+    // magnitude: exponents 118-126).
+    std::vector<const uint32_t*> codes(experts), scales(experts);
+    std::vector<const void*> bf16_weights(experts);
+    for (int e = 0; e < experts; ++e) {
+      const size_t weights = static_cast<size_t>(g.n) * g.k;
+      uint8_t* c = device_random<uint8_t>(weights / 2, rng, 0, 255);
+      uint8_t* s = device_random<uint8_t>(weights / 32, rng, 118, 126);
+      uint32_t *fc = nullptr, *fs = nullptr;
+      check(cudaMalloc(&fc, weights / 2), "cudaMalloc");
+      check(cudaMalloc(&fs, weights / 32), "cudaMalloc");
+      check(qmoe::cuda::launch_repack_mxfp4(c, s, g.n, g.k, fc, fs, nullptr), "repack");
+      cudaFree(c);
+      cudaFree(s);
+      codes[e] = fc;
+      scales[e] = fs;
+      bf16_weights[e] = device_random<uint16_t>(weights, rng, 0x3B00, 0x3F00);
+    }
+    for (int rows : rows_per_expert) {
+      const int total = rows * experts;
+      uint16_t* x = device_random<uint16_t>(static_cast<size_t>(total) * g.k, rng, 0x3B00, 0x3F00);
+      float* d = nullptr;
+      check(cudaMalloc(&d, sizeof(float) * total * g.n), "cudaMalloc");
+      std::vector<int32_t> offsets(experts + 1);
+      for (int e = 0; e <= experts; ++e) offsets[e] = e * rows;
+      qmoe::cuda::Fp4GemmParams p;
+      p.frag_codes = device_copy(codes);
+      p.frag_scales = device_copy(scales);
+      p.expert_offsets = device_copy(offsets);
+      p.x = x;
+      p.d = d;
+      p.experts = experts;
+      p.n = g.n;
+      p.k = g.k;
+      p.total_rows = total;
+      p.max_expert_rows = rows;
+      const float fp4_us = median_us([&] { check(qmoe::cuda::launch_fp4_grouped_gemm(p, nullptr), "fp4 gemm"); });
+      // The bf16 grouped GEMM (cooperative 128 x 192, clusters of 2: the path's tile at these rows).
+      std::vector<int32_t> mnk;
+      std::vector<const void*> a(experts);
+      std::vector<void*> dd(experts);
+      for (int e = 0; e < experts; ++e) {
+        mnk.insert(mnk.end(), {rows, g.n, g.k});
+        a[e] = x + static_cast<size_t>(e) * rows * g.k;
+        dd[e] = d + static_cast<size_t>(e) * rows * g.n;
+      }
+      qmoe::cuda::GroupedTcBuffers buf;
+      buf.problem_mnk = device_copy(mnk);
+      buf.a = device_copy(a);
+      buf.b = device_copy(bf16_weights);
+      buf.d = device_copy(dd);
+      auto bf16 = qmoe::cuda::make_grouped_bf16(qmoe::GroupedTile::kLarge, buf, experts, g.n, g.k, num_sms);
+      const float bf16_us = median_us([&] { check(bf16->run(nullptr), "bf16 gemm"); });
+      const double flops = 2.0 * total * static_cast<double>(g.n) * g.k;
+      std::printf("%-10s %6d %12.1f %12.1f %10.1f %10.1f\n", g.name, rows, fp4_us, bf16_us, flops / fp4_us * 1e-6,
+                  flops / bf16_us * 1e-6);
+      for (void* ptr : {static_cast<void*>(x), static_cast<void*>(d), const_cast<void*>(static_cast<const void*>(p.frag_codes)),
+                        const_cast<void*>(static_cast<const void*>(p.frag_scales)),
+                        const_cast<void*>(static_cast<const void*>(p.expert_offsets)), static_cast<void*>(buf.problem_mnk),
+                        static_cast<void*>(buf.a), static_cast<void*>(buf.b), static_cast<void*>(buf.d)})
+        cudaFree(ptr);
+    }
+    for (int e = 0; e < experts; ++e) {
+      cudaFree(const_cast<uint32_t*>(codes[e]));
+      cudaFree(const_cast<uint32_t*>(scales[e]));
+      cudaFree(const_cast<void*>(bf16_weights[e]));
+    }
+  }
+  return 0;
+}
