@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
       uint8_t* s = device_random<uint8_t>(weights / 32, rng, 118, 126);
       uint32_t *fc = nullptr, *fs = nullptr;
       check(cudaMalloc(&fc, weights / 2), "cudaMalloc");
-      check(cudaMalloc(&fs, weights / 32), "cudaMalloc");
+      check(cudaMalloc(&fs, weights / 8), "cudaMalloc");  // each scale byte for 4 threads
       check(qmoe::cuda::launch_repack_mxfp4(c, s, g.n, g.k, fc, fs, nullptr), "repack");
       cudaFree(c);
       cudaFree(s);

@@ -56,7 +56,8 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
       "@!p bra WAIT_%=;\n"
       "}\n" ::"r"(smem_addr(bar)),
-      "r"(parity));
+      "r"(parity)
+      : "memory");  // the stage's shared memory is read after it
 }
 // Box (x columns, y rows) of `map` into `dst`, completing on `bar`.
 __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int x, int y, uint64_t* bar) {

@@ -19,7 +19,8 @@ namespace qmoe::cuda {
 //          warpgroup: m = 16 (t / 32) + t % 32 / 4, k = 16 step + 2 (t % 4));
 //   scales [rows / 64][cols / 64][128 threads] 32-bit words: bytes (m, group 0), (m + 8, group 0),
 //          (m, group 1), (m + 8, group 1) of the tile's two groups of 32 columns.
-// rows and cols multiples of 64.
+// rows and cols multiples of 64; frag_codes holds rows * cols / 2 bytes, frag_scales rows * cols / 8
+// (each scale byte is repeated for the 4 threads that share a row: 512 B per tile).
 cudaError_t launch_repack_mxfp4(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
                                 uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream);
 

@@ -29,100 +29,117 @@ struct Case {
   std::vector<int> rows;  // per expert
 };
 
+// kRandom: normal inputs, scale codes mostly 120-130 (1% each 0 and 1: the float path), checked by
+// rel_l2. kExact: inputs in {-2..2}, scale codes 125-129, so every product and partial sum is exact
+// in fp32 and the GPU must match the CPU bit for bit. kTiny: the same inputs with scale codes 0 and
+// 1 only (bf16 subnormal weights through the float path), bit for bit: whether the tensor cores keep
+// subnormal inputs and sums.
+enum class Data { kRandom, kExact, kTiny };
+
+void run_case(const Case& c, Data data, std::mt19937_64& rng) {
+  const int experts = static_cast<int>(c.rows.size());
+  std::vector<int32_t> offsets(experts + 1, 0);
+  for (int e = 0; e < experts; ++e) offsets[e + 1] = offsets[e] + c.rows[e];
+  const int total = offsets[experts];
+  int max_rows = 0;
+  for (int r : c.rows) max_rows = std::max(max_rows, r);
+  std::vector<std::vector<uint8_t>> codes(experts), scales(experts);
+  std::uniform_int_distribution<int> byte(0, 255), wide(120, 130), narrow(125, 129), tiny(0, 1), pick(0, 99);
+  for (int e = 0; e < experts; ++e) {
+    codes[e].resize(static_cast<size_t>(c.n) * c.k / 2);
+    scales[e].resize(static_cast<size_t>(c.n) * c.k / 32);
+    for (auto& b : codes[e]) b = static_cast<uint8_t>(byte(rng));
+    for (auto& sc : scales[e]) {
+      const int p = pick(rng);
+      sc = static_cast<uint8_t>(data == Data::kExact ? narrow(rng)
+                                : data == Data::kTiny ? tiny(rng)
+                                : p < 2              ? p
+                                                     : wide(rng));
+    }
+  }
+  std::vector<uint16_t> x(static_cast<size_t>(total) * c.k);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> small(-2, 2);
+  for (auto& v : x) v = quant::float_to_bf16(data == Data::kRandom ? normal(rng) : static_cast<float>(small(rng)));
+
+  // Repack each expert on the device.
+  std::vector<const uint32_t*> frag_codes(experts), frag_scales(experts);
+  std::vector<void*> owned;
+  for (int e = 0; e < experts; ++e) {
+    uint8_t* dc = to_device(codes[e]);
+    uint8_t* ds = to_device(scales[e]);
+    uint32_t *fc = nullptr, *fs = nullptr;
+    ASSERT_EQ(cudaMalloc(&fc, codes[e].size()), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&fs, scales[e].size() * 4), cudaSuccess);  // each scale byte for 4 threads
+    ASSERT_EQ(cuda::launch_repack_mxfp4(dc, ds, c.n, c.k, fc, fs, nullptr), cudaSuccess);
+    frag_codes[e] = fc;
+    frag_scales[e] = fs;
+    owned.insert(owned.end(), {dc, ds, fc, fs});
+  }
+  cuda::Fp4GemmParams p;
+  p.frag_codes = to_device(frag_codes);
+  p.frag_scales = to_device(frag_scales);
+  p.expert_offsets = to_device(offsets);
+  p.x = to_device(x);
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, sizeof(float) * total * c.n), cudaSuccess);
+  cudaMemset(d, 0xFF, sizeof(float) * total * c.n);  // NaN poison: every output must be written
+  p.d = d;
+  p.experts = experts;
+  p.n = c.n;
+  p.k = c.k;
+  p.total_rows = total;
+  p.max_expert_rows = max_rows;
+  ASSERT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<float> got(static_cast<size_t>(total) * c.n);
+  cudaMemcpy(got.data(), d, sizeof(float) * got.size(), cudaMemcpyDeviceToHost);
+
+  double err = 0, ref = 0;
+  int64_t unwritten = 0, not_exact = 0;
+  for (int e = 0; e < experts; ++e) {
+    std::vector<float> w(static_cast<size_t>(c.n) * c.k);
+    for (int r = 0; r < c.n; ++r)
+      for (int col = 0; col < c.k; ++col) {
+        const uint8_t b = codes[e][static_cast<size_t>(r) * c.k / 2 + col / 2];
+        w[static_cast<size_t>(r) * c.k + col] = quant::dequant_mxfp4(
+            col % 2 == 0 ? b & 0xF : b >> 4, scales[e][static_cast<size_t>(r) * c.k / 32 + col / 32]);
+      }
+    for (int i = offsets[e]; i < offsets[e + 1]; ++i)
+      for (int r = 0; r < c.n; ++r) {
+        double want = 0;
+        for (int col = 0; col < c.k; ++col)
+          want += static_cast<double>(quant::bf16_to_float(x[static_cast<size_t>(i) * c.k + col])) *
+                  w[static_cast<size_t>(r) * c.k + col];
+        const float have = got[static_cast<size_t>(i) * c.n + r];
+        unwritten += std::isnan(have);
+        not_exact += have != static_cast<float>(want);
+        err += (have - want) * (have - want);
+        ref += want * want;
+      }
+  }
+  const double rel_l2 = std::sqrt(err / std::max(ref, 1e-300));
+  const char* name = data == Data::kRandom ? "random" : data == Data::kExact ? "exact" : "tiny scales";
+  std::printf("    %-12s n %d k %d rows %d: rel_l2 %.2e, %lld outputs not bit-equal\n", name, c.n, c.k, total,
+              rel_l2, static_cast<long long>(not_exact));
+  EXPECT_EQ(unwritten, 0) << name << seed_note();
+  if (data == Data::kRandom) EXPECT_LT(rel_l2, 1e-5) << name << seed_note();  // fp32 sums in another order
+  else EXPECT_EQ(not_exact, 0) << name << seed_note();
+  for (void* ptr : owned) cudaFree(ptr);
+  cudaFree(const_cast<const uint32_t**>(p.frag_codes));
+  cudaFree(const_cast<const uint32_t**>(p.frag_scales));
+  cudaFree(const_cast<int32_t*>(p.expert_offsets));
+  cudaFree(const_cast<uint16_t*>(p.x));
+  cudaFree(d);
+}
+
+// Experts without rows, with one row, partial and several 128-row input tiles; k of 8 and 45
+// k-tiles (more than the pipeline's stages).
 TEST(Fp4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
   REQUIRE_GPU();
   std::mt19937_64 rng(test::test_seed());
-  // Experts without rows, with one row, partial and several 128-row input tiles; k of 8 and 45
-  // k-tiles (more than the pipeline's stages).
-  for (const Case& c : {Case{256, 512, {0, 1, 130, 257}}, Case{384, 2880, {64, 0, 129}}}) {
-    const int experts = static_cast<int>(c.rows.size());
-    std::vector<int32_t> offsets(experts + 1, 0);
-    for (int e = 0; e < experts; ++e) offsets[e + 1] = offsets[e] + c.rows[e];
-    const int total = offsets[experts];
-    int max_rows = 0;
-    for (int r : c.rows) max_rows = std::max(max_rows, r);
-    // Codes uniform; scale codes mostly 120-130, some 1 and 2 (the float path).
-    std::vector<std::vector<uint8_t>> codes(experts), scales(experts);
-    std::uniform_int_distribution<int> byte(0, 255), exponent(120, 130), pick(0, 99);
-    for (int e = 0; e < experts; ++e) {
-      codes[e].resize(static_cast<size_t>(c.n) * c.k / 2);
-      scales[e].resize(static_cast<size_t>(c.n) * c.k / 32);
-      for (auto& b : codes[e]) b = static_cast<uint8_t>(byte(rng));
-      for (auto& s : scales[e]) {
-        const int p = pick(rng);
-        s = static_cast<uint8_t>(p == 0 ? 1 : p == 1 ? 2 : exponent(rng));
-      }
-    }
-    std::vector<uint16_t> x(static_cast<size_t>(total) * c.k);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (auto& v : x) v = quant::float_to_bf16(normal(rng));
-
-    // Repack each expert on the device.
-    std::vector<const uint32_t*> frag_codes(experts), frag_scales(experts);
-    std::vector<void*> owned;
-    for (int e = 0; e < experts; ++e) {
-      uint8_t* dc = to_device(codes[e]);
-      uint8_t* ds = to_device(scales[e]);
-      uint32_t *fc = nullptr, *fs = nullptr;
-      ASSERT_EQ(cudaMalloc(&fc, codes[e].size()), cudaSuccess);
-      ASSERT_EQ(cudaMalloc(&fs, scales[e].size()), cudaSuccess);
-      ASSERT_EQ(cuda::launch_repack_mxfp4(dc, ds, c.n, c.k, fc, fs, nullptr), cudaSuccess);
-      frag_codes[e] = fc;
-      frag_scales[e] = fs;
-      owned.insert(owned.end(), {dc, ds, fc, fs});
-    }
-    cuda::Fp4GemmParams p;
-    p.frag_codes = to_device(frag_codes);
-    p.frag_scales = to_device(frag_scales);
-    p.expert_offsets = to_device(offsets);
-    p.x = to_device(x);
-    float* d = nullptr;
-    ASSERT_EQ(cudaMalloc(&d, sizeof(float) * total * c.n), cudaSuccess);
-    cudaMemset(d, 0xFF, sizeof(float) * total * c.n);  // NaN poison: every output must be written
-    p.d = d;
-    p.experts = experts;
-    p.n = c.n;
-    p.k = c.k;
-    p.total_rows = total;
-    p.max_expert_rows = max_rows;
-    ASSERT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<float> got(static_cast<size_t>(total) * c.n);
-    cudaMemcpy(got.data(), d, sizeof(float) * got.size(), cudaMemcpyDeviceToHost);
-
-    double err = 0, ref = 0;
-    int64_t unwritten = 0;
-    for (int e = 0; e < experts; ++e) {
-      std::vector<float> w(static_cast<size_t>(c.n) * c.k);
-      for (int r = 0; r < c.n; ++r)
-        for (int col = 0; col < c.k; ++col) {
-          const uint8_t b = codes[e][static_cast<size_t>(r) * c.k / 2 + col / 2];
-          w[static_cast<size_t>(r) * c.k + col] =
-              quant::dequant_mxfp4(col % 2 == 0 ? b & 0xF : b >> 4, scales[e][static_cast<size_t>(r) * c.k / 32 + col / 32]);
-        }
-      for (int i = offsets[e]; i < offsets[e + 1]; ++i)
-        for (int r = 0; r < c.n; ++r) {
-          double want = 0;
-          for (int col = 0; col < c.k; ++col)
-            want += static_cast<double>(quant::bf16_to_float(x[static_cast<size_t>(i) * c.k + col])) *
-                    w[static_cast<size_t>(r) * c.k + col];
-          const float have = got[static_cast<size_t>(i) * c.n + r];
-          unwritten += std::isnan(have);
-          err += (have - want) * (have - want);
-          ref += want * want;
-        }
-    }
-    const double rel_l2 = std::sqrt(err / std::max(ref, 1e-30));
-    std::printf("    n %d k %d rows %d: rel_l2 %.2e\n", c.n, c.k, total, rel_l2);
-    EXPECT_EQ(unwritten, 0) << seed_note();
-    EXPECT_LT(rel_l2, 1e-5) << seed_note();  // exact weights and inputs; fp32 sums in another order
-    for (void* ptr : owned) cudaFree(ptr);
-    cudaFree(const_cast<const uint32_t**>(p.frag_codes));
-    cudaFree(const_cast<const uint32_t**>(p.frag_scales));
-    cudaFree(const_cast<int32_t*>(p.expert_offsets));
-    cudaFree(const_cast<uint16_t*>(p.x));
-    cudaFree(d);
-  }
+  for (Data data : {Data::kExact, Data::kRandom, Data::kTiny})
+    for (const Case& c : {Case{256, 512, {0, 1, 130, 257}}, Case{384, 2880, {64, 0, 129}}}) run_case(c, data, rng);
 }
 
 }  // namespace
