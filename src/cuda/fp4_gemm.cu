@@ -2,8 +2,8 @@
 // dequantization in registers (cuda/fp4_gemm.h). One CTA per (128 weight rows, 128 input rows,
 // expert): a producer warp streams 64-deep k-tiles through kStages shared-memory stages with TMA (the
 // bf16 input rows, 128-byte swizzled) and bulk copies (the repacked codes and scales); two consumer
-// warpgroups each convert their 64 weight rows' codes to bf16 registers and run wgmma m64n128k16
-// with A from registers.
+// warpgroups each convert their 64 weight rows' codes to bf16 registers (one k-tile while the
+// previous one's MMAs run) and run wgmma m64n128k16 with A from registers.
 #include "cuda/fp4_gemm.h"
 
 #include <cuda.h>
@@ -77,6 +77,7 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_one() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
 
 // The shared-memory descriptor of a K-major, 128-byte-swizzled bf16 operand (8-row atoms of 1024
 // bytes): start address, leading offset 1 (unused by the swizzled K-major layout), stride 1024
@@ -238,12 +239,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-  for (int kt = 0; kt < k_tiles; ++kt) {
+  // One k-tile: convert its codes into `a` while the previous k-tile's MMAs run (their registers are
+  // the other array), issue its MMAs, then wait until at most these are in flight and release the
+  // previous k-tile's stage.
+  auto mma_tile = [&](int kt, uint32_t (&a)[4][4]) {
     const int i = kt % kStages;
     mbar_wait(&s.full[i], (kt / kStages) & 1);
     const uint4 words = reinterpret_cast<const uint4*>(s.stage[i].codes[consumer])[t];
     const uint32_t e = s.stage[i].scales[consumer][t];
-    uint32_t a[4][4];
     const uint32_t w[4] = {words.x, words.y, words.z, words.w};
 #pragma unroll
     for (int step = 0; step < 4; ++step) {
@@ -255,9 +258,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int step = 0; step < 4; ++step)
       wgmma_m64n128k16_rs(acc, a[step], sw128_desc(s.stage[i].inputs + 32 * step), kt > 0 || step > 0);
     wgmma_commit();
-    wgmma_wait_all();
-    if (t % 32 == 0) mbar_arrive(&s.empty[i]);
+    wgmma_wait_one();
+    if (kt > 0 && t % 32 == 0) mbar_arrive(&s.empty[(kt - 1) % kStages]);
+  };
+  uint32_t a_even[4][4], a_odd[4][4];  // alternate k-tiles' registers (static indices: unrolled by 2)
+  for (int kt = 0; kt < k_tiles; kt += 2) {
+    mma_tile(kt, a_even);
+    if (kt + 1 < k_tiles) mma_tile(kt + 1, a_odd);
   }
+  wgmma_wait_all();
   // acc[4j + v]: weight row r = 16 (t / 32) + t % 32 / 4 (+ 8 for v >= 2), input row c = 8j + 2 (t % 4)
   // (+ 1 for odd v); D is [input rows, n].
   const int r = 16 * (t / 32) + t % 32 / 4;
