@@ -253,6 +253,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint32_t shift = step < 2 ? 0 : 16;  // steps 0-1: the tile's first group of 32 columns
       convert_step(w[step], (e >> shift) & 0xFFu, (e >> (shift + 8)) & 0xFFu, a[step]);
     }
+    __syncwarp();  // convert_step branches per thread; the .aligned wgmma instructions need the warp whole
     wgmma_fence();
 #pragma unroll
     for (int step = 0; step < 4; ++step)

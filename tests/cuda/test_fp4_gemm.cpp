@@ -133,13 +133,15 @@ void run_case(const Case& c, Data data, std::mt19937_64& rng) {
   cudaFree(d);
 }
 
-// Experts without rows, with one row, partial and several 128-row input tiles; k of 8 and 45
-// k-tiles (more than the pipeline's stages).
+// Experts without rows, with one row, partial and several 128-row input tiles; k of 1, 3, 8 and 45
+// k-tiles (one, an odd count below the pipeline's stages, more than them).
 TEST(Fp4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
   REQUIRE_GPU();
   std::mt19937_64 rng(test::test_seed());
   for (Data data : {Data::kExact, Data::kRandom, Data::kTiny})
-    for (const Case& c : {Case{256, 512, {0, 1, 130, 257}}, Case{384, 2880, {64, 0, 129}}}) run_case(c, data, rng);
+    for (const Case& c : {Case{256, 512, {0, 1, 130, 257}}, Case{384, 2880, {64, 0, 129}}, Case{128, 64, {5, 200}},
+                          Case{256, 192, {128, 3}}})
+      run_case(c, data, rng);
 }
 
 }  // namespace
