@@ -9,12 +9,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cuda/fp4_gemm.h"
 #include "cuda/grouped_gemm.h"
 
 namespace {
+
+// (input rows per CTA, every thread releasing a stage)
+const std::pair<int, bool> kVariants[] = {{128, false}, {128, true}, {192, false}, {256, false}};
 
 void check(cudaError_t err, const char* what) {
   if (err != cudaSuccess) {
@@ -76,7 +80,8 @@ int main(int argc, char** argv) {
     int n, k;
   };
   std::mt19937_64 rng(20261130);
-  std::printf("%-10s %6s %12s %12s %10s %10s\n", "gemm", "rows", "fp4 us", "bf16 us", "fp4 TF/s", "bf16 TF/s");
+  std::printf("%-10s %6s %9s %10s %10s %10s %10s\n", "gemm", "rows", "variant", "fp4 us", "bf16 us", "fp4 TF/s",
+              "bf16 TF/s");
   for (const Gemm g : {Gemm{"w13", 28672, 4096}, Gemm{"w2", 4096, 14336}}) {
     // Weights: MXFP4 repacked per expert; bf16 copies for the baseline (random bf16 bits of small
     // magnitude: exponents 118-126).
@@ -114,7 +119,12 @@ int main(int argc, char** argv) {
       p.k = g.k;
       p.total_rows = total;
       p.max_expert_rows = rows;
-      const float fp4_us = median_us([&] { check(qmoe::cuda::launch_fp4_grouped_gemm(p, nullptr), "fp4 gemm"); });
+      std::vector<float> fp4_us;  // per variant (kVariants)
+      for (const auto& [tile_inputs, release_all] : kVariants) {
+        p.tile_inputs = tile_inputs;
+        p.release_all = release_all;
+        fp4_us.push_back(median_us([&] { check(qmoe::cuda::launch_fp4_grouped_gemm(p, nullptr), "fp4 gemm"); }));
+      }
       // The bf16 grouped GEMM (cooperative 128 x 192, clusters of 2: the path's tile at these rows).
       std::vector<int32_t> mnk;
       std::vector<const void*> a(experts);
@@ -132,8 +142,9 @@ int main(int argc, char** argv) {
       auto bf16 = qmoe::cuda::make_grouped_bf16(qmoe::GroupedTile::kLarge, buf, experts, g.n, g.k, num_sms);
       const float bf16_us = median_us([&] { check(bf16->run(nullptr), "bf16 gemm"); });
       const double flops = 2.0 * total * static_cast<double>(g.n) * g.k;
-      std::printf("%-10s %6d %12.1f %12.1f %10.1f %10.1f\n", g.name, rows, fp4_us, bf16_us, flops / fp4_us * 1e-6,
-                  flops / bf16_us * 1e-6);
+      for (size_t v = 0; v < fp4_us.size(); ++v)
+        std::printf("%-10s %6d %5d%-4s %10.1f %10.1f %10.1f %10.1f\n", g.name, rows, kVariants[v].first,
+                    kVariants[v].second ? "all" : "", fp4_us[v], bf16_us, flops / fp4_us[v] * 1e-6, flops / bf16_us * 1e-6);
       for (void* ptr : {static_cast<void*>(x), static_cast<void*>(d), const_cast<void*>(static_cast<const void*>(p.frag_codes)),
                         const_cast<void*>(static_cast<const void*>(p.frag_scales)),
                         const_cast<void*>(static_cast<const void*>(p.expert_offsets)), static_cast<void*>(buf.problem_mnk),

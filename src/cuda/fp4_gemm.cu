@@ -15,23 +15,29 @@
 namespace qmoe::cuda {
 namespace {
 
-constexpr int kTileRows = 128;   // weight rows per CTA (two consumer warpgroups of 64)
-constexpr int kTileInputs = 128; // input rows per CTA (wgmma's n)
-constexpr int kTileK = 64;       // k per stage: 128 bytes of bf16 per input row
-constexpr int kStages = 6;
-constexpr int kThreads = 384;    // producer warpgroup + two consumers
-constexpr int kInputBytes = kTileInputs * kTileK * 2;  // 16 KB
-constexpr int kCodeBytes = 64 * kTileK / 2;            // one 64 x 64 tile of codes: 2 KB
-constexpr int kScaleBytes = 128 * 4;                   // its scales: 512 B
+constexpr int kTileRows = 128;  // weight rows per CTA (two consumer warpgroups of 64)
+constexpr int kTileK = 64;      // k per stage: 128 bytes of bf16 per input row
+constexpr int kThreads = 384;   // producer warpgroup + two consumers
+constexpr int kCodeBytes = 64 * kTileK / 2;  // one 64 x 64 tile of codes: 2 KB
+constexpr int kScaleBytes = 128 * 4;         // its scales: 512 B
 
-struct alignas(1024) Stage {
-  uint8_t inputs[kInputBytes];       // [128 input rows][64 bf16], TMA's 128-byte swizzle
-  uint32_t codes[2][kCodeBytes / 4];  // [consumer][128 threads][4 words]
-  uint32_t scales[2][128];           // [consumer][128 threads]
+// N: input rows per CTA (wgmma's n).
+template <int N>
+struct TileShape {
+  static constexpr int kInputBytes = N * kTileK * 2;
+  static constexpr int kStages = N == 256 ? 5 : 6;
 };
+
+template <int N>
+struct alignas(1024) Stage {
+  uint8_t inputs[TileShape<N>::kInputBytes];  // [N input rows][64 bf16], TMA's 128-byte swizzle
+  uint32_t codes[2][kCodeBytes / 4];          // [consumer][128 threads][4 words]
+  uint32_t scales[2][128];                    // [consumer][128 threads]
+};
+template <int N>
 struct SharedStorage {
-  Stage stage[kStages];
-  uint64_t full[kStages], empty[kStages];
+  Stage<N> stage[TileShape<N>::kStages];
+  uint64_t full[TileShape<N>::kStages], empty[TileShape<N>::kStages];
 };
 
 // ---- PTX wrappers ---------------------------------------------------------------------------------
@@ -78,6 +84,23 @@ __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.a
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_one() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
+// An opaque use of `a` (wgmma A registers) here: keeps them live until their wgmmas are known complete.
+__device__ __forceinline__ void keep_registers(uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int step = 0; step < 4; ++step)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(a[step][r])::"memory");
+}
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
+  return v;
+}
 
 // The shared-memory descriptor of a K-major, 128-byte-swizzled bf16 operand (8-row atoms of 1024
 // bytes): start address, leading offset 1 (unused by the swizzled K-major layout), stride 1024
@@ -87,32 +110,94 @@ __device__ __forceinline__ uint64_t sw128_desc(const void* p) {
   return ((addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
 }
 
-// D (64 x 128 fp32, the accumulator fragment) += A (64 x 16 bf16 in registers, a[4]) * B^T (B: 128
-// rows x 16 columns of bf16 in shared memory, K-major, 128-byte swizzled: `desc`). `accumulate`: 0 for
+// D (64 x N fp32, the accumulator fragment) += A (64 x 16 bf16 in registers, a[4]) * B^T (B: N rows x
+// 16 columns of bf16 in shared memory, K-major, 128-byte swizzled: `desc`). `accumulate`: 0 for
 // D = A * B^T.
-__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc,
-                                                    int accumulate) {
+template <int N>
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc, int accumulate);
+template <>
+__device__ __forceinline__ void wgmma_rs<128>(float (&d)[64], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
       "setp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%"
-      "8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28"
-      ",%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48"
-      ",%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}"
-      ", %68, p, 1, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%"
+      "11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33"
+      ",%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%"
+      "56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n"
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
-        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
-        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
-        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
-        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
-        "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 }
+
+template <>
+__device__ __forceinline__ void wgmma_rs<192>(float (&d)[96], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %101, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%"
+      "11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33"
+      ",%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%"
+      "56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78"
+      ",%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}, {%96,%97,%98,%99}, "
+      "%100, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_rs<256>(float (&d)[128], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %133, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%"
+      "11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33"
+      ",%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%"
+      "56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78"
+      ",%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,"
+      "%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,"
+      "%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+}
+
 
 // ---- conversion -----------------------------------------------------------------------------------
 
@@ -121,50 +206,45 @@ __device__ __forceinline__ __nv_bfloat162 as_bf16x2(uint32_t bits) {
   memcpy(&v, &bits, sizeof(v));
   return v;
 }
-__device__ __forceinline__ uint32_t bits_of(__nv_bfloat162 v) {
+__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+  const __nv_bfloat162 p = __hmul2_rn(as_bf16x2(a), as_bf16x2(b));
   uint32_t bits;
-  memcpy(&bits, &v, sizeof(bits));
+  memcpy(&bits, &p, sizeof(bits));
   return bits;
 }
 
-// 4 e2m1 nibbles (bits 0-15) as bf16 pairs (nibbles 0, 1 and 2, 3): dequantize_bf16_kernel's lookup.
-__device__ __forceinline__ void e2m1x4_bf16(uint32_t nibbles, uint32_t& p01, uint32_t& p23) {
-  const uint32_t magnitudes = nibbles & 0x7777u;
-  const uint32_t hi = __byte_perm(0x3F3F3F00u, 0x40404040u, magnitudes);
-  const uint32_t lo = __byte_perm(0xC0800000u, 0xC0804000u, magnitudes);
-  p01 = __byte_perm(lo, hi, 0x5140u) | ((nibbles << 12) & 0x8000u) | ((nibbles << 24) & 0x80000000u);
-  p23 = __byte_perm(lo, hi, 0x7362u) | ((nibbles << 4) & 0x8000u) | ((nibbles << 16) & 0x80000000u);
+// The bit positions of register a_r's two codes in a k16 step's word (fp4_gemm.h), per 16-bit half
+// (element j in half j): magnitude (3 bits) and sign. Chosen so that shifts move them onto a bf16's
+// bits 6-8 (the exponent's two low bits and the mantissa's first) and 15 with 11 instructions per
+// step: registers 0 and 1 need one shift, 2 one for the sign only.
+__device__ constexpr int magnitude_bit(int r) { return r == 0 ? 0 : r == 1 ? 3 : r == 2 ? 6 : 13; }
+__device__ constexpr int sign_bit(int r) { return r == 0 ? 9 : r == 1 ? 12 : r == 2 ? 10 : 11; }
+
+// bf16 pairs (e2m1 * 2^-126, exact: code 0.5 is a bf16 subnormal) of one step's four registers.
+__device__ __forceinline__ void unpack_step(uint32_t w, uint32_t (&a)[4]) {
+  constexpr uint32_t kMagnitude = 0x01C001C0u, kSign = 0x80008000u;
+  a[0] = (w << 6) & (kMagnitude | kSign);
+  a[1] = (w << 3) & (kMagnitude | kSign);
+  a[2] = (w & kMagnitude) | ((w << 5) & kSign);
+  a[3] = ((w >> 7) & kMagnitude) | ((w << 4) & kSign);
 }
 
-// bf16(e2m1 * 2^(e - 127)) for one code, as formats.h: the float path of the scale codes whose
-// products may leave bf16's normal range.
-__device__ __forceinline__ uint16_t mxfp4_bf16_slow(uint32_t nibble, uint32_t e) {
-  const uint32_t ex = (nibble >> 1) & 3u, m = nibble & 1u;
-  const uint32_t magnitude = ex ? ((ex + 126u) << 23) | (m << 22) : (m ? 0x3F000000u : 0u);
-  const float code = __uint_as_float(magnitude | ((nibble & 8u) << 28));
-  const float scale = e == 255 ? __uint_as_float(0x7F800000u) : ldexpf(1.0f, static_cast<int>(e) - 127);
-  return __bfloat16_as_ushort(__float2bfloat16_rn(__fmul_rn(code, scale)));
-}
-
-// Registers a0..a3 of one k16 step from the word of 8 nibbles (nibble 2r + j: a_r's element j) and
-// the e8m0 scales of rows m (a0, a2) and m + 8 (a1, a3).
+// A k16 step's registers a[r] = bf16(e2m1 * 2^(e - 127)), formats.h's dequant_mxfp4 bit for bit: the
+// product is exact but for overflow, so its one rounding matches the CPU's. e_m: the scale code of
+// row m (a0, a2), e_m8 of row m + 8 (a1, a3). (Written so: with one branch per k-tile, or the
+// multiply after the branch, ptxas serializes the wgmmas.)
 __device__ __forceinline__ void convert_step(uint32_t word, uint32_t e_m, uint32_t e_m8, uint32_t (&a)[4]) {
-  const bool fast = e_m >= 2 && e_m != 255 && e_m8 >= 2 && e_m8 != 255;
-  if (fast) {
-    e2m1x4_bf16(word & 0xFFFFu, a[0], a[1]);
-    e2m1x4_bf16(word >> 16, a[2], a[3]);
-    const __nv_bfloat162 s_m = as_bf16x2((e_m << 7) | (e_m << 23)), s_m8 = as_bf16x2((e_m8 << 7) | (e_m8 << 23));
-    a[0] = bits_of(__hmul2_rn(as_bf16x2(a[0]), s_m));
-    a[1] = bits_of(__hmul2_rn(as_bf16x2(a[1]), s_m8));
-    a[2] = bits_of(__hmul2_rn(as_bf16x2(a[2]), s_m));
-    a[3] = bits_of(__hmul2_rn(as_bf16x2(a[3]), s_m8));
-    return;
-  }
+  unpack_step(word, a);
+  if (e_m < 128 && e_m8 < 128) {
+    // One multiply by 2^(e - 1): exponent field e + 126.
+    const uint32_t s_m = (e_m + 126) * 0x00800080u, s_m8 = (e_m8 + 126) * 0x00800080u;
 #pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const uint32_t e = r % 2 == 0 ? e_m : e_m8;
-    a[r] = mxfp4_bf16_slow((word >> (8 * r)) & 0xFu, e) |
-           (static_cast<uint32_t>(mxfp4_bf16_slow((word >> (8 * r + 4)) & 0xFu, e)) << 16);
+    for (int r = 0; r < 4; ++r) a[r] = mul_bf16x2(a[r], r % 2 == 0 ? s_m : s_m8);
+  } else {
+    // 2^126 first, then 2^(e - 127) (code 0: the subnormal 2^-127; 255: infinity, as the CPU).
+    const uint32_t s_m = (e_m ? e_m << 7 : 0x40u) * 0x00010001u, s_m8 = (e_m8 ? e_m8 << 7 : 0x40u) * 0x00010001u;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a[r] = mul_bf16x2(mul_bf16x2(a[r], 0x7E807E80u), r % 2 == 0 ? s_m : s_m8);
   }
 }
 
@@ -188,7 +268,10 @@ __global__ void repack_mxfp4_kernel(const uint8_t* codes, const uint8_t* scales,
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
-      for (int j = 0; j < 2; ++j) word |= nibble(m + 8 * (r % 2), k + 8 * (r / 2) + j) << (4 * (2 * r + j));
+      for (int j = 0; j < 2; ++j) {
+        const uint32_t c = nibble(m + 8 * (r % 2), k + 8 * (r / 2) + j);
+        word |= (c & 7u) << (16 * j + magnitude_bit(r)) | (c >> 3) << (16 * j + sign_bit(r));
+      }
     frag_codes[(tile * 128 + t) * 4 + step] = word;
   }
   const int64_t g = kt * 2, groups = cols / 32;
@@ -196,34 +279,41 @@ __global__ void repack_mxfp4_kernel(const uint8_t* codes, const uint8_t* scales,
                                 (scales[m * groups + g + 1] << 16) | (static_cast<uint32_t>(scales[(m + 8) * groups + g + 1]) << 24);
 }
 
-// grid (n / 128 weight tiles, input tiles of the largest expert, experts).
+// grid (n / 128 weight tiles, input tiles of N rows of the largest expert, experts). kReleaseAll:
+// every consumer thread arrives on a stage's empty barrier (else one per warp, after a __syncwarp).
+template <int N, bool kReleaseAll>
 __global__ void __launch_bounds__(kThreads, 1)
     fp4_grouped_gemm_kernel(const __grid_constant__ CUtensorMap x_map, Fp4GemmParams p) {
+  using Shape = TileShape<N>;
+  constexpr int kStages = Shape::kStages;
+  // 64 x N fp32 accumulators take N / 2 registers: past 128 the producer warpgroup hands its own over.
+  constexpr bool kMoveRegisters = N > 192;
   extern __shared__ uint8_t smem_raw[];
-  SharedStorage& s = *reinterpret_cast<SharedStorage*>(
+  SharedStorage<N>& s = *reinterpret_cast<SharedStorage<N>*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   const int expert = blockIdx.z;
   const int row0 = p.expert_offsets[expert], expert_rows = p.expert_offsets[expert + 1] - row0;
-  const int input0 = blockIdx.y * kTileInputs;  // within the expert
+  const int input0 = blockIdx.y * N;  // within the expert
   if (input0 >= expert_rows) return;
   const int k_tiles = p.k / kTileK;
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       mbar_init(&s.full[i], 1);
-      mbar_init(&s.empty[i], 8);  // one arrive per consumer warp
+      mbar_init(&s.empty[i], kReleaseAll ? 256 : 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {  // producer: one thread issues every copy
+    if constexpr (kMoveRegisters) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (threadIdx.x == 0) {
       const uint32_t* codes = p.frag_codes[expert];
       const uint32_t* scales = p.frag_scales[expert];
       for (int kt = 0; kt < k_tiles; ++kt) {
         const int i = kt % kStages;
         mbar_wait(&s.empty[i], ((kt / kStages) & 1) ^ 1);
-        mbar_expect_tx(&s.full[i], kInputBytes + 2 * kCodeBytes + 2 * kScaleBytes);
+        mbar_expect_tx(&s.full[i], Shape::kInputBytes + 2 * kCodeBytes + 2 * kScaleBytes);
         tma_load_2d(s.stage[i].inputs, &x_map, kt * kTileK, row0 + input0, &s.full[i]);
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
@@ -235,51 +325,67 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     return;
   }
+  if constexpr (kMoveRegisters) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int consumer = warpgroup - 1, t = threadIdx.x % 128;
-  float acc[64];
+  float acc[N / 2];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
   // One k-tile: convert its codes into `a` while the previous k-tile's MMAs run (their registers are
-  // the other array), issue its MMAs, then wait until at most these are in flight and release the
-  // previous k-tile's stage.
-  auto mma_tile = [&](int kt, uint32_t (&a)[4][4]) {
+  // `previous`), issue its MMAs, then wait until at most these are in flight and release the previous
+  // k-tile's stage and registers.
+  auto mma_tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&previous)[4][4]) {
     const int i = kt % kStages;
     mbar_wait(&s.full[i], (kt / kStages) & 1);
-    const uint4 words = reinterpret_cast<const uint4*>(s.stage[i].codes[consumer])[t];
-    const uint32_t e = s.stage[i].scales[consumer][t];
+    const uint4 words = lds128(smem_addr(&s.stage[i].codes[consumer][4 * t]));
+    const uint32_t sw = lds32(smem_addr(&s.stage[i].scales[consumer][t]));
     const uint32_t w[4] = {words.x, words.y, words.z, words.w};
 #pragma unroll
     for (int step = 0; step < 4; ++step) {
       const uint32_t shift = step < 2 ? 0 : 16;  // steps 0-1: the tile's first group of 32 columns
-      convert_step(w[step], (e >> shift) & 0xFFu, (e >> (shift + 8)) & 0xFFu, a[step]);
+      convert_step(w[step], (sw >> shift) & 0xFFu, (sw >> (shift + 8)) & 0xFFu, a[step]);
     }
-    __syncwarp();  // convert_step branches per thread; the .aligned wgmma instructions need the warp whole
+    __syncwarp();  // convert_tile branches per thread; the .aligned wgmma instructions need the warp whole
     wgmma_fence();
 #pragma unroll
     for (int step = 0; step < 4; ++step)
-      wgmma_m64n128k16_rs(acc, a[step], sw128_desc(s.stage[i].inputs + 32 * step), kt > 0 || step > 0);
+      wgmma_rs<N>(acc, a[step], sw128_desc(s.stage[i].inputs + 32 * step), kt > 0 || step > 0);
     wgmma_commit();
     wgmma_wait_one();
-    if (kt > 0 && t % 32 == 0) mbar_arrive(&s.empty[(kt - 1) % kStages]);
+    keep_registers(previous);
+    if (kt > 0 && (kReleaseAll || t % 32 == 0)) mbar_arrive(&s.empty[(kt - 1) % kStages]);
   };
   uint32_t a_even[4][4], a_odd[4][4];  // alternate k-tiles' registers (static indices: unrolled by 2)
   for (int kt = 0; kt < k_tiles; kt += 2) {
-    mma_tile(kt, a_even);
-    if (kt + 1 < k_tiles) mma_tile(kt + 1, a_odd);
+    mma_tile(kt, a_even, a_odd);
+    if (kt + 1 < k_tiles) mma_tile(kt + 1, a_odd, a_even);
   }
   wgmma_wait_all();
+  keep_registers(a_even);
+  keep_registers(a_odd);
   // acc[4j + v]: weight row r = 16 (t / 32) + t % 32 / 4 (+ 8 for v >= 2), input row c = 8j + 2 (t % 4)
   // (+ 1 for odd v); D is [input rows, n].
   const int r = 16 * (t / 32) + t % 32 / 4;
   const int64_t weight_row = static_cast<int64_t>(blockIdx.x) * kTileRows + consumer * 64 + r;
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
+  for (int j = 0; j < N / 8; ++j) {
 #pragma unroll
     for (int v = 0; v < 4; ++v) {
       const int c = input0 + 8 * j + 2 * (t % 4) + (v & 1);
       if (c < expert_rows) p.d[(static_cast<int64_t>(row0) + c) * p.n + weight_row + 8 * (v >> 1)] = acc[4 * j + v];
     }
   }
+}
+
+template <int N, bool kReleaseAll>
+cudaError_t launch_variant(const CUtensorMap& map, const Fp4GemmParams& p, cudaStream_t stream) {
+  auto kernel = fp4_grouped_gemm_kernel<N, kReleaseAll>;
+  const size_t smem = sizeof(SharedStorage<N>) + 1024;  // + alignment slack
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>(p.n / kTileRows), static_cast<unsigned>((p.max_expert_rows + N - 1) / N),
+                  static_cast<unsigned>(p.experts));
+  kernel<<<grid, kThreads, smem, stream>>>(map, p);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -296,6 +402,9 @@ cudaError_t launch_repack_mxfp4(const uint8_t* codes, const uint8_t* scales, int
 }
 
 cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream) {
+  const int n_tile = p.tile_inputs;
+  if (n_tile != 128 && n_tile != 192 && n_tile != 256) return cudaErrorInvalidValue;
+  if (p.release_all && n_tile != 128) return cudaErrorInvalidValue;
   if (p.n % kTileRows != 0 || p.k % kTileK != 0 || p.experts > 65535) return cudaErrorInvalidValue;
   if (p.experts == 0 || p.n == 0 || p.total_rows == 0 || p.max_expert_rows == 0) return cudaSuccess;
   void* fn = nullptr;
@@ -308,21 +417,16 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
   CUtensorMap map;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(p.k), static_cast<cuuint64_t>(p.total_rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.k) * 2};
-  const cuuint32_t box[2] = {kTileK, kTileInputs};
+  const cuuint32_t box[2] = {kTileK, static_cast<cuuint32_t>(n_tile)};
   const cuuint32_t elem_strides[2] = {1, 1};
   if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<uint16_t*>(p.x), dims, strides, box, elem_strides,
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
     return cudaErrorInvalidValue;
-  const size_t smem = sizeof(SharedStorage) + 1024;  // + alignment slack
-  cudaError_t err = cudaFuncSetAttribute(fp4_grouped_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
-  if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>(p.n / kTileRows),
-                  static_cast<unsigned>((p.max_expert_rows + kTileInputs - 1) / kTileInputs),
-                  static_cast<unsigned>(p.experts));
-  fp4_grouped_gemm_kernel<<<grid, kThreads, smem, stream>>>(map, p);
-  return cudaGetLastError();
+  if (p.release_all) return launch_variant<128, true>(map, p, stream);
+  if (n_tile == 128) return launch_variant<128, false>(map, p, stream);
+  if (n_tile == 192) return launch_variant<192, false>(map, p, stream);
+  return launch_variant<256, false>(map, p, stream);
 }
 
 }  // namespace qmoe::cuda

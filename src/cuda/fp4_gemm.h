@@ -13,8 +13,9 @@ namespace qmoe::cuda {
 // An expert's MXFP4 weight [rows, cols] (codes [rows, cols / 2] bytes, the even column in the low
 // nibble; e8m0 scales [rows, cols / 32]) rearranged into wgmma's register-A fragment order, per
 // 64 x 64 tile (row tile rt, column tile kt), tiles row-major:
-//   codes  [rows / 64][cols / 64][128 threads][4 k16 steps] 32-bit words: nibble 2r + j of a word is
-//          element j of the thread's register a_r (a0: row m, columns k, k+1; a1: row m + 8; a2:
+//   codes  [rows / 64][cols / 64][128 threads][4 k16 steps] 32-bit words: element j of the thread's
+//          register a_r in bits 16 j + {0, 3, 6, 13}[r] .. + 2 (magnitude) and 16 j + {9, 12, 10, 11}[r]
+//          (sign), so shifts put them where bf16 has them (a0: row m, columns k, k+1; a1: row m + 8; a2:
 //          row m, columns k + 8, k + 9; a3: row m + 8, columns k + 8, k + 9; thread t of the
 //          warpgroup: m = 16 (t / 32) + t % 32 / 4, k = 16 step + 2 (t % 4));
 //   scales [rows / 64][cols / 64][128 threads] 32-bit words: bytes (m, group 0), (m + 8, group 0),
@@ -34,6 +35,10 @@ struct Fp4GemmParams {
   int n = 0, k = 0;       // weight rows and columns: multiples of 128 and 64
   int total_rows = 0;     // rows of x
   int max_expert_rows = 0;  // an upper bound of any expert's rows (sizes the grid)
+  // Prototype variants: input rows per CTA (128, 192 or 256); every consumer thread releasing a
+  // stage instead of one per warp (128 only).
+  int tile_inputs = 128;
+  bool release_all = false;
 };
 // D rows of each expert = x rows * dequant(W_e)^T, each weight the CPU's bf16 (bit for bit) and the
 // products summed in fp32 by the tensor cores.

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cuda/fp4_gemm.h"
@@ -83,20 +84,14 @@ void run_case(const Case& c, Data data, std::mt19937_64& rng) {
   p.x = to_device(x);
   float* d = nullptr;
   ASSERT_EQ(cudaMalloc(&d, sizeof(float) * total * c.n), cudaSuccess);
-  cudaMemset(d, 0xFF, sizeof(float) * total * c.n);  // NaN poison: every output must be written
   p.d = d;
   p.experts = experts;
   p.n = c.n;
   p.k = c.k;
   p.total_rows = total;
   p.max_expert_rows = max_rows;
-  ASSERT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<float> got(static_cast<size_t>(total) * c.n);
-  cudaMemcpy(got.data(), d, sizeof(float) * got.size(), cudaMemcpyDeviceToHost);
 
-  double err = 0, ref = 0;
-  int64_t unwritten = 0, not_exact = 0;
+  std::vector<double> want(static_cast<size_t>(total) * c.n);
   for (int e = 0; e < experts; ++e) {
     std::vector<float> w(static_cast<size_t>(c.n) * c.k);
     for (int r = 0; r < c.n; ++r)
@@ -107,24 +102,39 @@ void run_case(const Case& c, Data data, std::mt19937_64& rng) {
       }
     for (int i = offsets[e]; i < offsets[e + 1]; ++i)
       for (int r = 0; r < c.n; ++r) {
-        double want = 0;
+        double sum = 0;
         for (int col = 0; col < c.k; ++col)
-          want += static_cast<double>(quant::bf16_to_float(x[static_cast<size_t>(i) * c.k + col])) *
-                  w[static_cast<size_t>(r) * c.k + col];
-        const float have = got[static_cast<size_t>(i) * c.n + r];
-        unwritten += std::isnan(have);
-        not_exact += have != static_cast<float>(want);
-        err += (have - want) * (have - want);
-        ref += want * want;
+          sum += static_cast<double>(quant::bf16_to_float(x[static_cast<size_t>(i) * c.k + col])) *
+                 w[static_cast<size_t>(r) * c.k + col];
+        want[static_cast<size_t>(i) * c.n + r] = sum;
       }
   }
-  const double rel_l2 = std::sqrt(err / std::max(ref, 1e-300));
-  const char* name = data == Data::kRandom ? "random" : data == Data::kExact ? "exact" : "tiny scales";
-  std::printf("    %-12s n %d k %d rows %d: rel_l2 %.2e, %lld outputs not bit-equal\n", name, c.n, c.k, total,
-              rel_l2, static_cast<long long>(not_exact));
-  EXPECT_EQ(unwritten, 0) << name << seed_note();
-  if (data == Data::kRandom) EXPECT_LT(rel_l2, 1e-5) << name << seed_note();  // fp32 sums in another order
-  else EXPECT_EQ(not_exact, 0) << name << seed_note();
+
+  for (const auto& [tile_inputs, release_all] : {std::pair{128, false}, std::pair{128, true}, std::pair{192, false},
+                                                 std::pair{256, false}}) {
+    p.tile_inputs = tile_inputs;
+    p.release_all = release_all;
+    cudaMemset(d, 0xFF, sizeof(float) * total * c.n);  // NaN poison: every output must be written
+    ASSERT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> got(static_cast<size_t>(total) * c.n);
+    cudaMemcpy(got.data(), d, sizeof(float) * got.size(), cudaMemcpyDeviceToHost);
+    double err = 0, ref = 0;
+    int64_t unwritten = 0, not_exact = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      unwritten += std::isnan(got[i]);
+      not_exact += got[i] != static_cast<float>(want[i]);
+      err += (got[i] - want[i]) * (got[i] - want[i]);
+      ref += want[i] * want[i];
+    }
+    const double rel_l2 = std::sqrt(err / std::max(ref, 1e-300));
+    const char* name = data == Data::kRandom ? "random" : data == Data::kExact ? "exact" : "tiny scales";
+    std::printf("    %-12s tile %d%s n %d k %d rows %d: rel_l2 %.2e, %lld outputs not bit-equal\n", name, tile_inputs,
+                release_all ? " (all release)" : "", c.n, c.k, total, rel_l2, static_cast<long long>(not_exact));
+    EXPECT_EQ(unwritten, 0) << name << " tile " << tile_inputs << seed_note();
+    if (data == Data::kRandom) EXPECT_LT(rel_l2, 1e-5) << name << " tile " << tile_inputs << seed_note();
+    else EXPECT_EQ(not_exact, 0) << name << " tile " << tile_inputs << seed_note();
+  }
   for (void* ptr : owned) cudaFree(ptr);
   cudaFree(const_cast<const uint32_t**>(p.frag_codes));
   cudaFree(const_cast<const uint32_t**>(p.frag_scales));
