@@ -1,8 +1,8 @@
 // PROTOTYPE timing (branch wip/fp4-mainloop): the MXFP4 in-register GEMM (cuda/fp4_gemm.h) against,
 // in the same process, the bf16 grouped GEMM that the dequantized prefill path runs (on weights
-// already in bf16, i.e. without the dequantization pass), on Mixtral-8x7B's two GEMMs with uniform
-// rows per expert. Random codes, scales and inputs (never zeros); CUDA events, median of 9 after 3
-// warm-ups. Usage: qmoe_fp4_proto_bench [rows per expert ...] (default 1024 2048).
+// already in bf16, i.e. without the dequantization pass). Random codes, scales and inputs (never zeros); CUDA events, median of 9 after 3
+// warm-ups. Usage: qmoe_fp4_proto_bench [tokens ...] (default 4096 8192), each spread evenly over the
+// experts (Mixtral-8x7B's and gpt-oss-120b's GEMMs).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,8 +17,8 @@
 
 namespace {
 
-// (input rows per CTA, every thread releasing a stage)
-const std::pair<int, bool> kVariants[] = {{128, false}, {128, true}, {192, false}, {256, false}};
+// (input rows per tile, proxy fence before each stage release)
+const std::pair<int, bool> kVariants[] = {{128, false}, {256, false}, {256, true}};
 
 void check(cudaError_t err, const char* what) {
   if (err != cudaSuccess) {
@@ -69,20 +69,21 @@ float median_us(F&& launch) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<int> rows_per_expert;
-  for (int i = 1; i < argc; ++i) rows_per_expert.push_back(std::atoi(argv[i]));
-  if (rows_per_expert.empty()) rows_per_expert = {1024, 2048};
+  std::vector<int> tokens;
+  for (int i = 1; i < argc; ++i) tokens.push_back(std::atoi(argv[i]));
+  if (tokens.empty()) tokens = {4096, 8192};
   int num_sms = 0;
   check(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0), "device");
-  const int experts = 8;
   struct Gemm {
     const char* name;
-    int n, k;
+    int experts, top_k, n, k;
   };
   std::mt19937_64 rng(20261130);
-  std::printf("%-10s %6s %9s %10s %10s %10s %10s\n", "gemm", "rows", "variant", "fp4 us", "bf16 us", "fp4 TF/s",
+  std::printf("%-12s %6s %9s %10s %10s %10s %10s\n", "gemm", "rows", "variant", "fp4 us", "bf16 us", "fp4 TF/s",
               "bf16 TF/s");
-  for (const Gemm g : {Gemm{"w13", 28672, 4096}, Gemm{"w2", 4096, 14336}}) {
+  for (const Gemm g : {Gemm{"mixtral-w13", 8, 2, 28672, 4096}, Gemm{"mixtral-w2", 8, 2, 4096, 14336},
+                       Gemm{"gptoss-w13", 128, 4, 5760, 2880}, Gemm{"gptoss-w2", 128, 4, 2880, 2880}}) {
+    const int experts = g.experts;
     // Weights: MXFP4 repacked per expert; bf16 copies for the baseline (random bf16 bits of small
     // magnitude: exponents 118-126).
     std::vector<const uint32_t*> codes(experts), scales(experts);
@@ -92,8 +93,9 @@ int main(int argc, char** argv) {
       uint8_t* c = device_random<uint8_t>(weights / 2, rng, 0, 255);
       uint8_t* s = device_random<uint8_t>(weights / 32, rng, 118, 126);
       uint32_t *fc = nullptr, *fs = nullptr;
-      check(cudaMalloc(&fc, weights / 2), "cudaMalloc");
-      check(cudaMalloc(&fs, weights / 8), "cudaMalloc");  // each scale byte for 4 threads
+      const size_t frag_weights = static_cast<size_t>(qmoe::cuda::fp4_frag_rows(g.n)) * g.k;
+      check(cudaMalloc(&fc, frag_weights / 2), "cudaMalloc");
+      check(cudaMalloc(&fs, frag_weights / 8), "cudaMalloc");  // each scale byte for 4 threads
       check(qmoe::cuda::launch_repack_mxfp4(c, s, g.n, g.k, fc, fs, nullptr), "repack");
       cudaFree(c);
       cudaFree(s);
@@ -101,7 +103,8 @@ int main(int argc, char** argv) {
       scales[e] = fs;
       bf16_weights[e] = device_random<uint16_t>(weights, rng, 0x3B00, 0x3F00);
     }
-    for (int rows : rows_per_expert) {
+    for (int token_count : tokens) {
+      const int rows = token_count * g.top_k / experts;  // uniform routing
       const int total = rows * experts;
       uint16_t* x = device_random<uint16_t>(static_cast<size_t>(total) * g.k, rng, 0x3B00, 0x3F00);
       float* d = nullptr;
@@ -118,11 +121,10 @@ int main(int argc, char** argv) {
       p.n = g.n;
       p.k = g.k;
       p.total_rows = total;
-      p.max_expert_rows = rows;
       std::vector<float> fp4_us;  // per variant (kVariants)
-      for (const auto& [tile_inputs, release_all] : kVariants) {
+      for (const auto& [tile_inputs, proxy_fence] : kVariants) {
         p.tile_inputs = tile_inputs;
-        p.release_all = release_all;
+        p.proxy_fence = proxy_fence;
         fp4_us.push_back(median_us([&] { check(qmoe::cuda::launch_fp4_grouped_gemm(p, nullptr), "fp4 gemm"); }));
       }
       // The bf16 grouped GEMM (cooperative 128 x 192, clusters of 2: the path's tile at these rows).
@@ -143,8 +145,8 @@ int main(int argc, char** argv) {
       const float bf16_us = median_us([&] { check(bf16->run(nullptr), "bf16 gemm"); });
       const double flops = 2.0 * total * static_cast<double>(g.n) * g.k;
       for (size_t v = 0; v < fp4_us.size(); ++v)
-        std::printf("%-10s %6d %5d%-4s %10.1f %10.1f %10.1f %10.1f\n", g.name, rows, kVariants[v].first,
-                    kVariants[v].second ? "all" : "", fp4_us[v], bf16_us, flops / fp4_us[v] * 1e-6, flops / bf16_us * 1e-6);
+        std::printf("%-12s %6d %5d%-4s %10.1f %10.1f %10.1f %10.1f\n", g.name, rows, kVariants[v].first,
+                    kVariants[v].second ? "fen" : "", fp4_us[v], bf16_us, flops / fp4_us[v] * 1e-6, flops / bf16_us * 1e-6);
       for (void* ptr : {static_cast<void*>(x), static_cast<void*>(d), const_cast<void*>(static_cast<const void*>(p.frag_codes)),
                         const_cast<void*>(static_cast<const void*>(p.frag_scales)),
                         const_cast<void*>(static_cast<const void*>(p.expert_offsets)), static_cast<void*>(buf.problem_mnk),

@@ -138,34 +138,6 @@ __device__ __forceinline__ void wgmma_rs<128>(float (&d)[64], const uint32_t (&a
 }
 
 template <>
-__device__ __forceinline__ void wgmma_rs<192>(float (&d)[96], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %101, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%"
-      "11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33"
-      ",%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%"
-      "56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78"
-      ",%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}, {%96,%97,%98,%99}, "
-      "%100, p, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
-}
-
-template <>
 __device__ __forceinline__ void wgmma_rs<256>(float (&d)[128], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
   asm volatile(
       "{\n"
@@ -258,9 +230,11 @@ __global__ void repack_mxfp4_kernel(const uint8_t* codes, const uint8_t* scales,
   const int64_t rt = tile / col_tiles, kt = tile % col_tiles;
   const int t = threadIdx.x;
   const int64_t m = rt * 64 + 16 * (t / 32) + t % 32 / 4;
+  // (Rows past `rows`, up to the padded count, are code 0 with scale 2^0.)
   auto nibble = [&](int64_t row, int64_t col) -> uint32_t {
-    return (codes[row * (cols / 2) + col / 2] >> (4 * (col & 1))) & 0xFu;
+    return row < rows ? (codes[row * (cols / 2) + col / 2] >> (4 * (col & 1))) & 0xFu : 0u;
   };
+  auto scale = [&](int64_t row, int64_t g) -> uint32_t { return row < rows ? scales[row * (cols / 32) + g] : 127u; };
 #pragma unroll
   for (int step = 0; step < 4; ++step) {
     const int64_t k = kt * 64 + 16 * step + 2 * (t % 4);
@@ -274,52 +248,97 @@ __global__ void repack_mxfp4_kernel(const uint8_t* codes, const uint8_t* scales,
       }
     frag_codes[(tile * 128 + t) * 4 + step] = word;
   }
-  const int64_t g = kt * 2, groups = cols / 32;
-  frag_scales[tile * 128 + t] = scales[m * groups + g] | (scales[(m + 8) * groups + g] << 8) |
-                                (scales[m * groups + g + 1] << 16) | (static_cast<uint32_t>(scales[(m + 8) * groups + g + 1]) << 24);
+  const int64_t g = kt * 2;
+  frag_scales[tile * 128 + t] = scale(m, g) | scale(m + 8, g) << 8 | scale(m, g + 1) << 16 | scale(m + 8, g + 1) << 24;
 }
 
-// grid (n / 128 weight tiles, input tiles of N rows of the largest expert, experts). kReleaseAll:
-// every consumer thread arrives on a stage's empty barrier (else one per warp, after a __syncwarp).
-template <int N, bool kReleaseAll>
+// The CTA's tiles, in order: tile i = blockIdx.x + i * gridDim.x of (input tile, weight tile) pairs,
+// weight tiles fastest (the SMs at work share an expert's input rows and stream its weights). Input
+// tiles: each expert's rows in blocks of N, experts in order.
+struct TileMap {
+  const int32_t* input_tiles_before;  // [experts + 1] (shared memory)
+  int experts, weight_tiles, total_tiles;
+};
+struct Tile {
+  int expert, input0, weight_tile;  // input0: the first input row within the expert
+};
+__device__ __forceinline__ Tile tile_at(const TileMap& map, int index, int n_tile) {
+  const int input_tile = index / map.weight_tiles;
+  int lo = 0, hi = map.experts;  // the last expert whose tiles start at or before input_tile
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (map.input_tiles_before[mid] <= input_tile) lo = mid;
+    else hi = mid;
+  }
+  return {lo, (input_tile - map.input_tiles_before[lo]) * n_tile, index % map.weight_tiles};
+}
+
+// Persistent: one CTA per SM walks its tiles (TileMap); the producer thread streams k-tiles through
+// the stages across tile boundaries, so the next tile's loads overlap this one's epilogue.
+// kProxyFence: consumers fence their shared-memory reads against the async proxy before releasing a
+// stage (for compute-sanitizer's racecheck; the mbarrier orders them on the hardware).
+template <int N, bool kProxyFence>
 __global__ void __launch_bounds__(kThreads, 1)
     fp4_grouped_gemm_kernel(const __grid_constant__ CUtensorMap x_map, Fp4GemmParams p) {
   using Shape = TileShape<N>;
   constexpr int kStages = Shape::kStages;
-  // 64 x N fp32 accumulators take N / 2 registers: past 128 the producer warpgroup hands its own over.
+  // 64 x N fp32 accumulators take N / 2 registers: past 192 the producer warpgroup hands its own over.
   constexpr bool kMoveRegisters = N > 192;
   extern __shared__ uint8_t smem_raw[];
   SharedStorage<N>& s = *reinterpret_cast<SharedStorage<N>*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  const int expert = blockIdx.z;
-  const int row0 = p.expert_offsets[expert], expert_rows = p.expert_offsets[expert + 1] - row0;
-  const int input0 = blockIdx.y * N;  // within the expert
-  if (input0 >= expert_rows) return;
-  const int k_tiles = p.k / kTileK;
+  int32_t* tiles_before = reinterpret_cast<int32_t*>(&s + 1);  // [experts + 1]
+  // Input tiles before each expert: a warp-wide scan of per-lane runs of experts.
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x, per_lane = (p.experts + 31) / 32;
+    const int e0 = min(lane * per_lane, p.experts), e1 = min(e0 + per_lane, p.experts);
+    int run = 0;
+    for (int e = e0; e < e1; ++e) run += (p.expert_offsets[e + 1] - p.expert_offsets[e] + N - 1) / N;
+    int before = run;  // inclusive scan over lanes
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+      const int v = __shfl_up_sync(0xFFFFFFFFu, before, d);
+      if (lane >= d) before += v;
+    }
+    before -= run;
+    for (int e = e0; e < e1; ++e) {
+      tiles_before[e] = before;
+      before += (p.expert_offsets[e + 1] - p.expert_offsets[e] + N - 1) / N;
+    }
+    if (lane == 31) tiles_before[p.experts] = before;
+  }
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       mbar_init(&s.full[i], 1);
-      mbar_init(&s.empty[i], kReleaseAll ? 256 : 8);
+      mbar_init(&s.empty[i], 8);  // one arrive per consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
+  const int weight_tiles = (p.n + kTileRows - 1) / kTileRows;
+  const TileMap map{tiles_before, p.experts, weight_tiles, tiles_before[p.experts] * weight_tiles};
+  const int k_tiles = p.k / kTileK;
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {  // producer: one thread issues every copy
     if constexpr (kMoveRegisters) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (threadIdx.x == 0) {
-      const uint32_t* codes = p.frag_codes[expert];
-      const uint32_t* scales = p.frag_scales[expert];
-      for (int kt = 0; kt < k_tiles; ++kt) {
-        const int i = kt % kStages;
-        mbar_wait(&s.empty[i], ((kt / kStages) & 1) ^ 1);
-        mbar_expect_tx(&s.full[i], Shape::kInputBytes + 2 * kCodeBytes + 2 * kScaleBytes);
-        tma_load_2d(s.stage[i].inputs, &x_map, kt * kTileK, row0 + input0, &s.full[i]);
+      int it = 0;  // k-tiles streamed so far (stage it % kStages)
+      for (int index = blockIdx.x; index < map.total_tiles; index += gridDim.x) {
+        const Tile tile = tile_at(map, index, N);
+        const uint32_t* codes = p.frag_codes[tile.expert];
+        const uint32_t* scales = p.frag_scales[tile.expert];
+        const int input_row = p.expert_offsets[tile.expert] + tile.input0;
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int i = it % kStages;
+          mbar_wait(&s.empty[i], ((it / kStages) & 1) ^ 1);
+          mbar_expect_tx(&s.full[i], Shape::kInputBytes + 2 * kCodeBytes + 2 * kScaleBytes);
+          tma_load_2d(s.stage[i].inputs, &x_map, kt * kTileK, input_row, &s.full[i]);
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int64_t tile = static_cast<int64_t>(blockIdx.x * 2 + half) * k_tiles + kt;
-          bulk_load(s.stage[i].codes[half], codes + tile * (kCodeBytes / 4), kCodeBytes, &s.full[i]);
-          bulk_load(s.stage[i].scales[half], scales + tile * 128, kScaleBytes, &s.full[i]);
+          for (int half = 0; half < 2; ++half) {
+            const int64_t code_tile = static_cast<int64_t>(tile.weight_tile * 2 + half) * k_tiles + kt;
+            bulk_load(s.stage[i].codes[half], codes + code_tile * (kCodeBytes / 4), kCodeBytes, &s.full[i]);
+            bulk_load(s.stage[i].scales[half], scales + code_tile * 128, kScaleBytes, &s.full[i]);
+          }
         }
       }
     }
@@ -327,64 +346,76 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if constexpr (kMoveRegisters) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int consumer = warpgroup - 1, t = threadIdx.x % 128;
-  float acc[N / 2];
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
-  // One k-tile: convert its codes into `a` while the previous k-tile's MMAs run (their registers are
-  // `previous`), issue its MMAs, then wait until at most these are in flight and release the previous
-  // k-tile's stage and registers.
-  auto mma_tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&previous)[4][4]) {
-    const int i = kt % kStages;
-    mbar_wait(&s.full[i], (kt / kStages) & 1);
-    const uint4 words = lds128(smem_addr(&s.stage[i].codes[consumer][4 * t]));
-    const uint32_t sw = lds32(smem_addr(&s.stage[i].scales[consumer][t]));
-    const uint32_t w[4] = {words.x, words.y, words.z, words.w};
-#pragma unroll
-    for (int step = 0; step < 4; ++step) {
-      const uint32_t shift = step < 2 ? 0 : 16;  // steps 0-1: the tile's first group of 32 columns
-      convert_step(w[step], (sw >> shift) & 0xFFu, (sw >> (shift + 8)) & 0xFFu, a[step]);
-    }
-    __syncwarp();  // convert_tile branches per thread; the .aligned wgmma instructions need the warp whole
-    wgmma_fence();
-#pragma unroll
-    for (int step = 0; step < 4; ++step)
-      wgmma_rs<N>(acc, a[step], sw128_desc(s.stage[i].inputs + 32 * step), kt > 0 || step > 0);
-    wgmma_commit();
-    wgmma_wait_one();
-    keep_registers(previous);
-    if (kt > 0 && (kReleaseAll || t % 32 == 0)) mbar_arrive(&s.empty[(kt - 1) % kStages]);
+  auto release = [&](int it) {
+    if constexpr (kProxyFence) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncwarp();
+    if (t % 32 == 0) mbar_arrive(&s.empty[it % kStages]);
   };
-  uint32_t a_even[4][4], a_odd[4][4];  // alternate k-tiles' registers (static indices: unrolled by 2)
-  for (int kt = 0; kt < k_tiles; kt += 2) {
-    mma_tile(kt, a_even, a_odd);
-    if (kt + 1 < k_tiles) mma_tile(kt + 1, a_odd, a_even);
-  }
-  wgmma_wait_all();
-  keep_registers(a_even);
-  keep_registers(a_odd);
-  // acc[4j + v]: weight row r = 16 (t / 32) + t % 32 / 4 (+ 8 for v >= 2), input row c = 8j + 2 (t % 4)
-  // (+ 1 for odd v); D is [input rows, n].
-  const int r = 16 * (t / 32) + t % 32 / 4;
-  const int64_t weight_row = static_cast<int64_t>(blockIdx.x) * kTileRows + consumer * 64 + r;
+  float acc[N / 2];
+  int it = 0;  // k-tiles consumed so far, as the producer counts them
+  for (int index = blockIdx.x; index < map.total_tiles; index += gridDim.x) {
+    const Tile tile = tile_at(map, index, N);
+    // One k-tile: convert its codes into `a` while the previous k-tile's MMAs run (their registers
+    // are `previous`), issue its MMAs, then wait until at most these are in flight and release the
+    // previous k-tile's stage and registers.
+    auto mma_tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&previous)[4][4]) {
+      const int i = it % kStages;
+      mbar_wait(&s.full[i], (it / kStages) & 1);
+      const uint4 words = lds128(smem_addr(&s.stage[i].codes[consumer][4 * t]));
+      const uint32_t sw = lds32(smem_addr(&s.stage[i].scales[consumer][t]));
+      const uint32_t w[4] = {words.x, words.y, words.z, words.w};
 #pragma unroll
-  for (int j = 0; j < N / 8; ++j) {
+      for (int step = 0; step < 4; ++step) {
+        const uint32_t shift = step < 2 ? 0 : 16;  // steps 0-1: the tile's first group of 32 columns
+        convert_step(w[step], (sw >> shift) & 0xFFu, (sw >> (shift + 8)) & 0xFFu, a[step]);
+      }
+      __syncwarp();  // convert_step branches per thread; the .aligned wgmma instructions need the warp whole
+      wgmma_fence();
 #pragma unroll
-    for (int v = 0; v < 4; ++v) {
-      const int c = input0 + 8 * j + 2 * (t % 4) + (v & 1);
-      if (c < expert_rows) p.d[(static_cast<int64_t>(row0) + c) * p.n + weight_row + 8 * (v >> 1)] = acc[4 * j + v];
+      for (int step = 0; step < 4; ++step)
+        wgmma_rs<N>(acc, a[step], sw128_desc(s.stage[i].inputs + 32 * step), kt > 0 || step > 0);
+      wgmma_commit();
+      wgmma_wait_one();
+      keep_registers(previous);
+      if (kt > 0) release(it - 1);
+      ++it;
+    };
+    uint32_t a_even[4][4], a_odd[4][4];  // alternate k-tiles' registers (static indices: unrolled by 2)
+    for (int kt = 0; kt < k_tiles; kt += 2) {
+      mma_tile(kt, a_even, a_odd);
+      if (kt + 1 < k_tiles) mma_tile(kt + 1, a_odd, a_even);
+    }
+    wgmma_wait_all();
+    keep_registers(a_even);
+    keep_registers(a_odd);
+    release(it - 1);
+    // acc[4j + v]: weight row r = 16 (t / 32) + t % 32 / 4 (+ 8 for v >= 2), input row c = 8j + 2 (t % 4)
+    // (+ 1 for odd v); D is [input rows, n].
+    const int row0 = p.expert_offsets[tile.expert], expert_rows = p.expert_offsets[tile.expert + 1] - row0;
+    const int r = 16 * (t / 32) + t % 32 / 4;
+    const int weight_row = tile.weight_tile * kTileRows + consumer * 64 + r;
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int c = tile.input0 + 8 * j + 2 * (t % 4) + (v & 1), row = weight_row + 8 * (v >> 1);
+        if (c < expert_rows && row < p.n) p.d[(static_cast<int64_t>(row0) + c) * p.n + row] = acc[4 * j + v];
+      }
     }
   }
 }
 
-template <int N, bool kReleaseAll>
+template <int N, bool kProxyFence>
 cudaError_t launch_variant(const CUtensorMap& map, const Fp4GemmParams& p, cudaStream_t stream) {
-  auto kernel = fp4_grouped_gemm_kernel<N, kReleaseAll>;
-  const size_t smem = sizeof(SharedStorage<N>) + 1024;  // + alignment slack
+  auto kernel = fp4_grouped_gemm_kernel<N, kProxyFence>;
+  // + the tile map, + alignment slack
+  const size_t smem = sizeof(SharedStorage<N>) + sizeof(int32_t) * (p.experts + 1) + 1024;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>(p.n / kTileRows), static_cast<unsigned>((p.max_expert_rows + N - 1) / N),
-                  static_cast<unsigned>(p.experts));
-  kernel<<<grid, kThreads, smem, stream>>>(map, p);
+  int device = 0, sms = 0;
+  if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
+  if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+  kernel<<<sms, kThreads, smem, stream>>>(map, p);
   return cudaGetLastError();
 }
 
@@ -392,8 +423,8 @@ cudaError_t launch_variant(const CUtensorMap& map, const Fp4GemmParams& p, cudaS
 
 cudaError_t launch_repack_mxfp4(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
                                 uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream) {
-  if (rows % 64 != 0 || cols % 64 != 0) return cudaErrorInvalidValue;
-  const int64_t tiles = rows / 64 * (cols / 64);
+  if (rows < 0 || cols % 64 != 0) return cudaErrorInvalidValue;
+  const int64_t tiles = fp4_frag_rows(rows) / 64 * (cols / 64);
   if (tiles == 0) return cudaSuccess;
   if (tiles >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
   repack_mxfp4_kernel<<<static_cast<unsigned>(tiles), 128, 0, stream>>>(codes, scales, rows, cols, frag_codes,
@@ -403,10 +434,10 @@ cudaError_t launch_repack_mxfp4(const uint8_t* codes, const uint8_t* scales, int
 
 cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream) {
   const int n_tile = p.tile_inputs;
-  if (n_tile != 128 && n_tile != 192 && n_tile != 256) return cudaErrorInvalidValue;
-  if (p.release_all && n_tile != 128) return cudaErrorInvalidValue;
-  if (p.n % kTileRows != 0 || p.k % kTileK != 0 || p.experts > 65535) return cudaErrorInvalidValue;
-  if (p.experts == 0 || p.n == 0 || p.total_rows == 0 || p.max_expert_rows == 0) return cudaSuccess;
+  if (n_tile != 128 && n_tile != 256) return cudaErrorInvalidValue;
+  if (p.n <= 0 || p.k <= 0 || p.k % kTileK != 0 || p.experts < 0 || p.experts > kMaxFp4GemmExperts)
+    return cudaErrorInvalidValue;
+  if (p.experts == 0 || p.total_rows == 0) return cudaSuccess;
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};
   if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &status) !=
@@ -423,10 +454,8 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
     return cudaErrorInvalidValue;
-  if (p.release_all) return launch_variant<128, true>(map, p, stream);
-  if (n_tile == 128) return launch_variant<128, false>(map, p, stream);
-  if (n_tile == 192) return launch_variant<192, false>(map, p, stream);
-  return launch_variant<256, false>(map, p, stream);
+  if (n_tile == 128) return p.proxy_fence ? launch_variant<128, true>(map, p, stream) : launch_variant<128, false>(map, p, stream);
+  return p.proxy_fence ? launch_variant<256, true>(map, p, stream) : launch_variant<256, false>(map, p, stream);
 }
 
 }  // namespace qmoe::cuda

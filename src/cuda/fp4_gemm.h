@@ -10,9 +10,14 @@
 
 namespace qmoe::cuda {
 
+// The rows of a repacked weight: `rows` rounded up to the kernel's 128-row tiles (zero weights).
+inline int64_t fp4_frag_rows(int64_t rows) { return (rows + 127) / 128 * 128; }
+// The most experts launch_fp4_grouped_gemm takes (its tile map sits in shared memory).
+inline constexpr int kMaxFp4GemmExperts = 1024;
+
 // An expert's MXFP4 weight [rows, cols] (codes [rows, cols / 2] bytes, the even column in the low
 // nibble; e8m0 scales [rows, cols / 32]) rearranged into wgmma's register-A fragment order, per
-// 64 x 64 tile (row tile rt, column tile kt), tiles row-major:
+// 64 x 64 tile (row tile rt, column tile kt), tiles row-major, rows padded to fp4_frag_rows(rows):
 //   codes  [rows / 64][cols / 64][128 threads][4 k16 steps] 32-bit words: element j of the thread's
 //          register a_r in bits 16 j + {0, 3, 6, 13}[r] .. + 2 (magnitude) and 16 j + {9, 12, 10, 11}[r]
 //          (sign), so shifts put them where bf16 has them (a0: row m, columns k, k+1; a1: row m + 8; a2:
@@ -20,8 +25,9 @@ namespace qmoe::cuda {
 //          warpgroup: m = 16 (t / 32) + t % 32 / 4, k = 16 step + 2 (t % 4));
 //   scales [rows / 64][cols / 64][128 threads] 32-bit words: bytes (m, group 0), (m + 8, group 0),
 //          (m, group 1), (m + 8, group 1) of the tile's two groups of 32 columns.
-// rows and cols multiples of 64; frag_codes holds rows * cols / 2 bytes, frag_scales rows * cols / 8
-// (each scale byte is repeated for the 4 threads that share a row: 512 B per tile).
+// cols a multiple of 64; frag_codes holds fp4_frag_rows(rows) * cols / 2 bytes, frag_scales
+// fp4_frag_rows(rows) * cols / 8 (each scale byte is repeated for the 4 threads that share a row:
+// 512 B per tile).
 cudaError_t launch_repack_mxfp4(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
                                 uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream);
 
@@ -31,14 +37,11 @@ struct Fp4GemmParams {
   const int32_t* expert_offsets = nullptr;       // [experts + 1] rows of x per expert (device)
   const uint16_t* x = nullptr;                   // [total_rows, k] bf16, rows sorted by expert
   float* d = nullptr;                            // [total_rows, n] fp32
-  int experts = 0;
-  int n = 0, k = 0;       // weight rows and columns: multiples of 128 and 64
-  int total_rows = 0;     // rows of x
-  int max_expert_rows = 0;  // an upper bound of any expert's rows (sizes the grid)
-  // Prototype variants: input rows per CTA (128, 192 or 256); every consumer thread releasing a
-  // stage instead of one per warp (128 only).
-  int tile_inputs = 128;
-  bool release_all = false;
+  int experts = 0;        // at most kMaxFp4GemmExperts
+  int n = 0, k = 0;       // weight rows and columns (k a multiple of 64)
+  int total_rows = 0;     // rows of x (at least expert_offsets[experts])
+  int tile_inputs = 256;  // input rows per tile: 128 or 256
+  bool proxy_fence = false;  // PROTOTYPE variant: a proxy fence before each stage release
 };
 // D rows of each expert = x rows * dequant(W_e)^T, each weight the CPU's bf16 (bit for bit) and the
 // products summed in fp32 by the tensor cores.
