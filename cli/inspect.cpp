@@ -180,6 +180,7 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
             c["w13"] = gemm_json(r.cuda_plan->w13);
             c["w2"] = gemm_json(r.cuda_plan->w2);
             c["dequant_workspace_bytes"] = r.cuda_plan->dequant_workspace_bytes;
+            c["repacked_weight_bytes"] = r.cuda_plan->repacked_weight_bytes;
           } else {
             c["error"] = r.cuda_plan_error;
           }
@@ -237,6 +238,10 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
       fmt::print("    dequantization workspace {:.1f} MiB per layer (default budget; allocated when max_tokens reaches "
                  "the prefill batch)\n",
                  static_cast<double>(r.cuda_plan->dequant_workspace_bytes) / (1 << 20));
+    if (r.cuda_plan->repacked_weight_bytes > 0)
+      fmt::print("    repacked MXFP4 weights {:.1f} MiB per layer for the prefill kernel (allocated when max_tokens "
+                 "reaches the prefill batch)\n",
+                 static_cast<double>(r.cuda_plan->repacked_weight_bytes) / (1 << 20));
   }
   return 0;
 }

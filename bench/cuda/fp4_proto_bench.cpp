@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
       uint32_t *fc = nullptr, *fs = nullptr;
       const size_t frag_weights = static_cast<size_t>(qmoe::cuda::fp4_frag_rows(g.n)) * g.k;
       check(cudaMalloc(&fc, frag_weights / 2), "cudaMalloc");
-      check(cudaMalloc(&fs, frag_weights / 8), "cudaMalloc");  // each scale byte for 4 threads
+      check(cudaMalloc(&fs, frag_weights / 32), "cudaMalloc");
       check(qmoe::cuda::launch_repack_mxfp4(c, s, g.n, g.k, fc, fs, nullptr), "repack");
       cudaFree(c);
       cudaFree(s);
@@ -122,9 +122,9 @@ int main(int argc, char** argv) {
       p.k = g.k;
       p.total_rows = total;
       std::vector<float> fp4_us;  // per variant (kVariants)
-      for (const auto& [tile_inputs, proxy_fence] : kVariants) {
+      for (const auto& [tile_inputs, strict_release] : kVariants) {
         p.tile_inputs = tile_inputs;
-        p.proxy_fence = proxy_fence;
+        p.strict_release = strict_release;
         fp4_us.push_back(median_us([&] { check(qmoe::cuda::launch_fp4_grouped_gemm(p, nullptr), "fp4 gemm"); }));
       }
       // The bf16 grouped GEMM (cooperative 128 x 192, clusters of 2: the path's tile at these rows).

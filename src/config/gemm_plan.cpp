@@ -128,6 +128,7 @@ std::string to_string(GroupedKernel k) {
     case GroupedKernel::kInt8Bf16: return "grouped wgmma (INT8 weights dequantized to BF16)";
     case GroupedKernel::kInt4Codes: return "grouped wgmma (INT4 weights dequantized to BF16, 8-bit activation codes)";
     case GroupedKernel::kDequantBf16: return "grouped wgmma (BF16) on weights dequantized to a BF16 workspace";
+    case GroupedKernel::kMxfp4Bf16: return "grouped wgmma (BF16) on MXFP4 weights dequantized in registers";
   }
   return "?";
 }
@@ -185,6 +186,7 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const Gem
   // (NVFP4's global divisor after the GEMM needs the kernel's fast path: no act order. The kernel
   // indexes an expert's 8-column chunks in 32 bits.)
   const bool chunks_fit = L.rows * (L.cols / 8) < (int64_t{1} << 31);
+  if (bf16_rows && L.format == kMxfp4 && L.cols % 64 == 0) return GroupedKernel::kMxfp4Bf16;
   if (bf16_rows && L.format != kDense && chunks_fit &&
       (dequantizes_to_bf16_exactly(L) || (!has_g_idx && dequant_divides_by_global_scale(L))))
     return GroupedKernel::kDequantBf16;
@@ -218,7 +220,8 @@ bool dequantizes_weights(GroupedKernel kind) {
 }
 
 bool takes_16bit_rows(GroupedKernel kind) {
-  return kind == GroupedKernel::kBf16 || kind == GroupedKernel::kDequantBf16 || dequantizes_weights(kind);
+  return kind == GroupedKernel::kBf16 || kind == GroupedKernel::kDequantBf16 || kind == GroupedKernel::kMxfp4Bf16 ||
+         dequantizes_weights(kind);
 }
 
 int64_t grouped_scales_per_row(GroupedKernel kind, int64_t k) {
@@ -241,12 +244,16 @@ std::string to_string(GroupedTile t) {
 
 bool grouped_tile_built(GroupedKernel kind, GroupedTile t) {
   if (kind == GroupedKernel::kNone) return false;
+  if (kind == GroupedKernel::kMxfp4Bf16) return t == GroupedTile::kSmall || t == GroupedTile::kLarge;
   if (t == GroupedTile::kTiny || t == GroupedTile::kTiny48) return dequantizes_weights(kind);
   return t != GroupedTile::kHuge || !(dequantizes_weights(kind) || kind == GroupedKernel::kFp8Block);
 }
 
 std::string tile_config(GroupedKernel kind, GroupedTile t) {
   if (!grouped_tile_built(kind, t)) return "none";
+  if (kind == GroupedKernel::kMxfp4Bf16)
+    return t == GroupedTile::kSmall ? "persistent 128x128 (weight rows x input rows)"
+                                    : "persistent 128x256 (weight rows x input rows)";
   if (kind == GroupedKernel::kDequantBf16) kind = GroupedKernel::kBf16;
   if (dequantizes_weights(kind)) {
     switch (t) {
@@ -274,6 +281,7 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
 GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_experts) {
   if (kind == GroupedKernel::kDequantBf16) kind = GroupedKernel::kBf16;  // the same kernel
   const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_experts, 1);
+  if (kind == GroupedKernel::kMxfp4Bf16) return rows_per_expert <= kMxfp4MaxRowsFor128 ? GroupedTile::kSmall : GroupedTile::kLarge;
   const int min_rows_256 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor256Fp8 : kGroupedMinRowsFor256Int8;
   if (dequantizes_weights(kind)) {
     if (rows_per_expert < kInt4MinRowsForTiny48) return GroupedTile::kTiny;
@@ -297,6 +305,10 @@ int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {
     case GroupedKernel::kDequantBf16: {
       // Dequantizing costs a pass over every expert's weights, so it pays only with many rows each.
       const int64_t slots = int64_t{kGroupedMinRowsPerExpertDequant} * std::max(num_experts, 1);
+      return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
+    }
+    case GroupedKernel::kMxfp4Bf16: {
+      const int64_t slots = int64_t{kGroupedMinRowsPerExpertMxfp4} * std::max(num_experts, 1);
       return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
     }
     case GroupedKernel::kInt4Bf16:
@@ -368,7 +380,15 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
   // All experts: inspect loads a layer with only expert 0 local (its layouts are all it needs).
   summary.dequant_workspace_bytes =
       plan_dequant_batches(plan, layer.num_experts, kDefaultDequantWorkspaceBytes).workspace_bytes;
+  for (auto [kind, L] : {std::pair{plan.g1, &plan.w13}, std::pair{plan.g2, &plan.w2}})
+    if (kind == GroupedKernel::kMxfp4Bf16)
+      summary.repacked_weight_bytes += layer.num_experts * mxfp4_repacked_bytes(L->rows, L->cols);
   return summary;
+}
+
+int64_t mxfp4_repacked_bytes(int64_t rows, int64_t cols) {
+  const int64_t padded = (rows + 127) / 128 * 128;
+  return padded * cols / 2 + padded * (cols / 32);
 }
 
 DequantBatches plan_dequant_batches(const LayerGemmPlan& plan, int num_experts, int64_t budget_bytes) {

@@ -75,6 +75,8 @@ enum class GroupedKernel {
                  // dequantized value is a bf16 (groups of 32, zero points, act order, MXFP4, NVFP4
                  // weight-only): dequantized into a bf16 workspace, a batch of experts at a time,
                  // then the kBf16 kernel on them
+  kMxfp4Bf16,  // bf16 inputs x MXFP4 weights (k a multiple of 64): our wgmma kernel, the codes
+               // dequantized in registers from a copy repacked at load (cuda/fp4_gemm.h)
 };
 std::string to_string(GroupedKernel k);
 // Whether prefill kernel `kind` takes bf16 input rows (else 8-bit codes with a scale per row, or per
@@ -150,8 +152,15 @@ struct CudaPlanSummary {
   // The bf16 workspace CudaMoeLayer allocates for kDequantBf16 at the default budget with every
   // expert local, once its max_tokens reaches the crossover (0: no projection takes that path).
   int64_t dequant_workspace_bytes = 0;
+  // kMxfp4Bf16's repacked weights with every expert local (mxfp4_repacked_bytes), allocated under
+  // the same conditions (0: no projection takes that path).
+  int64_t repacked_weight_bytes = 0;
 };
 CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind);
+
+// The bytes of one expert's MXFP4 weight [rows, cols] repacked for kMxfp4Bf16: rows padded to 128,
+// codes and e8m0 scales (as many bytes as the checkpoint's for rows a multiple of 128).
+int64_t mxfp4_repacked_bytes(int64_t rows, int64_t cols);
 
 // kDequantBf16's default workspace budget per layer (CudaMoeLayer::kDefaultDequantWorkspaceBytes).
 inline constexpr int64_t kDefaultDequantWorkspaceBytes = int64_t{1} << 30;

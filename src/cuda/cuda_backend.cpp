@@ -10,6 +10,7 @@
 #include "cpu/moe_math.h"
 #include "cuda/chaining.h"
 #include "cuda/dequant.h"
+#include "cuda/fp4_gemm.h"
 #include "cuda/moe_kernels.h"
 #include "qmoe/cuda.h"
 #include "qmoe/error.h"
@@ -100,7 +101,34 @@ struct PrefillGemm {
   const cuda::ExpertTensors* experts = nullptr;  // (device)
   bool has_bias = false;  // added to the output rows after the GEMM
   bool divide_by_global = false;  // NVFP4 dequantized without its global scale (kDequantBf16)
+  // kMxfp4Bf16: every expert's weights repacked (codes, then scales; fp4_gemm.h), and pointers to
+  // them ([experts] codes, then [experts] scales). Empty: not allocated (the decode kernels run).
+  DeviceBuffer repacked, repacked_ptrs;
 };
+
+// kMxfp4Bf16's repacked copy of each expert's weights (`host`: the device tensors' pointers).
+void repack_mxfp4(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host) {
+  const int E = static_cast<int>(host.size());
+  if (E > cuda::kMaxFp4GemmExperts)
+    throw NotSupported("the MXFP4 prefill kernel takes at most " + std::to_string(cuda::kMaxFp4GemmExperts) +
+                       " local experts (this layer: " + std::to_string(E) + ")");
+  const int64_t frag_rows = cuda::fp4_frag_rows(g.n);
+  const int64_t codes_bytes = frag_rows * g.k / 2, scales_bytes = frag_rows * (g.k / 32);
+  g.repacked = DeviceBuffer(static_cast<size_t>(E * (codes_bytes + scales_bytes)));
+  std::vector<const uint32_t*> ptrs(2 * E);
+  for (int e = 0; e < E; ++e) {
+    uint8_t* codes = g.repacked.get<uint8_t>() + e * codes_bytes;
+    uint8_t* scales = g.repacked.get<uint8_t>() + E * codes_bytes + e * scales_bytes;
+    check(cuda::launch_repack_mxfp4(static_cast<const uint8_t*>(host[e].data), static_cast<const uint8_t*>(host[e].scale),
+                                    g.n, g.k, reinterpret_cast<uint32_t*>(codes), reinterpret_cast<uint32_t*>(scales),
+                                    nullptr),
+          "MXFP4 repack");
+    ptrs[e] = reinterpret_cast<const uint32_t*>(codes);
+    ptrs[E + e] = reinterpret_cast<const uint32_t*>(scales);
+  }
+  g.repacked_ptrs = upload(ptrs.data(), sizeof(const uint32_t*) * ptrs.size());
+  check(cudaDeviceSynchronize(), "MXFP4 repack");
+}
 
 // Builds projection `L`'s prefill GEMM (weights `experts` on the device, `host` their host copy).
 void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, const cuda::ExpertTensors* experts,
@@ -113,6 +141,7 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
   g.experts = experts;
   g.has_bias = !host.empty() && host[0].bias != nullptr;
   g.divide_by_global = kind == GroupedKernel::kDequantBf16 && dequant_divides_by_global_scale(L);
+  if (kind == GroupedKernel::kMxfp4Bf16) return;  // its weights are repacked where the path is taken
   const size_t ptrs = sizeof(void*) * E;
   g.arrays = DeviceBuffer(sizeof(int32_t) * 3 * E + 6 * ptrs);
   char* base = g.arrays.get<char>();
@@ -179,6 +208,7 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
           g.gemm[t] = cuda::make_grouped_int4_bf16(tile, g.buf, E, g.n, g.k, group_size, num_sms);
           break;
         case GroupedKernel::kFp8Block: g.gemm[t] = cuda::make_grouped_fp8_block(tile, g.buf, E, g.n, g.k, num_sms); break;
+        case GroupedKernel::kMxfp4Bf16: break;
         case GroupedKernel::kInt8Bf16:
           g.gemm[t] = cuda::make_grouped_int8_bf16(tile, g.buf, E, g.n, g.k, group_size, num_sms);
           break;
@@ -320,6 +350,13 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequan
     m.prefill2.batch_experts = batches.w2;
     m.dequantized = DeviceBuffer(static_cast<size_t>(batches.workspace_bytes));
   }
+  // kMxfp4Bf16 (bf16 hidden states only): the repacked weights, under the same conditions.
+  for (auto [g, host] : {std::pair{&m.prefill1, &w13}, std::pair{&m.prefill2, &w2}})
+    if (g->kind == GroupedKernel::kMxfp4Bf16 && dequant_workspace_bytes > 0 &&
+        max_tokens >= grouped_min_tokens(GroupedKernel::kMxfp4Bf16, layer.num_experts, layer.top_k)) {
+      repack_mxfp4(*g, *host);
+      m.weight_bytes += static_cast<int64_t>(g->repacked.bytes());
+    }
   if (g1 != GroupedKernel::kNone || g2 != GroupedKernel::kNone) {
     const int64_t elem_bytes = takes_16bit_rows(g1) || takes_16bit_rows(g2) ? 2 : 1;
     m.sorted_rows = DeviceBuffer(T * k * std::max(H, I) * elem_bytes);  // codes or bf16
@@ -369,15 +406,22 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
         throw NotSupported("prefill tile " + to_string(static_cast<GroupedTile>(options.prefill_tile)) + " (" +
                            std::to_string(options.prefill_tile) + ") is not built for the " + to_string(g) +
                            " kernel");
+  // kDequantBf16 without its workspace, kMxfp4Bf16 without its repacked weights.
+  auto unprepared = [](const PrefillGemm& g) {
+    return (g.kind == GroupedKernel::kDequantBf16 && g.batch_experts == 0) ||
+           (g.kind == GroupedKernel::kMxfp4Bf16 && g.repacked.bytes() == 0);
+  };
   if (options.gemm_path == GemmPath::kPrefill)
     for (const PrefillGemm* g : {&m.prefill1, &m.prefill2})
-      if (g->kind == GroupedKernel::kDequantBf16 && g->batch_experts == 0)
-        throw NotSupported("prefill GEMMs of this layer dequantize its weights into a workspace that is allocated only "
-                           "for max_tokens >= " +
+      if (unprepared(*g))
+        throw NotSupported(std::string("prefill GEMMs of this layer ") +
+                           (g->kind == GroupedKernel::kDequantBf16 ? "dequantize its weights into a workspace"
+                                                                   : "run on a repacked copy of its weights") +
+                           " that is allocated only for max_tokens >= " +
                            std::to_string(grouped_min_tokens(g->kind, L.num_experts, k)) + " and a nonzero budget "
                            "(this layer: " + std::to_string(m.max_tokens) + " tokens)");
   auto prefill = [&](GroupedKernel g, const PrefillGemm& gemm) {
-    if (g == GroupedKernel::kDequantBf16 && gemm.batch_experts == 0) return false;  // no workspace
+    if (g != GroupedKernel::kNone && unprepared(gemm)) return false;
     switch (options.gemm_path) {
       case GemmPath::kDecode: return false;
       case GemmPath::kPrefill: return g != GroupedKernel::kNone;
@@ -477,6 +521,22 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     sp.d_rows = d;
     const int tile = options.prefill_tile >= 0 ? options.prefill_tile
                                                : static_cast<int>(plan_grouped_tile(g.kind, num_slots, L.num_experts));
+    if (g.kind == GroupedKernel::kMxfp4Bf16) {
+      cuda::Fp4GemmParams fp;
+      fp.frag_codes = g.repacked_ptrs.get<const uint32_t* const>();
+      fp.frag_scales = fp.frag_codes + E;
+      fp.expert_offsets = gp.expert_offsets;
+      fp.x = m.sorted_rows.get<uint16_t>();
+      fp.d = d;
+      fp.experts = E;
+      fp.n = static_cast<int>(g.n);
+      fp.k = static_cast<int>(g.k);
+      fp.total_rows = static_cast<int>(num_slots);
+      fp.tile_inputs = tile == static_cast<int>(GroupedTile::kSmall) ? 128 : 256;
+      if (num_slots > 0) check(cuda::launch_fp4_grouped_gemm(fp, stream), "prefill GEMM");
+      finish_rows(g, d);
+      return;
+    }
     if (g.kind != GroupedKernel::kDequantBf16) {
       check(cuda::launch_grouped_setup(sp, stream), "prefill setup");
       if (num_slots > 0) check(g.gemm[tile]->run(stream), "prefill GEMM");

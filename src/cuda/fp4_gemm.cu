@@ -19,7 +19,7 @@ constexpr int kTileRows = 128;  // weight rows per CTA (two consumer warpgroups 
 constexpr int kTileK = 64;      // k per stage: 128 bytes of bf16 per input row
 constexpr int kThreads = 384;   // producer warpgroup + two consumers
 constexpr int kCodeBytes = 64 * kTileK / 2;  // one 64 x 64 tile of codes: 2 KB
-constexpr int kScaleBytes = 128 * 4;         // its scales: 512 B
+constexpr int kScaleBytes = 32 * 4;          // its scales: 128 B (a word per 4 threads)
 
 // N: input rows per CTA (wgmma's n).
 template <int N>
@@ -32,7 +32,7 @@ template <int N>
 struct alignas(1024) Stage {
   uint8_t inputs[TileShape<N>::kInputBytes];  // [N input rows][64 bf16], TMA's 128-byte swizzle
   uint32_t codes[2][kCodeBytes / 4];          // [consumer][128 threads][4 words]
-  uint32_t scales[2][128];                    // [consumer][128 threads]
+  uint32_t scales[2][32];                     // [consumer][128 threads / 4]
 };
 template <int N>
 struct SharedStorage {
@@ -249,7 +249,8 @@ __global__ void repack_mxfp4_kernel(const uint8_t* codes, const uint8_t* scales,
     frag_codes[(tile * 128 + t) * 4 + step] = word;
   }
   const int64_t g = kt * 2;
-  frag_scales[tile * 128 + t] = scale(m, g) | scale(m + 8, g) << 8 | scale(m, g + 1) << 16 | scale(m + 8, g + 1) << 24;
+  if (t % 4 == 0)  // (threads 4i .. 4i + 3 share rows m and m + 8)
+    frag_scales[tile * 32 + t / 4] = scale(m, g) | scale(m + 8, g) << 8 | scale(m, g + 1) << 16 | scale(m + 8, g + 1) << 24;
 }
 
 // The CTA's tiles, in order: tile i = blockIdx.x + i * gridDim.x of (input tile, weight tile) pairs,
@@ -275,9 +276,10 @@ __device__ __forceinline__ Tile tile_at(const TileMap& map, int index, int n_til
 
 // Persistent: one CTA per SM walks its tiles (TileMap); the producer thread streams k-tiles through
 // the stages across tile boundaries, so the next tile's loads overlap this one's epilogue.
-// kProxyFence: consumers fence their shared-memory reads against the async proxy before releasing a
-// stage (for compute-sanitizer's racecheck; the mbarrier orders them on the hardware).
-template <int N, bool kProxyFence>
+// kStrictRelease: every consumer thread fences its shared-memory reads against the async proxy and
+// arrives on the stage's empty barrier itself (else one arrive per warp after a __syncwarp), the
+// PTX memory model's letter; for compute-sanitizer's racecheck.
+template <int N, bool kStrictRelease>
 __global__ void __launch_bounds__(kThreads, 1)
     fp4_grouped_gemm_kernel(const __grid_constant__ CUtensorMap x_map, Fp4GemmParams p) {
   using Shape = TileShape<N>;
@@ -310,7 +312,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       mbar_init(&s.full[i], 1);
-      mbar_init(&s.empty[i], 8);  // one arrive per consumer warp
+      mbar_init(&s.empty[i], kStrictRelease ? 256 : 8);  // per consumer thread or warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -337,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int half = 0; half < 2; ++half) {
             const int64_t code_tile = static_cast<int64_t>(tile.weight_tile * 2 + half) * k_tiles + kt;
             bulk_load(s.stage[i].codes[half], codes + code_tile * (kCodeBytes / 4), kCodeBytes, &s.full[i]);
-            bulk_load(s.stage[i].scales[half], scales + code_tile * 128, kScaleBytes, &s.full[i]);
+            bulk_load(s.stage[i].scales[half], scales + code_tile * 32, kScaleBytes, &s.full[i]);
           }
         }
       }
@@ -347,9 +349,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (kMoveRegisters) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int consumer = warpgroup - 1, t = threadIdx.x % 128;
   auto release = [&](int it) {
-    if constexpr (kProxyFence) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncwarp();
-    if (t % 32 == 0) mbar_arrive(&s.empty[it % kStages]);
+    if constexpr (kStrictRelease) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      mbar_arrive(&s.empty[it % kStages]);
+    } else {
+      __syncwarp();
+      if (t % 32 == 0) mbar_arrive(&s.empty[it % kStages]);
+    }
   };
   float acc[N / 2];
   int it = 0;  // k-tiles consumed so far, as the producer counts them
@@ -362,7 +368,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int i = it % kStages;
       mbar_wait(&s.full[i], (it / kStages) & 1);
       const uint4 words = lds128(smem_addr(&s.stage[i].codes[consumer][4 * t]));
-      const uint32_t sw = lds32(smem_addr(&s.stage[i].scales[consumer][t]));
+      const uint32_t sw = lds32(smem_addr(&s.stage[i].scales[consumer][t / 4]));
       const uint32_t w[4] = {words.x, words.y, words.z, words.w};
 #pragma unroll
       for (int step = 0; step < 4; ++step) {
@@ -405,9 +411,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-template <int N, bool kProxyFence>
+template <int N, bool kStrictRelease>
 cudaError_t launch_variant(const CUtensorMap& map, const Fp4GemmParams& p, cudaStream_t stream) {
-  auto kernel = fp4_grouped_gemm_kernel<N, kProxyFence>;
+  auto kernel = fp4_grouped_gemm_kernel<N, kStrictRelease>;
   // + the tile map, + alignment slack
   const size_t smem = sizeof(SharedStorage<N>) + sizeof(int32_t) * (p.experts + 1) + 1024;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
@@ -454,8 +460,8 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
     return cudaErrorInvalidValue;
-  if (n_tile == 128) return p.proxy_fence ? launch_variant<128, true>(map, p, stream) : launch_variant<128, false>(map, p, stream);
-  return p.proxy_fence ? launch_variant<256, true>(map, p, stream) : launch_variant<256, false>(map, p, stream);
+  if (n_tile == 128) return p.strict_release ? launch_variant<128, true>(map, p, stream) : launch_variant<128, false>(map, p, stream);
+  return p.strict_release ? launch_variant<256, true>(map, p, stream) : launch_variant<256, false>(map, p, stream);
 }
 
 }  // namespace qmoe::cuda

@@ -23,11 +23,10 @@ inline constexpr int kMaxFp4GemmExperts = 1024;
 //          (sign), so shifts put them where bf16 has them (a0: row m, columns k, k+1; a1: row m + 8; a2:
 //          row m, columns k + 8, k + 9; a3: row m + 8, columns k + 8, k + 9; thread t of the
 //          warpgroup: m = 16 (t / 32) + t % 32 / 4, k = 16 step + 2 (t % 4));
-//   scales [rows / 64][cols / 64][128 threads] 32-bit words: bytes (m, group 0), (m + 8, group 0),
-//          (m, group 1), (m + 8, group 1) of the tile's two groups of 32 columns.
+//   scales [rows / 64][cols / 64][32] 32-bit words, word t / 4 for thread t: bytes (m, group 0),
+//          (m + 8, group 0), (m, group 1), (m + 8, group 1) of the tile's two groups of 32 columns.
 // cols a multiple of 64; frag_codes holds fp4_frag_rows(rows) * cols / 2 bytes, frag_scales
-// fp4_frag_rows(rows) * cols / 8 (each scale byte is repeated for the 4 threads that share a row:
-// 512 B per tile).
+// fp4_frag_rows(rows) * cols / 32, as many bytes as the checkpoint's.
 cudaError_t launch_repack_mxfp4(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
                                 uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream);
 
@@ -41,7 +40,7 @@ struct Fp4GemmParams {
   int n = 0, k = 0;       // weight rows and columns (k a multiple of 64)
   int total_rows = 0;     // rows of x (at least expert_offsets[experts])
   int tile_inputs = 256;  // input rows per tile: 128 or 256
-  bool proxy_fence = false;  // PROTOTYPE variant: a proxy fence before each stage release
+  bool strict_release = false;  // every thread fences and releases a stage itself (racecheck)
 };
 // D rows of each expert = x rows * dequant(W_e)^T, each weight the CPU's bf16 (bit for bit) and the
 // products summed in fp32 by the tensor cores.

@@ -207,15 +207,18 @@ TEST(Cli, InspectCudaPlan) {
     EXPECT_EQ(fp8.at(gemm).at("prefill_tiles").at(0).at("from_tokens").get<int64_t>(), kGroupedMinTokensFp8);
   }
   EXPECT_EQ(fp8.at("w13").at("prefill_tiles").back().at("tile").get<std::string>(), "coop 128x256 cluster 1x2");
-  // gpt-oss's MXFP4 (with biases) and act-order groups: the bf16 kernel on dequantized weights for
-  // prefill; act order decodes on the generic kernel.
+  // gpt-oss's MXFP4 (with biases): its own prefill kernel on a repacked copy; act-order groups: the
+  // bf16 kernel on dequantized weights, and act order decodes on the generic kernel.
   const auto mxfp4 = plan_of("gptoss_mxfp4a16");
-  EXPECT_EQ(mxfp4.at("w13").at("prefill").get<std::string>(), to_string(GroupedKernel::kDequantBf16));
+  EXPECT_EQ(mxfp4.at("w13").at("prefill").get<std::string>(), to_string(GroupedKernel::kMxfp4Bf16));
   EXPECT_GT(mxfp4.at("w13").at("prefill_from_tokens").get<int64_t>(), 1);
   EXPECT_FALSE(mxfp4.at("w13").at("prefill_tiles").empty());
-  EXPECT_GT(mxfp4.at("dequant_workspace_bytes").get<int64_t>(), 0);
+  EXPECT_EQ(mxfp4.at("dequant_workspace_bytes").get<int64_t>(), 0);
+  EXPECT_GT(mxfp4.at("repacked_weight_bytes").get<int64_t>(), 0);
   EXPECT_EQ(fp8.at("dequant_workspace_bytes").get<int64_t>(), 0);
+  EXPECT_EQ(fp8.at("repacked_weight_bytes").get<int64_t>(), 0);
   const auto act_order = plan_of("w4a16_actorder_group");
+  EXPECT_GT(act_order.at("dequant_workspace_bytes").get<int64_t>(), 0);
   EXPECT_EQ(act_order.at("w2").at("decode").get<std::string>(), "CUDA-core GEMV/generic");
   EXPECT_EQ(act_order.at("w2").at("prefill").get<std::string>(), to_string(GroupedKernel::kDequantBf16));
   const Result text = run_cli("inspect " + test::fixture_dir("deepseek_fp8_block") + " --cuda-plan");

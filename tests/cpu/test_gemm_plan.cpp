@@ -289,6 +289,7 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
                                : scheme == "w8a16"                               ? GroupedKernel::kInt8Bf16
                                : scheme == "w4a8_fp8" || scheme == "w4a8_int8"   ? GroupedKernel::kInt4Codes
                                : scheme == "nvfp4_w4a4"                          ? GroupedKernel::kNone
+                               : scheme == "mxfp4"                               ? GroupedKernel::kMxfp4Bf16
                                                                                  : GroupedKernel::kDequantBf16;
     EXPECT_EQ(p.g1, want) << scheme;
     EXPECT_EQ(p.g2, want) << scheme;
@@ -305,8 +306,41 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
     ew.w13_bias = Tensor(DType::kF32, {ew.w13.rows});
     ew.w2_bias = Tensor(DType::kF32, {ew.w2.rows});
   }
-  EXPECT_EQ(plan_layer_gemms(biased, 0, true).g1, GroupedKernel::kDequantBf16);
-  EXPECT_EQ(plan_layer_gemms(biased, 0, true).g2, GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_layer_gemms(biased, 0, true).g1, GroupedKernel::kMxfp4Bf16);
+  EXPECT_EQ(plan_layer_gemms(biased, 0, true).g2, GroupedKernel::kMxfp4Bf16);
+}
+
+TEST(GemmPlan, Mxfp4PrefillKernel) {
+  // bf16 rows exactly, k a multiple of 64 (the kernel's k-tile); else the dequantized path.
+  const GemmKernel mma = GemmKernel::kTensorCore16;
+  GemmLayout mxfp4 = layout_of_scheme("mxfp4");
+  ASSERT_EQ(mxfp4.cols % 64, 0);
+  EXPECT_EQ(plan_grouped_kernel(mxfp4, false, GemmInput{}, mma), GroupedKernel::kMxfp4Bf16);
+  EXPECT_EQ(plan_grouped_kernel(mxfp4, false, {0, 0, 1, true}, mma), GroupedKernel::kNone);    // f16 rows
+  EXPECT_EQ(plan_grouped_kernel(mxfp4, false, {0, 0, 0, false}, mma), GroupedKernel::kNone);   // fp32 rows
+  GemmLayout k96 = mxfp4;
+  k96.cols = 96;
+  k96.scale_cols = 3;
+  EXPECT_EQ(plan_grouped_kernel(k96, false, GemmInput{}, mma), GroupedKernel::kDequantBf16);
+  // 16-bit rows, no input scales; its two tiles, 128 input rows up to kMxfp4MaxRowsFor128 rows
+  // per expert; its crossover in rows per expert.
+  EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kMxfp4Bf16));
+  EXPECT_FALSE(dequantizes_weights(GroupedKernel::kMxfp4Bf16));
+  EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kMxfp4Bf16, 2880), 0);
+  for (int t = 0; t < kGroupedTiles; ++t) {
+    const auto tile = static_cast<GroupedTile>(t);
+    EXPECT_EQ(grouped_tile_built(GroupedKernel::kMxfp4Bf16, tile), tile == GroupedTile::kSmall || tile == GroupedTile::kLarge);
+  }
+  EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kSmall), "persistent 128x128 (weight rows x input rows)");
+  EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kLarge), "persistent 128x256 (weight rows x input rows)");
+  EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kMedium), "none");
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kMxfp4Bf16, int64_t{kMxfp4MaxRowsFor128} * 128, 128), GroupedTile::kSmall);
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kMxfp4Bf16, int64_t{kMxfp4MaxRowsFor128} * 128 + 1, 128), GroupedTile::kLarge);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4), (int64_t{kGroupedMinRowsPerExpertMxfp4} * 128 + 3) / 4);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2), int64_t{kGroupedMinRowsPerExpertMxfp4} * 4);
+  // The repacked copy: rows padded to 128, codes and scales (gpt-oss-120b's w2: 2880 x 2880).
+  EXPECT_EQ(mxfp4_repacked_bytes(256, 128), 256 * 64 + 256 * 4);
+  EXPECT_EQ(mxfp4_repacked_bytes(2880, 2880), int64_t{2944} * 1440 + int64_t{2944} * 90);
 }
 
 TEST(GemmPlan, PrefillKernelNeedsItsLayout) {
@@ -405,7 +439,7 @@ TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {
   EXPECT_TRUE(dequantizes_to_bf16_exactly(mxfp4));
   EXPECT_TRUE(dequantizes_to_bf16_exactly(nvfp4));
   EXPECT_TRUE(dequantizes_to_bf16_exactly(g32));
-  EXPECT_EQ(plan_grouped_kernel(mxfp4, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(mxfp4, false, bf16_in, mma), GroupedKernel::kMxfp4Bf16);  // its own kernel
   EXPECT_EQ(plan_grouped_kernel(nvfp4, false, bf16_in, mma), GroupedKernel::kDequantBf16);
   // NVFP4 scaled in fp32 (as vLLM's weight-only NVFP4 layers are): not bf16 values, but e2m1 *
   // fp8(s) is, with the global divisor applied to the output rows.
@@ -450,7 +484,7 @@ TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {
 
 TEST(GemmPlan, DequantizedBatchesOfALayer) {
   // 8 experts, w13 256 x 256 and w2 256 x 128 bf16 (128 KiB and 64 KiB per expert).
-  const MoeLayer mx = synthetic_layer("mxfp4", {"small", 8, 2, 256, 128}, 7, 1);
+  const MoeLayer mx = synthetic_layer("w4a16_g32", {"small", 8, 2, 256, 128}, 7, 1);
   const LayerGemmPlan plan = plan_layer_gemms(mx, 0, true);
   const DequantBatches all = plan_dequant_batches(plan, 8, int64_t{1} << 30);
   EXPECT_EQ(all.w13, 8);
@@ -667,8 +701,8 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kTiny));
   EXPECT_EQ(m.w13.tiles.back().first, int64_t{kInt4MinRowsForLarge} * 8 / 2);
   EXPECT_EQ(m.w13.tiles.back().second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kLarge));
-  // MXFP4: the bf16 kernel on dequantized weights from its own crossover, with the bf16 tiles.
-  const MoeLayer mx = synthetic_layer("mxfp4", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1);
+  // W4A16 g32: the bf16 kernel on dequantized weights from its own crossover, with the bf16 tiles.
+  const MoeLayer mx = synthetic_layer("w4a16_g32", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1);
   const CudaPlanSummary n = summarize_cuda_plan(mx, 0);
   EXPECT_EQ(n.w2.prefill, to_string(GroupedKernel::kDequantBf16));
   EXPECT_EQ(n.w2.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 4));
@@ -684,6 +718,23 @@ TEST(GemmPlan, CudaPlanSummary) {
   one_local.experts.resize(1);
   one_local.expert_map = {0, -1, -1, -1, -1, -1, -1, -1};
   EXPECT_EQ(summarize_cuda_plan(one_local, 0).dequant_workspace_bytes, n.dequant_workspace_bytes);
+  EXPECT_EQ(n.repacked_weight_bytes, 0);
+  // MXFP4: its own kernel from its crossover, 128 then 256 input rows; its repacked weights for
+  // every expert (also from a layer loaded with only expert 0 local), no workspace.
+  const MoeLayer mxfp4 = synthetic_layer("mxfp4", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1);
+  const CudaPlanSummary f = summarize_cuda_plan(mxfp4, 0);
+  EXPECT_EQ(f.w13.prefill, to_string(GroupedKernel::kMxfp4Bf16));
+  EXPECT_EQ(f.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 4));
+  expect_exact_switches(f.w13, GroupedKernel::kMxfp4Bf16, mxfp4);
+  ASSERT_EQ(f.w13.tiles.size(), 2u);
+  EXPECT_EQ(f.w13.tiles[1].first, int64_t{kMxfp4MaxRowsFor128} * 8 / 4 + 1);
+  EXPECT_EQ(f.dequant_workspace_bytes, 0);
+  EXPECT_EQ(f.repacked_weight_bytes, 8 * (mxfp4_repacked_bytes(256, 256) + mxfp4_repacked_bytes(256, 128)));
+  MoeLayer mxfp4_one_local = mxfp4;
+  mxfp4_one_local.num_local_experts = 1;
+  mxfp4_one_local.experts.resize(1);
+  mxfp4_one_local.expert_map = {0, -1, -1, -1, -1, -1, -1, -1};
+  EXPECT_EQ(summarize_cuda_plan(mxfp4_one_local, 0).repacked_weight_bytes, f.repacked_weight_bytes);
   // NVFP4 weight-only: the same path (its global scale applied to the output rows).
   const CudaPlanSummary nv = summarize_cuda_plan(synthetic_layer("nvfp4a16", {"small", 8, 2, 256, 128}, 7, 1), 0);
   EXPECT_EQ(nv.w13.prefill, to_string(GroupedKernel::kDequantBf16));
@@ -695,6 +746,7 @@ TEST(GemmPlan, KernelNames) {
   EXPECT_EQ(to_string(GroupedKernel::kInt8), "grouped wgmma (INT8)");
   EXPECT_EQ(to_string(GroupedKernel::kBf16), "grouped wgmma (BF16)");
   EXPECT_EQ(to_string(GroupedKernel::kInt4Bf16), "grouped wgmma (INT4 weights dequantized to BF16)");
+  EXPECT_EQ(to_string(GroupedKernel::kMxfp4Bf16), "grouped wgmma (BF16) on MXFP4 weights dequantized in registers");
   EXPECT_EQ(to_string(GroupedKernel::kNone), "none");
   EXPECT_EQ(to_string(GemmKernel::kTensorCore16), "tensor-core (16-bit inputs)");
   EXPECT_EQ(to_string(GemmKernel::kTensorCoreCodes), "tensor-core (activation codes)");

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "config/gemm_plan.h"
+#include "config/gemm_tuning.h"
 #include "cuda/chaining.h"
 #include "cuda/dequant.h"
 #include "cuda/moe_kernels.h"
@@ -766,7 +767,6 @@ TEST(DequantizedPrefill, MatchesTheCpuBackend) {
     cases.push_back({"w4a16_asym_g32" + h, g32});
     for (ExpertWeights& ew : g32.experts) ew.w13.zero_point = ew.w2.zero_point = Tensor();
     cases.push_back({"w4a16_g32 (Kimi-K2's scheme)" + h, g32});
-    cases.push_back({"mxfp4" + h, random_layer(Scheme::kMxfp4, shape)});
     cases.push_back({"nvfp4a16 (global scale after the GEMM)" + h, random_layer(Scheme::kNvfp4, shape)});
     if (shape.hidden == 2048) {  // groups of 64 / 128 do not divide 1440
       cases.push_back({"w8a16_asym_g64" + h, random_layer(Scheme::kW8A16AsymG64, shape)});
@@ -796,8 +796,52 @@ TEST(DequantizedPrefill, MatchesTheCpuBackend) {
   }
 }
 
+// MXFP4 on its own prefill kernel (codes repacked at load, dequantized in registers): both tiles,
+// forced and by the planner, weight rows that are not whole 128-row tiles (gpt-oss's 2880), biases,
+// eager and graph-replayed, and the automatic path past the crossover.
+TEST(Mxfp4Prefill, MatchesTheCpuBackend) {
+  REQUIRE_GPU();
+  struct Case {
+    std::string name;
+    MoeLayer layer;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"mxfp4 H 2048", random_layer(Scheme::kMxfp4, {16, 8, 2048, 768})});
+  MoeLayer gpt_oss = random_layer(Scheme::kMxfp4, {8, 4, 2880, 1440});
+  std::uniform_real_distribution<float> d(-0.5f, 0.5f);
+  for (ExpertWeights& ew : gpt_oss.experts)
+    for (auto [w, bias] : {std::pair{&ew.w13, &ew.w13_bias}, std::pair{&ew.w2, &ew.w2_bias}}) {
+      *bias = Tensor(DType::kF32, {w->rows});
+      for (int64_t i = 0; i < w->rows; ++i) bias->data<float>()[i] = d(rng());
+    }
+  cases.push_back({"mxfp4 H 2880 with biases", gpt_oss});
+  for (const Case& c : cases) {
+    const LayerGemmPlan plan = plan_layer_gemms(c.layer, 0, true);
+    ASSERT_EQ(plan.g1, GroupedKernel::kMxfp4Bf16) << c.name;
+    ASSERT_EQ(plan.g2, GroupedKernel::kMxfp4Bf16) << c.name;
+    const int min_tokens = static_cast<int>(grouped_min_tokens(plan.g1, c.layer.num_experts, c.layer.top_k));
+    // 1 and 7 tokens (a few rows on a few experts), 64, then past 128 rows per expert (the larger tile).
+    const int64_t large = int64_t{kMxfp4MaxRowsFor128} * c.layer.num_experts / c.layer.top_k + 45;
+    for (int64_t tokens : {int64_t{1}, int64_t{7}, int64_t{64}, large}) {
+      Tensor x, logits;
+      random_inputs(tokens, c.layer, x, logits);
+      const int max_t = std::max<int>(min_tokens, static_cast<int>(tokens));
+      ForwardOptions prefill;
+      prefill.gemm_path = GemmPath::kPrefill;
+      const Tensor want = make_backend("cpu")->forward(c.layer, x, logits, prefill);
+      for (int tile : {-1, static_cast<int>(GroupedTile::kSmall), static_cast<int>(GroupedTile::kLarge)}) {
+        prefill.prefill_tile = tile;
+        expect_dequantized_prefill_matches_cpu(c.layer, x, logits, want, prefill, max_t, int64_t{1} << 30,
+                                               "prefill " + c.name + " tokens " + std::to_string(tokens) + " tile " +
+                                                   (tile < 0 ? "planned" : to_string(static_cast<GroupedTile>(tile))));
+      }
+      if (tokens == large) expect_cuda_matches_cpu(c.layer, x, logits, "auto " + c.name + " tokens " + std::to_string(tokens));
+    }
+  }
+}
+
 // Edges (in the memcheck list of tools/gpu_test.sh): all tokens on two experts, an expert map with
-// non-local experts (forced and automatic), a forced path without a workspace.
+// non-local experts (forced and automatic; MXFP4: its own kernel), a forced path without a workspace.
 TEST(DequantizedPrefill, EdgeCases) {
   REQUIRE_GPU();
   const ForwardOptions defaults;
