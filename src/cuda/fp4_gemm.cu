@@ -276,10 +276,10 @@ __device__ __forceinline__ Tile tile_at(const TileMap& map, int index, int n_til
 
 // Persistent: one CTA per SM walks its tiles (TileMap); the producer thread streams k-tiles through
 // the stages across tile boundaries, so the next tile's loads overlap this one's epilogue.
-// kStrictRelease: every consumer thread fences its shared-memory reads against the async proxy and
-// arrives on the stage's empty barrier itself (else one arrive per warp after a __syncwarp), the
-// PTX memory model's letter; for compute-sanitizer's racecheck.
-template <int N, bool kStrictRelease>
+// kRelease: how consumers release a stage (Fp4GemmParams::release): 0 one arrive per warp after a
+// __syncwarp, 1 every thread arrives, 2 every thread fences its shared-memory reads against the
+// async proxy and arrives (the PTX memory model's letter; compute-sanitizer's racecheck is clean).
+template <int N, int kRelease>
 __global__ void __launch_bounds__(kThreads, 1)
     fp4_grouped_gemm_kernel(const __grid_constant__ CUtensorMap x_map, Fp4GemmParams p) {
   using Shape = TileShape<N>;
@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       mbar_init(&s.full[i], 1);
-      mbar_init(&s.empty[i], kStrictRelease ? 256 : 8);  // per consumer thread or warp
+      mbar_init(&s.empty[i], kRelease > 0 ? 256 : 8);  // per consumer thread or warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -349,8 +349,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (kMoveRegisters) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int consumer = warpgroup - 1, t = threadIdx.x % 128;
   auto release = [&](int it) {
-    if constexpr (kStrictRelease) {
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    if constexpr (kRelease > 0) {
+      if constexpr (kRelease == 2) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       mbar_arrive(&s.empty[it % kStages]);
     } else {
       __syncwarp();
@@ -411,9 +411,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-template <int N, bool kStrictRelease>
+template <int N, int kRelease>
 cudaError_t launch_variant(const CUtensorMap& map, const Fp4GemmParams& p, cudaStream_t stream) {
-  auto kernel = fp4_grouped_gemm_kernel<N, kStrictRelease>;
+  auto kernel = fp4_grouped_gemm_kernel<N, kRelease>;
   // + the tile map, + alignment slack
   const size_t smem = sizeof(SharedStorage<N>) + sizeof(int32_t) * (p.experts + 1) + 1024;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
@@ -440,7 +440,7 @@ cudaError_t launch_repack_mxfp4(const uint8_t* codes, const uint8_t* scales, int
 
 cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream) {
   const int n_tile = p.tile_inputs;
-  if (n_tile != 128 && n_tile != 256) return cudaErrorInvalidValue;
+  if ((n_tile != 128 && n_tile != 256) || p.release < 0 || p.release > 2) return cudaErrorInvalidValue;
   if (p.n <= 0 || p.k <= 0 || p.k % kTileK != 0 || p.experts < 0 || p.experts > kMaxFp4GemmExperts)
     return cudaErrorInvalidValue;
   if (p.experts == 0 || p.total_rows == 0) return cudaSuccess;
@@ -460,8 +460,15 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
     return cudaErrorInvalidValue;
-  if (n_tile == 128) return p.strict_release ? launch_variant<128, true>(map, p, stream) : launch_variant<128, false>(map, p, stream);
-  return p.strict_release ? launch_variant<256, true>(map, p, stream) : launch_variant<256, false>(map, p, stream);
+  switch (p.release + 3 * (n_tile == 256)) {
+    case 0: return launch_variant<128, 0>(map, p, stream);
+    case 1: return launch_variant<128, 1>(map, p, stream);
+    case 2: return launch_variant<128, 2>(map, p, stream);
+    case 3: return launch_variant<256, 0>(map, p, stream);
+    case 4: return launch_variant<256, 1>(map, p, stream);
+    case 5: return launch_variant<256, 2>(map, p, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace qmoe::cuda

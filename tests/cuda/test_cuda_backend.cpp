@@ -798,7 +798,8 @@ TEST(DequantizedPrefill, MatchesTheCpuBackend) {
 
 // MXFP4 on its own prefill kernel (codes repacked at load, dequantized in registers): both tiles,
 // forced and by the planner, weight rows that are not whole 128-row tiles (gpt-oss's 2880), biases,
-// eager and graph-replayed, and the automatic path past the crossover.
+// a layer whose w2 takes the dequantized path instead, eager and graph-replayed, and the automatic
+// path past the crossover.
 TEST(Mxfp4Prefill, MatchesTheCpuBackend) {
   REQUIRE_GPU();
   struct Case {
@@ -807,7 +808,8 @@ TEST(Mxfp4Prefill, MatchesTheCpuBackend) {
   };
   std::vector<Case> cases;
   cases.push_back({"mxfp4 H 2048", random_layer(Scheme::kMxfp4, {16, 8, 2048, 768})});
-  MoeLayer gpt_oss = random_layer(Scheme::kMxfp4, {8, 4, 2880, 1440});
+  // gpt-oss-like: w2's 2880 rows are 22.5 tiles (inter 704: k a multiple of 64).
+  MoeLayer gpt_oss = random_layer(Scheme::kMxfp4, {8, 4, 2880, 704});
   std::uniform_real_distribution<float> d(-0.5f, 0.5f);
   for (ExpertWeights& ew : gpt_oss.experts)
     for (auto [w, bias] : {std::pair{&ew.w13, &ew.w13_bias}, std::pair{&ew.w2, &ew.w2_bias}}) {
@@ -815,11 +817,14 @@ TEST(Mxfp4Prefill, MatchesTheCpuBackend) {
       for (int64_t i = 0; i < w->rows; ++i) bias->data<float>()[i] = d(rng());
     }
   cases.push_back({"mxfp4 H 2880 with biases", gpt_oss});
+  // inter 1440 (k not a multiple of 64): w2 on the dequantized path, w13 on this kernel.
+  cases.push_back({"mxfp4 H 2880 I 1440 (w2 dequantized)", random_layer(Scheme::kMxfp4, {8, 4, 2880, 1440})});
   for (const Case& c : cases) {
     const LayerGemmPlan plan = plan_layer_gemms(c.layer, 0, true);
     ASSERT_EQ(plan.g1, GroupedKernel::kMxfp4Bf16) << c.name;
-    ASSERT_EQ(plan.g2, GroupedKernel::kMxfp4Bf16) << c.name;
-    const int min_tokens = static_cast<int>(grouped_min_tokens(plan.g1, c.layer.num_experts, c.layer.top_k));
+    ASSERT_EQ(plan.g2, c.layer.inter % 64 == 0 ? GroupedKernel::kMxfp4Bf16 : GroupedKernel::kDequantBf16) << c.name;
+    const int min_tokens = static_cast<int>(std::max(grouped_min_tokens(plan.g1, c.layer.num_experts, c.layer.top_k),
+                                                     grouped_min_tokens(plan.g2, c.layer.num_experts, c.layer.top_k)));
     // 1 and 7 tokens (a few rows on a few experts), 64, then past 128 rows per expert (the larger tile).
     const int64_t large = int64_t{kMxfp4MaxRowsFor128} * c.layer.num_experts / c.layer.top_k + 45;
     for (int64_t tokens : {int64_t{1}, int64_t{7}, int64_t{64}, large}) {
