@@ -102,7 +102,8 @@ struct PrefillGemm {
   bool has_bias = false;  // added to the output rows after the GEMM
   bool divide_by_global = false;  // NVFP4 dequantized without its global scale (kDequantBf16)
   // kMxfp4Bf16: every expert's weights repacked (codes, then scales; fp4_gemm.h), and pointers to
-  // them ([experts] codes, then [experts] scales). Empty: not allocated (the decode kernels run).
+  // them ([experts] codes, [experts] scales, then [experts] biases where the layer has them; the
+  // kernel adds them). Empty: not allocated (the decode kernels run).
   DeviceBuffer repacked, repacked_ptrs;
 };
 
@@ -115,7 +116,7 @@ void repack_mxfp4(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host) 
   const int64_t frag_rows = cuda::fp4_frag_rows(g.n);
   const int64_t codes_bytes = frag_rows * g.k / 2, scales_bytes = frag_rows * (g.k / 32);
   g.repacked = DeviceBuffer(static_cast<size_t>(E * (codes_bytes + scales_bytes)));
-  std::vector<const uint32_t*> ptrs(2 * E);
+  std::vector<const void*> ptrs(3 * E);
   for (int e = 0; e < E; ++e) {
     uint8_t* codes = g.repacked.get<uint8_t>() + e * codes_bytes;
     uint8_t* scales = g.repacked.get<uint8_t>() + E * codes_bytes + e * scales_bytes;
@@ -123,10 +124,11 @@ void repack_mxfp4(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host) 
                                     g.n, g.k, reinterpret_cast<uint32_t*>(codes), reinterpret_cast<uint32_t*>(scales),
                                     nullptr),
           "MXFP4 repack");
-    ptrs[e] = reinterpret_cast<const uint32_t*>(codes);
-    ptrs[E + e] = reinterpret_cast<const uint32_t*>(scales);
+    ptrs[e] = codes;
+    ptrs[E + e] = scales;
+    ptrs[2 * E + e] = host[e].bias;
   }
-  g.repacked_ptrs = upload(ptrs.data(), sizeof(const uint32_t*) * ptrs.size());
+  g.repacked_ptrs = upload(ptrs.data(), sizeof(const void*) * ptrs.size());
   check(cudaDeviceSynchronize(), "MXFP4 repack");
 }
 
@@ -525,6 +527,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       cuda::Fp4GemmParams fp;
       fp.frag_codes = g.repacked_ptrs.get<const uint32_t* const>();
       fp.frag_scales = fp.frag_codes + E;
+      if (g.has_bias) fp.bias = reinterpret_cast<const float* const*>(fp.frag_codes + 2 * E);
       fp.expert_offsets = gp.expert_offsets;
       fp.x = m.sorted_rows.get<uint16_t>();
       fp.d = d;
@@ -533,8 +536,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       fp.k = static_cast<int>(g.k);
       fp.total_rows = static_cast<int>(num_slots);
       fp.tile_inputs = tile == static_cast<int>(GroupedTile::kSmall) ? 128 : 256;
-      if (num_slots > 0) check(cuda::launch_fp4_grouped_gemm(fp, stream), "prefill GEMM");
-      finish_rows(g, d);
+      if (num_slots > 0) check(cuda::launch_fp4_grouped_gemm(fp, stream), "prefill GEMM");  // with the biases
       return;
     }
     if (g.kind != GroupedKernel::kDequantBf16) {

@@ -11,6 +11,7 @@
 #include <cudaTypedefs.h>
 
 #include <cstring>
+#include <type_traits>
 
 namespace qmoe::cuda {
 namespace {
@@ -115,6 +116,23 @@ __device__ __forceinline__ uint64_t sw128_desc(const void* p) {
 // D = A * B^T.
 template <int N>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc, int accumulate);
+template <>
+__device__ __forceinline__ void wgmma_rs<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%1"
+      "1,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%"
+      "33,%34,%35}, %36, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+}
+
 template <>
 __device__ __forceinline__ void wgmma_rs<128>(float (&d)[64], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
   asm volatile(
@@ -275,11 +293,12 @@ __device__ __forceinline__ Tile tile_at(const TileMap& map, int index, int n_til
 }
 
 // Persistent: one CTA per SM walks its tiles (TileMap); the producer thread streams k-tiles through
-// the stages across tile boundaries, so the next tile's loads overlap this one's epilogue.
-// kRelease: how consumers release a stage (Fp4GemmParams::release): 0 one arrive per warp after a
-// __syncwarp, 1 every thread arrives, 2 every thread fences its shared-memory reads against the
-// async proxy and arrives (the PTX memory model's letter; compute-sanitizer's racecheck is clean).
-template <int N, int kRelease>
+// the stages across tile boundaries, so the next tile's loads overlap this one's epilogue. An
+// expert's last tile multiplies only its first N / 2 input rows where they hold the expert's rows
+// (routing leaves many experts a few rows past a multiple of N; a third, N / 4 wide, loop makes
+// ptxas serialize the wgmmas for want of registers). Every consumer thread releases a
+// stage itself: with one arrive per warp, compute-sanitizer's racecheck reports the codes' reads.
+template <int N>
 __global__ void __launch_bounds__(kThreads, 1)
     fp4_grouped_gemm_kernel(const __grid_constant__ CUtensorMap x_map, Fp4GemmParams p) {
   using Shape = TileShape<N>;
@@ -312,7 +331,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       mbar_init(&s.full[i], 1);
-      mbar_init(&s.empty[i], kRelease > 0 ? 256 : 8);  // per consumer thread or warp
+      mbar_init(&s.empty[i], 256);  // every consumer thread
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -348,19 +367,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if constexpr (kMoveRegisters) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int consumer = warpgroup - 1, t = threadIdx.x % 128;
-  auto release = [&](int it) {
-    if constexpr (kRelease > 0) {
-      if constexpr (kRelease == 2) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      mbar_arrive(&s.empty[it % kStages]);
-    } else {
-      __syncwarp();
-      if (t % 32 == 0) mbar_arrive(&s.empty[it % kStages]);
-    }
-  };
   float acc[N / 2];
   int it = 0;  // k-tiles consumed so far, as the producer counts them
-  for (int index = blockIdx.x; index < map.total_tiles; index += gridDim.x) {
-    const Tile tile = tile_at(map, index, N);
+  // One tile's k-loop on its first W input rows (acc's first W / 2 registers: wgmma's fragment of
+  // n = W is the first part of n = N's).
+  auto mainloop = [&](auto width) {
+    constexpr int W = decltype(width)::value;
+    float (&acc_w)[W / 2] = *reinterpret_cast<float (*)[W / 2]>(acc);
     // One k-tile: convert its codes into `a` while the previous k-tile's MMAs run (their registers
     // are `previous`), issue its MMAs, then wait until at most these are in flight and release the
     // previous k-tile's stage and registers.
@@ -379,11 +392,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_fence();
 #pragma unroll
       for (int step = 0; step < 4; ++step)
-        wgmma_rs<N>(acc, a[step], sw128_desc(s.stage[i].inputs + 32 * step), kt > 0 || step > 0);
+        wgmma_rs<W>(acc_w, a[step], sw128_desc(s.stage[i].inputs + 32 * step), kt > 0 || step > 0);
       wgmma_commit();
       wgmma_wait_one();
       keep_registers(previous);
-      if (kt > 0) release(it - 1);
+      if (kt > 0) mbar_arrive(&s.empty[(it - 1) % kStages]);
       ++it;
     };
     uint32_t a_even[4][4], a_odd[4][4];  // alternate k-tiles' registers (static indices: unrolled by 2)
@@ -394,26 +407,43 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait_all();
     keep_registers(a_even);
     keep_registers(a_odd);
-    release(it - 1);
-    // acc[4j + v]: weight row r = 16 (t / 32) + t % 32 / 4 (+ 8 for v >= 2), input row c = 8j + 2 (t % 4)
-    // (+ 1 for odd v); D is [input rows, n].
+    mbar_arrive(&s.empty[(it - 1) % kStages]);
+  };
+  for (int index = blockIdx.x; index < map.total_tiles; index += gridDim.x) {
+    const Tile tile = tile_at(map, index, N);
     const int row0 = p.expert_offsets[tile.expert], expert_rows = p.expert_offsets[tile.expert + 1] - row0;
+    const int rows_left = expert_rows - tile.input0;
+    if (rows_left > N / 2) mainloop(std::integral_constant<int, N>{});
+    else mainloop(std::integral_constant<int, N / 2>{});
+    // acc[4j + v]: weight row r = 16 (t / 32) + t % 32 / 4 (+ 8 for v >= 2), input row c = 8j + 2 (t % 4)
+    // (+ 1 for odd v); D is [input rows, n]. (Registers past a narrow tile's hold no input row.) The
+    // bias as the CPU adds it: one fp32 addition to the sum.
+    const float* bias = p.bias != nullptr ? p.bias[tile.expert] : nullptr;
     const int r = 16 * (t / 32) + t % 32 / 4;
     const int weight_row = tile.weight_tile * kTileRows + consumer * 64 + r;
 #pragma unroll
-    for (int j = 0; j < N / 8; ++j) {
+    for (int half = 0; half < 2; ++half) {
+      const int row = weight_row + 8 * half;
+      if (row >= p.n) continue;
+      const float b = bias != nullptr ? bias[row] : 0.0f;
 #pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        const int c = tile.input0 + 8 * j + 2 * (t % 4) + (v & 1), row = weight_row + 8 * (v >> 1);
-        if (c < expert_rows && row < p.n) p.d[(static_cast<int64_t>(row0) + c) * p.n + row] = acc[4 * j + v];
+      for (int j = 0; j < N / 8; ++j) {
+#pragma unroll
+        for (int odd = 0; odd < 2; ++odd) {
+          const int c = tile.input0 + 8 * j + 2 * (t % 4) + odd;
+          if (c < expert_rows) {
+            const float v = acc[4 * j + 2 * half + odd];
+            p.d[(static_cast<int64_t>(row0) + c) * p.n + row] = bias != nullptr ? __fadd_rn(v, b) : v;
+          }
+        }
       }
     }
   }
 }
 
-template <int N, int kRelease>
-cudaError_t launch_variant(const CUtensorMap& map, const Fp4GemmParams& p, cudaStream_t stream) {
-  auto kernel = fp4_grouped_gemm_kernel<N, kRelease>;
+template <int N>
+cudaError_t launch_tiles(const CUtensorMap& map, const Fp4GemmParams& p, cudaStream_t stream) {
+  auto kernel = fp4_grouped_gemm_kernel<N>;
   // + the tile map, + alignment slack
   const size_t smem = sizeof(SharedStorage<N>) + sizeof(int32_t) * (p.experts + 1) + 1024;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
@@ -440,7 +470,7 @@ cudaError_t launch_repack_mxfp4(const uint8_t* codes, const uint8_t* scales, int
 
 cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream) {
   const int n_tile = p.tile_inputs;
-  if ((n_tile != 128 && n_tile != 256) || p.release < 0 || p.release > 2) return cudaErrorInvalidValue;
+  if (n_tile != 128 && n_tile != 256) return cudaErrorInvalidValue;
   if (p.n <= 0 || p.k <= 0 || p.k % kTileK != 0 || p.experts < 0 || p.experts > kMaxFp4GemmExperts)
     return cudaErrorInvalidValue;
   if (p.experts == 0 || p.total_rows == 0) return cudaSuccess;
@@ -460,15 +490,7 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
     return cudaErrorInvalidValue;
-  switch (p.release + 3 * (n_tile == 256)) {
-    case 0: return launch_variant<128, 0>(map, p, stream);
-    case 1: return launch_variant<128, 1>(map, p, stream);
-    case 2: return launch_variant<128, 2>(map, p, stream);
-    case 3: return launch_variant<256, 0>(map, p, stream);
-    case 4: return launch_variant<256, 1>(map, p, stream);
-    case 5: return launch_variant<256, 2>(map, p, stream);
-  }
-  return cudaErrorInvalidValue;
+  return n_tile == 128 ? launch_tiles<128>(map, p, stream) : launch_tiles<256>(map, p, stream);
 }
 
 }  // namespace qmoe::cuda

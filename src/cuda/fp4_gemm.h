@@ -40,9 +40,7 @@ struct Fp4GemmParams {
   int n = 0, k = 0;       // weight rows and columns (k a multiple of 64)
   int total_rows = 0;     // rows of x (at least expert_offsets[experts])
   int tile_inputs = 256;  // input rows per tile: 128 or 256
-  // How consumers release a stage: 0 one arrive per warp, 1 every thread arrives, 2 every thread
-  // fences against the async proxy and arrives (racecheck-clean). PROTOTYPE choice, being measured.
-  int release = 0;
+  const float* const* bias = nullptr;  // [experts] device pointers to [n] fp32 added to D (null: none)
 };
 // D rows of each expert = x rows * dequant(W_e)^T, each weight the CPU's bf16 (bit for bit) and the
 // products summed in fp32 by the tensor cores.
