@@ -308,7 +308,9 @@ int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {
       return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
     }
     case GroupedKernel::kMxfp4Bf16: {
-      const int64_t slots = int64_t{kGroupedMinRowsPerExpertMxfp4} * std::max(num_experts, 1);
+      const int rows = num_experts <= kInt4FewExperts ? kGroupedMinRowsPerExpertMxfp4FewExperts
+                                                      : kGroupedMinRowsPerExpertMxfp4;
+      const int64_t slots = int64_t{rows} * std::max(num_experts, 1);
       return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
     }
     case GroupedKernel::kInt4Bf16:

@@ -91,13 +91,16 @@ inline constexpr int kGroupedMinRowsPerExpertW4A8FewExperts = 8;
 //   run) with the prefill slope from 96 to 128 rows: ~74 (extrapolated).
 // At 76 the slower kernel costs at most ~4% on either side (interpolated).
 inline constexpr int kGroupedMinRowsPerExpertDequant = 76;
-// MXFP4 weight-only (kMxfp4Bf16, its codes dequantized in registers): PROVISIONAL until measured
-// against the decode kernels (bench/NOTES.md).
-inline constexpr int kGroupedMinRowsPerExpertMxfp4 = 16;
+// MXFP4 weight-only (kMxfp4Bf16, its codes dequantized in registers), rows per expert from which it
+// beats the decode kernels (GEMM us, same run, 6fdd5c2): Mixtral-8x7B 700 vs 715 at 24 rows, 926 vs
+// 677 at 32 (~25 interpolated); gpt-oss-120b 1392 vs 1482 at 16, 1793 vs 1500 at 24 (~18). Few
+// experts (at most kInt4FewExperts) take the first.
+inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 25;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4 = 18;
 // kMxfp4Bf16's tiles: 128 input rows up to kMxfp4MaxRowsFor128 rows per expert, then 256 (at most
 // 128 rows each tile of 128 is as full as one of 256 can be, and from 129 to 256 both fill the same
 // fraction, where 256's is the faster tile: 698 against 491 TFLOP/s on gpt-oss-120b's w13 at 256
-// rows, 487 against 362 at 128; bench/NOTES.md).
+// rows, 487 against 362 at 128; 6fdd5c2 has an expert's last tile run half-width, 441 at 128 rows).
 inline constexpr int kMxfp4MaxRowsFor128 = 128;
 // Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,
 // 128 x 48 below kInt4MinRowsForSmall, then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880

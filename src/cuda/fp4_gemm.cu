@@ -1,9 +1,9 @@
-// PROTOTYPE (branch wip/fp4-mainloop, not yet run on a GPU): MXFP4 grouped GEMM with the
-// dequantization in registers (cuda/fp4_gemm.h). One CTA per (128 weight rows, 128 input rows,
-// expert): a producer warp streams 64-deep k-tiles through kStages shared-memory stages with TMA (the
-// bf16 input rows, 128-byte swizzled) and bulk copies (the repacked codes and scales); two consumer
-// warpgroups each convert their 64 weight rows' codes to bf16 registers (one k-tile while the
-// previous one's MMAs run) and run wgmma m64n128k16 with A from registers.
+// MXFP4 grouped GEMM with the dequantization in registers (cuda/fp4_gemm.h). Persistent CTAs, one per
+// SM, walk tiles of (128 weight rows, N = 128 or 256 input rows, expert): a producer thread streams
+// 64-deep k-tiles through shared-memory stages with TMA (the bf16 input rows, 128-byte swizzled) and
+// bulk copies (the repacked codes and scales); two consumer warpgroups each convert their 64 weight
+// rows' codes to bf16 registers (one k-tile while the previous one's MMAs run) and run wgmma
+// m64nNk16 with A from registers.
 #include "cuda/fp4_gemm.h"
 
 #include <cuda.h>
@@ -16,13 +16,13 @@
 namespace qmoe::cuda {
 namespace {
 
-constexpr int kTileRows = 128;  // weight rows per CTA (two consumer warpgroups of 64)
+constexpr int kTileRows = 128;  // weight rows per tile (two consumer warpgroups of 64)
 constexpr int kTileK = 64;      // k per stage: 128 bytes of bf16 per input row
 constexpr int kThreads = 384;   // producer warpgroup + two consumers
 constexpr int kCodeBytes = 64 * kTileK / 2;  // one 64 x 64 tile of codes: 2 KB
 constexpr int kScaleBytes = 32 * 4;          // its scales: 128 B (a word per 4 threads)
 
-// N: input rows per CTA (wgmma's n).
+// N: input rows per tile (wgmma's n).
 template <int N>
 struct TileShape {
   static constexpr int kInputBytes = N * kTileK * 2;

@@ -1,7 +1,7 @@
-// PROTOTYPE (branch wip/fp4-mainloop, not wired into the forward, not yet run on a GPU): a grouped
-// GEMM on MXFP4 weights that dequantizes in registers, as wgmma's A operand, instead of writing a
-// bf16 copy of the weights first (kDequantBf16). Transposed like the mixed-input kernels: D^T_e =
-// dequant(W_e) * X_e^T, so the weights are the M side.
+// The prefill GEMM of MXFP4 weight-only layers (GroupedKernel::kMxfp4Bf16): a grouped GEMM on MXFP4
+// weights that dequantizes in registers, as wgmma's A operand, instead of writing a bf16 copy of the
+// weights first (kDequantBf16). Transposed like the mixed-input kernels: D^T_e = dequant(W_e) *
+// X_e^T, so the weights are the M side.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -337,7 +337,9 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kMxfp4Bf16, int64_t{kMxfp4MaxRowsFor128} * 128, 128), GroupedTile::kSmall);
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kMxfp4Bf16, int64_t{kMxfp4MaxRowsFor128} * 128 + 1, 128), GroupedTile::kLarge);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4), (int64_t{kGroupedMinRowsPerExpertMxfp4} * 128 + 3) / 4);
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2), int64_t{kGroupedMinRowsPerExpertMxfp4} * 4);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2), int64_t{kGroupedMinRowsPerExpertMxfp4FewExperts} * 4);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2), 100);  // Mixtral-8x7B: 25 rows per expert
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4), 576);  // gpt-oss-120b: 18
   // The repacked copy: rows padded to 128, codes and scales (gpt-oss-120b's w2: 2880 x 2880).
   EXPECT_EQ(mxfp4_repacked_bytes(256, 128), 256 * 64 + 256 * 4);
   EXPECT_EQ(mxfp4_repacked_bytes(2880, 2880), int64_t{2944} * 1440 + int64_t{2944} * 90);

@@ -1,5 +1,6 @@
-// The PROTOTYPE MXFP4 grouped GEMM with in-register dequantization (cuda/fp4_gemm.h) against a CPU
-// GEMM on the CPU's dequantized weights, on fresh random data. Branch wip/fp4-mainloop.
+// The MXFP4 grouped GEMM with in-register dequantization (cuda/fp4_gemm.h) against a CPU GEMM on the
+// CPU's dequantized weights, on fresh random data. (The forward on it: Mxfp4Prefill in
+// test_cuda_backend.cpp.)
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 

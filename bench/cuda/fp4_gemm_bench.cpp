@@ -1,8 +1,9 @@
-// PROTOTYPE timing (branch wip/fp4-mainloop): the MXFP4 in-register GEMM (cuda/fp4_gemm.h) against,
-// in the same process, the bf16 grouped GEMM that the dequantized prefill path runs (on weights
-// already in bf16, i.e. without the dequantization pass). Random codes, scales and inputs (never zeros); CUDA events, median of 9 after 3
-// warm-ups. Usage: qmoe_fp4_proto_bench [tokens ...] (default 4096 8192), each spread evenly over the
-// experts (Mixtral-8x7B's and gpt-oss-120b's GEMMs).
+// The MXFP4 GEMM alone (cuda/fp4_gemm.h), each tile size, against the bf16 grouped GEMM of the
+// dequantized prefill path in the same process (on weights already in bf16: without the
+// dequantization pass). Exactly even rows per expert (qmoe bench routes them: the forward's figures).
+// Random codes, scales and inputs (never zeros); CUDA events, median of 9 after 3 warm-ups.
+// Usage: qmoe_fp4_gemm_bench [tokens ...] (default 4096 8192), spread over the experts of
+// Mixtral-8x7B's and gpt-oss-120b's GEMMs.
 #include <cuda_runtime.h>
 
 #include <algorithm>
