@@ -23,12 +23,16 @@ class CudaMoeLayer {
   // intermediates: at 8192 tokens ~4.2 GB for a Mixtral-8x7B layer, ~1.6 GB for Qwen3-30B-A3B
   // (layers do not share it yet).
   // Weight-only layouts without a prefill kernel of their own (groups of 32, zero points, act
-  // order, MXFP4, NVFP4 weight-only) run large batches as bf16 GEMMs on their weights dequantized
+  // order, NVFP4 weight-only) run large batches as bf16 GEMMs on their weights dequantized
   // a batch of experts at a time into a workspace of at most `dequant_workspace_bytes` (at least
   // one expert's bf16 weights), allocated only when max_tokens reaches the batch where the
   // automatic path takes that route (`qmoe inspect --cuda-plan`). Only bf16 hidden states take
   // it. Each layer has its own: an engine short of memory (or running f16 or f32 hidden states)
   // passes less (more, smaller batches) or 0 (those layers keep the decode kernels at every size).
+  // MXFP4 layers (k a multiple of 64) have a prefill kernel of their own instead, which reads a copy
+  // of their weights repacked at load (as many bytes again as the checkpoint's MXFP4 weights),
+  // allocated under the same conditions: max_tokens at its crossover and a nonzero budget (the
+  // budget's size does not bound it).
   static constexpr int64_t kDefaultDequantWorkspaceBytes = int64_t{1} << 30;
   CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes = kDefaultDequantWorkspaceBytes);
   ~CudaMoeLayer();
@@ -47,7 +51,7 @@ class CudaMoeLayer {
 
   int max_tokens() const;
   const MoeLayer& layer() const;
-  int64_t device_weight_bytes() const;
+  int64_t device_weight_bytes() const;  // the uploaded weights (and the MXFP4 prefill copy)
 
  private:
   void run(const void* hidden, DType hidden_dtype, const float* router_logits, float* out, int tokens, void* stream,
