@@ -99,8 +99,9 @@ inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 25;
 inline constexpr int kGroupedMinRowsPerExpertMxfp4 = 18;
 // kMxfp4Bf16's tiles: 128 input rows up to kMxfp4MaxRowsFor128 rows per expert, then 256 (at most
 // 128 rows each tile of 128 is as full as one of 256 can be, and from 129 to 256 both fill the same
-// fraction, where 256's is the faster tile: 698 against 491 TFLOP/s on gpt-oss-120b's w13 at 256
-// rows, 487 against 362 at 128; 6fdd5c2 has an expert's last tile run half-width, 441 at 128 rows).
+// fraction, where 256's is the faster tile). qmoe_fp4_gemm_bench on gpt-oss-120b's w13 at 6fdd5c2,
+// 256-row against 128-row tiles: 645-666 against 444-469 TFLOP/s at 256 rows, 441-442 against
+// 463-466 at 128.
 inline constexpr int kMxfp4MaxRowsFor128 = 128;
 // Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,
 // 128 x 48 below kInt4MinRowsForSmall, then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880
