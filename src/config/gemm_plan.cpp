@@ -186,7 +186,10 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const Gem
   // (NVFP4's global divisor after the GEMM needs the kernel's fast path: no act order. The kernel
   // indexes an expert's 8-column chunks in 32 bits.)
   const bool chunks_fit = L.rows * (L.cols / 8) < (int64_t{1} << 31);
-  if (bf16_rows && L.format == kMxfp4 && L.cols % 64 == 0) return GroupedKernel::kMxfp4Bf16;
+  // (The kernel reads groups of 32 e8m0 scales in order, [rows, cols / 32], as the loader gives them.)
+  if (bf16_rows && L.format == kMxfp4 && L.cols % 64 == 0 && L.strategy == kGroup && L.group_size == 32 &&
+      L.scale_kind == 4 && L.scale_cols == L.cols / 32 && !has_g_idx)
+    return GroupedKernel::kMxfp4Bf16;
   if (bf16_rows && L.format != kDense && chunks_fit &&
       (dequantizes_to_bf16_exactly(L) || (!has_g_idx && dequant_divides_by_global_scale(L))))
     return GroupedKernel::kDequantBf16;

@@ -107,12 +107,10 @@ struct PrefillGemm {
   DeviceBuffer repacked, repacked_ptrs;
 };
 
-// kMxfp4Bf16's repacked copy of each expert's weights (`host`: the device tensors' pointers).
+// kMxfp4Bf16's repacked copy of each expert's weights (`host`: the device tensors' pointers; at most
+// cuda::kMaxFp4GemmExperts).
 void repack_mxfp4(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host) {
   const int E = static_cast<int>(host.size());
-  if (E > cuda::kMaxFp4GemmExperts)
-    throw NotSupported("the MXFP4 prefill kernel takes at most " + std::to_string(cuda::kMaxFp4GemmExperts) +
-                       " local experts (this layer: " + std::to_string(E) + ")");
   const int64_t frag_rows = cuda::fp4_frag_rows(g.n);
   const int64_t codes_bytes = frag_rows * g.k / 2, scales_bytes = frag_rows * (g.k / 32);
   g.repacked = DeviceBuffer(static_cast<size_t>(E * (codes_bytes + scales_bytes)));
@@ -354,7 +352,7 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequan
   }
   // kMxfp4Bf16 (bf16 hidden states only): the repacked weights, under the same conditions.
   for (auto [g, host] : {std::pair{&m.prefill1, &w13}, std::pair{&m.prefill2, &w2}})
-    if (g->kind == GroupedKernel::kMxfp4Bf16 && dequant_workspace_bytes > 0 &&
+    if (g->kind == GroupedKernel::kMxfp4Bf16 && dequant_workspace_bytes > 0 && E <= cuda::kMaxFp4GemmExperts &&
         max_tokens >= grouped_min_tokens(GroupedKernel::kMxfp4Bf16, layer.num_experts, layer.top_k)) {
       repack_mxfp4(*g, *host);
       m.weight_bytes += static_cast<int64_t>(g->repacked.bytes());
@@ -417,8 +415,10 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     for (const PrefillGemm* g : {&m.prefill1, &m.prefill2})
       if (unprepared(*g))
         throw NotSupported(std::string("prefill GEMMs of this layer ") +
-                           (g->kind == GroupedKernel::kDequantBf16 ? "dequantize its weights into a workspace"
-                                                                   : "run on a repacked copy of its weights") +
+                           (g->kind == GroupedKernel::kDequantBf16
+                                ? "dequantize its weights into a workspace"
+                                : "run on a repacked copy of its weights (at most " +
+                                      std::to_string(cuda::kMaxFp4GemmExperts) + " local experts)") +
                            " that is allocated only for max_tokens >= " +
                            std::to_string(grouped_min_tokens(g->kind, L.num_experts, k)) + " and a nonzero budget "
                            "(this layer: " + std::to_string(m.max_tokens) + " tokens)");
@@ -536,6 +536,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       fp.k = static_cast<int>(g.k);
       fp.total_rows = static_cast<int>(num_slots);
       fp.tile_inputs = tile == static_cast<int>(GroupedTile::kSmall) ? 128 : 256;
+      fp.num_sms = m.num_sms;
       if (num_slots > 0) check(cuda::launch_fp4_grouped_gemm(fp, stream), "prefill GEMM");  // with the biases
       return;
     }

@@ -444,14 +444,19 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <int N>
 cudaError_t launch_tiles(const CUtensorMap& map, const Fp4GemmParams& p, cudaStream_t stream) {
   auto kernel = fp4_grouped_gemm_kernel<N>;
-  // + the tile map, + alignment slack
-  const size_t smem = sizeof(SharedStorage<N>) + sizeof(int32_t) * (p.experts + 1) + 1024;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  // + the tile map, + alignment slack. The attribute is the most any launch needs, so that launches
+  // with other expert counts (other host threads) never lower it under one another.
+  auto smem_bytes = [](int experts) { return sizeof(SharedStorage<N>) + sizeof(int32_t) * (experts + 1) + 1024; };
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem_bytes(kMaxFp4GemmExperts)));
   if (err != cudaSuccess) return err;
-  int device = 0, sms = 0;
-  if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
-  if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
-  kernel<<<sms, kThreads, smem, stream>>>(map, p);
+  int sms = p.num_sms;
+  if (sms <= 0) {
+    int device = 0;
+    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
+    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+  }
+  kernel<<<sms, kThreads, smem_bytes(p.experts), stream>>>(map, p);
   return cudaGetLastError();
 }
 

@@ -41,6 +41,7 @@ struct Fp4GemmParams {
   int total_rows = 0;     // rows of x (at least expert_offsets[experts])
   int tile_inputs = 256;  // input rows per tile: 128 or 256
   const float* const* bias = nullptr;  // [experts] device pointers to [n] fp32 added to D (null: none)
+  int num_sms = 0;  // CTAs to launch (persistent: one per SM); 0: the current device's count
 };
 // D rows of each expert = x rows * dequant(W_e)^T, each weight the CPU's bf16 (bit for bit) and the
 // products summed in fp32 by the tensor cores.

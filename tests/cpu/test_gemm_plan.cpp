@@ -322,6 +322,15 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   k96.cols = 96;
   k96.scale_cols = 3;
   EXPECT_EQ(plan_grouped_kernel(k96, false, GemmInput{}, mma), GroupedKernel::kDequantBf16);
+  // Only the loader's layout: groups of 32 e8m0 scales, [rows, cols / 32], in order.
+  GemmLayout g64 = mxfp4, f32_scales = mxfp4, padded = mxfp4;
+  g64.group_size = 64;
+  g64.scale_cols = mxfp4.cols / 64;
+  f32_scales.scale_kind = 2;
+  padded.scale_cols += 1;
+  for (const GemmLayout& L : {g64, f32_scales, padded})
+    EXPECT_NE(plan_grouped_kernel(L, false, GemmInput{}, mma), GroupedKernel::kMxfp4Bf16);
+  EXPECT_NE(plan_grouped_kernel(mxfp4, true, GemmInput{}, mma), GroupedKernel::kMxfp4Bf16);  // g_idx
   // 16-bit rows, no input scales; its two tiles, 128 input rows up to kMxfp4MaxRowsFor128 rows
   // per expert; its crossover in rows per expert.
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kMxfp4Bf16));

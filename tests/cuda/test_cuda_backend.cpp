@@ -843,6 +843,22 @@ TEST(Mxfp4Prefill, MatchesTheCpuBackend) {
       if (tokens == large) expect_cuda_matches_cpu(c.layer, x, logits, "auto " + c.name + " tokens " + std::to_string(tokens));
     }
   }
+  // Forcing the path on a layer whose copy was not made (max_tokens below the crossover) says so
+  // before anything runs.
+  const MoeLayer& layer = cases[0].layer;
+  const int64_t min_tokens = grouped_min_tokens(GroupedKernel::kMxfp4Bf16, layer.num_experts, layer.top_k);
+  Tensor x, logits;
+  random_inputs(4, layer, x, logits);
+  ForwardOptions prefill;
+  prefill.gemm_path = GemmPath::kPrefill;
+  ASSERT_GT(min_tokens, 4);
+  try {
+    make_backend("cuda")->forward(layer, x, logits, prefill);  // (a layer for 4 tokens)
+    ADD_FAILURE() << "forced MXFP4 prefill without its repacked copy ran";
+  } catch (const NotSupported& e) {
+    EXPECT_NE(std::string(e.what()).find("repacked copy"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("max_tokens >= " + std::to_string(min_tokens)), std::string::npos) << e.what();
+  }
 }
 
 // Edges (in the memcheck list of tools/gpu_test.sh): all tokens on two experts, an expert map with

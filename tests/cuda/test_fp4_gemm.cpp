@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <utility>
 #include <vector>
@@ -31,12 +32,15 @@ struct Case {
   std::vector<int> rows;  // per expert
 };
 
-// kRandom: normal inputs, scale codes mostly 120-130 (1% each 0 and 1: the float path), checked by
-// rel_l2. kExact: inputs in {-2..2}, scale codes 125-129, so every product and partial sum is exact
-// in fp32 and the GPU must match the CPU bit for bit. kTiny: the same inputs with scale codes 0 and
-// 1 only (bf16 subnormal weights through the float path), bit for bit: whether the tensor cores keep
-// subnormal inputs and sums.
-enum class Data { kRandom, kExact, kTiny };
+// kRandom: normal inputs, scale codes mostly 120-130 (1% each 0 and 1), checked by rel_l2. kExact:
+// inputs in {-2..2}, scale codes 125-129 (both multiply paths: codes from 128 take two), so every
+// product and partial sum is exact in fp32 and the GPU must match the CPU bit for bit. kTiny: the
+// same inputs with scale codes 0 and 1 only (bf16 subnormal weights), bit for bit: whether the tensor
+// cores keep subnormal inputs and sums. kMixed: codes 0-1 on rows 8i..8i+7 for even i and 128-129 on
+// the others, so each thread's two rows (m, m + 8) take the two-multiply path with codes 0 and 1 too;
+// every sum stays within one class, exact.
+enum class Data { kRandom, kExact, kTiny, kMixed };
+constexpr int kTrailingRows = 37;  // rows of x past the experts' (NaN): never read into an output
 
 void run_case(const Case& c, Data data, std::mt19937_64& rng) {
   const int experts = static_cast<int>(c.rows.size());
@@ -44,23 +48,27 @@ void run_case(const Case& c, Data data, std::mt19937_64& rng) {
   for (int e = 0; e < experts; ++e) offsets[e + 1] = offsets[e] + c.rows[e];
   const int total = offsets[experts];
   std::vector<std::vector<uint8_t>> codes(experts), scales(experts);
-  std::uniform_int_distribution<int> byte(0, 255), wide(120, 130), narrow(125, 129), tiny(0, 1), pick(0, 99);
+  std::uniform_int_distribution<int> byte(0, 255), wide(120, 130), narrow(125, 129), tiny(0, 1), large(128, 129),
+      pick(0, 99);
   for (int e = 0; e < experts; ++e) {
     codes[e].resize(static_cast<size_t>(c.n) * c.k / 2);
     scales[e].resize(static_cast<size_t>(c.n) * c.k / 32);
     for (auto& b : codes[e]) b = static_cast<uint8_t>(byte(rng));
-    for (auto& sc : scales[e]) {
+    for (size_t i = 0; i < scales[e].size(); ++i) {
       const int p = pick(rng);
-      sc = static_cast<uint8_t>(data == Data::kExact ? narrow(rng)
-                                : data == Data::kTiny ? tiny(rng)
-                                : p < 2              ? p
-                                                     : wide(rng));
+      const bool tiny_rows = static_cast<int64_t>(i) / (c.k / 32) / 8 % 2 == 0;
+      scales[e][i] = static_cast<uint8_t>(data == Data::kExact   ? narrow(rng)
+                                          : data == Data::kTiny  ? tiny(rng)
+                                          : data == Data::kMixed ? (tiny_rows ? tiny(rng) : large(rng))
+                                          : p < 2                ? p
+                                                                 : wide(rng));
     }
   }
-  std::vector<uint16_t> x(static_cast<size_t>(total) * c.k);
+  std::vector<uint16_t> x(static_cast<size_t>(total + kTrailingRows) * c.k, 0x7FC0);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_int_distribution<int> small(-2, 2);
-  for (auto& v : x) v = quant::float_to_bf16(data == Data::kRandom ? normal(rng) : static_cast<float>(small(rng)));
+  for (size_t i = 0; i < static_cast<size_t>(total) * c.k; ++i)
+    x[i] = quant::float_to_bf16(data == Data::kRandom ? normal(rng) : static_cast<float>(small(rng)));
 
   // Repack each expert on the device.
   std::vector<const uint32_t*> frag_codes(experts), frag_scales(experts);
@@ -83,17 +91,18 @@ void run_case(const Case& c, Data data, std::mt19937_64& rng) {
   p.expert_offsets = to_device(offsets);
   p.x = to_device(x);
   float* d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, sizeof(float) * total * c.n), cudaSuccess);
+  const size_t d_count = static_cast<size_t>(total + kTrailingRows) * c.n;
+  ASSERT_EQ(cudaMalloc(&d, sizeof(float) * d_count), cudaSuccess);
   p.d = d;
   p.experts = experts;
   p.n = c.n;
   p.k = c.k;
-  p.total_rows = total;
+  p.total_rows = total + kTrailingRows;
   // Biases (small integers: the exact data stays exact), except with tiny scales (they would
   // swamp the sums under test).
   std::vector<std::vector<float>> bias;
   std::vector<const float*> bias_ptrs;
-  if (data != Data::kTiny) {
+  if (data != Data::kTiny && data != Data::kMixed) {
     for (int e = 0; e < experts; ++e) {
       bias.emplace_back(c.n);
       for (float& b : bias.back()) b = static_cast<float>(small(rng));
@@ -124,11 +133,19 @@ void run_case(const Case& c, Data data, std::mt19937_64& rng) {
 
   for (int tile_inputs : {128, 256}) {
     p.tile_inputs = tile_inputs;
-    cudaMemset(d, 0xFF, sizeof(float) * total * c.n);  // NaN poison: every output must be written
+    cudaMemset(d, 0xFF, sizeof(float) * d_count);  // NaN poison: every output must be written
     ASSERT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<float> got(static_cast<size_t>(total) * c.n);
+    std::vector<float> got(d_count);
     cudaMemcpy(got.data(), d, sizeof(float) * got.size(), cudaMemcpyDeviceToHost);
+    int64_t trailing_written = 0;  // rows past the experts' stay poisoned
+    for (size_t i = static_cast<size_t>(total) * c.n; i < d_count; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &got[i], sizeof(bits));
+      trailing_written += bits != 0xFFFFFFFFu;
+    }
+    EXPECT_EQ(trailing_written, 0) << "rows past the experts' were written";
+    got.resize(static_cast<size_t>(total) * c.n);
     double err = 0, ref = 0;
     int64_t unwritten = 0, not_exact = 0;
     for (size_t i = 0; i < got.size(); ++i) {
@@ -138,7 +155,10 @@ void run_case(const Case& c, Data data, std::mt19937_64& rng) {
       ref += want[i] * want[i];
     }
     const double rel_l2 = std::sqrt(err / std::max(ref, 1e-300));
-    const char* name = data == Data::kRandom ? "random" : data == Data::kExact ? "exact" : "tiny scales";
+    const char* name = data == Data::kRandom  ? "random"
+                       : data == Data::kExact ? "exact"
+                       : data == Data::kTiny  ? "tiny scales"
+                                              : "mixed scales";
     std::printf("    %-12s tile %d%s n %d k %d rows %d: rel_l2 %.2e, %lld outputs not bit-equal\n", name, tile_inputs,
                 bias.empty() ? "" : " (bias)", c.n, c.k, total, rel_l2, static_cast<long long>(not_exact));
     EXPECT_EQ(unwritten, 0) << name << " tile " << tile_inputs << seed_note();
@@ -156,14 +176,19 @@ void run_case(const Case& c, Data data, std::mt19937_64& rng) {
 
 // Experts without rows, with one row, partial and several input tiles; k of 1, 2, 3, 8 and 45 k-tiles
 // (one, an odd count below the pipeline's stages, more than them); weight rows not a multiple of the
-// 128-row tile (gpt-oss's 2880 is 22.5 tiles); more tiles than SMs (each CTA takes several).
+// 128-row tile (gpt-oss's 2880 is 22.5 tiles); more tiles than SMs (each CTA takes several); 40
+// experts (the tile map's scan takes several per lane), the first and last without rows; rows of x
+// past the experts'.
 TEST(Fp4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
   REQUIRE_GPU();
   std::mt19937_64 rng(test::test_seed());
-  for (Data data : {Data::kExact, Data::kRandom, Data::kTiny})
+  std::vector<int> forty(40);
+  for (int e = 0; e < 40; ++e) forty[e] = e == 0 || e == 39 ? 0 : e * 7 % 41;
+  for (Data data : {Data::kExact, Data::kRandom, Data::kTiny, Data::kMixed})
     for (const Case& c : {Case{256, 512, {0, 1, 130, 257}}, Case{384, 2880, {64, 0, 129}}, Case{128, 64, {5, 200}},
                           Case{256, 192, {128, 3}}, Case{320, 128, {7, 260, 0, 33}},
-                          Case{1024, 128, {300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300}}})
+                          Case{1024, 128, {300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300}},
+                          Case{128, 64, forty}})
       run_case(c, data, rng);
 }
 
