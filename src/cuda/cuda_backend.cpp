@@ -101,33 +101,39 @@ struct PrefillGemm {
   const cuda::ExpertTensors* experts = nullptr;  // (device)
   bool has_bias = false;  // added to the output rows after the GEMM
   bool divide_by_global = false;  // NVFP4 dequantized without its global scale (kDequantBf16)
-  // kMxfp4Bf16: every expert's weights repacked (codes, then scales; fp4_gemm.h), and pointers to
-  // them ([experts] codes, [experts] scales, then [experts] biases where the layer has them; the
-  // kernel adds them). Empty: not allocated (the decode kernels run).
-  DeviceBuffer repacked, repacked_ptrs;
+  // kMxfp4Bf16 / kNvfp4Bf16: every expert's weights repacked (codes, then scales; fp4_gemm.h), and
+  // pointers to them ([experts] codes, [experts] scales, then [experts] biases where the layer has
+  // them; the kernel adds them). Empty: not allocated (the decode kernels run). NVFP4: each expert's
+  // global scale ([experts] fp32), which the kernel divides the sums by.
+  DeviceBuffer repacked, repacked_ptrs, global_scales;
 };
 
-// kMxfp4Bf16's repacked copy of each expert's weights (`host`: the device tensors' pointers; at most
-// cuda::kMaxFp4GemmExperts).
-void repack_mxfp4(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host) {
+// kMxfp4Bf16's / kNvfp4Bf16's repacked copy of each expert's weights (`host`: the device tensors'
+// pointers; at most cuda::kMaxFp4GemmExperts).
+void repack_fp4(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host) {
   const int E = static_cast<int>(host.size());
-  const int64_t frag_rows = cuda::fp4_frag_rows(g.n);
-  const int64_t codes_bytes = frag_rows * g.k / 2, scales_bytes = frag_rows * (g.k / 32);
+  const bool nvfp4 = g.kind == GroupedKernel::kNvfp4Bf16;
+  const auto format = nvfp4 ? cuda::Fp4Format::kNvfp4 : cuda::Fp4Format::kMxfp4;
+  const int64_t codes_bytes = cuda::fp4_frag_rows(g.n) * g.k / 2;
+  const int64_t scales_bytes = cuda::fp4_frag_scale_bytes(format, g.n, g.k);
   g.repacked = DeviceBuffer(static_cast<size_t>(E * (codes_bytes + scales_bytes)));
   std::vector<const void*> ptrs(3 * E);
+  std::vector<float> global(E);
   for (int e = 0; e < E; ++e) {
     uint8_t* codes = g.repacked.get<uint8_t>() + e * codes_bytes;
     uint8_t* scales = g.repacked.get<uint8_t>() + E * codes_bytes + e * scales_bytes;
-    check(cuda::launch_repack_mxfp4(static_cast<const uint8_t*>(host[e].data), static_cast<const uint8_t*>(host[e].scale),
-                                    g.n, g.k, reinterpret_cast<uint32_t*>(codes), reinterpret_cast<uint32_t*>(scales),
-                                    nullptr),
-          "MXFP4 repack");
+    const auto repack = nvfp4 ? cuda::launch_repack_nvfp4 : cuda::launch_repack_mxfp4;
+    check(repack(static_cast<const uint8_t*>(host[e].data), static_cast<const uint8_t*>(host[e].scale), g.n, g.k,
+                 reinterpret_cast<uint32_t*>(codes), reinterpret_cast<uint32_t*>(scales), nullptr),
+          "FP4 repack");
     ptrs[e] = codes;
     ptrs[E + e] = scales;
     ptrs[2 * E + e] = host[e].bias;
+    global[e] = host[e].global_scale;
   }
   g.repacked_ptrs = upload(ptrs.data(), sizeof(const void*) * ptrs.size());
-  check(cudaDeviceSynchronize(), "MXFP4 repack");
+  if (nvfp4) g.global_scales = upload(global.data(), sizeof(float) * E);
+  check(cudaDeviceSynchronize(), "FP4 repack");
 }
 
 // Builds projection `L`'s prefill GEMM (weights `experts` on the device, `host` their host copy).
@@ -141,7 +147,7 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
   g.experts = experts;
   g.has_bias = !host.empty() && host[0].bias != nullptr;
   g.divide_by_global = kind == GroupedKernel::kDequantBf16 && dequant_divides_by_global_scale(L);
-  if (kind == GroupedKernel::kMxfp4Bf16) return;  // its weights are repacked where the path is taken
+  if (dequantizes_fp4_in_registers(kind)) return;  // its weights are repacked where the path is taken
   const size_t ptrs = sizeof(void*) * E;
   g.arrays = DeviceBuffer(sizeof(int32_t) * 3 * E + 6 * ptrs);
   char* base = g.arrays.get<char>();
@@ -208,7 +214,8 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
           g.gemm[t] = cuda::make_grouped_int4_bf16(tile, g.buf, E, g.n, g.k, group_size, num_sms);
           break;
         case GroupedKernel::kFp8Block: g.gemm[t] = cuda::make_grouped_fp8_block(tile, g.buf, E, g.n, g.k, num_sms); break;
-        case GroupedKernel::kMxfp4Bf16: break;
+        case GroupedKernel::kMxfp4Bf16:
+        case GroupedKernel::kNvfp4Bf16: break;
         case GroupedKernel::kInt8Bf16:
           g.gemm[t] = cuda::make_grouped_int8_bf16(tile, g.buf, E, g.n, g.k, group_size, num_sms);
           break;
@@ -350,11 +357,11 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequan
     m.prefill2.batch_experts = batches.w2;
     m.dequantized = DeviceBuffer(static_cast<size_t>(batches.workspace_bytes));
   }
-  // kMxfp4Bf16 (bf16 hidden states only): the repacked weights, under the same conditions.
+  // kMxfp4Bf16 / kNvfp4Bf16 (bf16 hidden states only): the repacked weights, under the same conditions.
   for (auto [g, host] : {std::pair{&m.prefill1, &w13}, std::pair{&m.prefill2, &w2}})
-    if (g->kind == GroupedKernel::kMxfp4Bf16 && dequant_workspace_bytes > 0 && E <= cuda::kMaxFp4GemmExperts &&
-        max_tokens >= grouped_min_tokens(GroupedKernel::kMxfp4Bf16, layer.num_experts, layer.top_k)) {
-      repack_mxfp4(*g, *host);
+    if (dequantizes_fp4_in_registers(g->kind) && dequant_workspace_bytes > 0 && E <= cuda::kMaxFp4GemmExperts &&
+        max_tokens >= grouped_min_tokens(g->kind, layer.num_experts, layer.top_k)) {
+      repack_fp4(*g, *host);
       m.weight_bytes += static_cast<int64_t>(g->repacked.bytes());
     }
   if (g1 != GroupedKernel::kNone || g2 != GroupedKernel::kNone) {
@@ -406,10 +413,10 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
         throw NotSupported("prefill tile " + to_string(static_cast<GroupedTile>(options.prefill_tile)) + " (" +
                            std::to_string(options.prefill_tile) + ") is not built for the " + to_string(g) +
                            " kernel");
-  // kDequantBf16 without its workspace, kMxfp4Bf16 without its repacked weights.
+  // kDequantBf16 without its workspace, the FP4 kernel without its repacked weights.
   auto unprepared = [](const PrefillGemm& g) {
     return (g.kind == GroupedKernel::kDequantBf16 && g.batch_experts == 0) ||
-           (g.kind == GroupedKernel::kMxfp4Bf16 && g.repacked.bytes() == 0);
+           (dequantizes_fp4_in_registers(g.kind) && g.repacked.bytes() == 0);
   };
   if (options.gemm_path == GemmPath::kPrefill)
     for (const PrefillGemm* g : {&m.prefill1, &m.prefill2})
@@ -523,8 +530,12 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     sp.d_rows = d;
     const int tile = options.prefill_tile >= 0 ? options.prefill_tile
                                                : static_cast<int>(plan_grouped_tile(g.kind, num_slots, L.num_experts));
-    if (g.kind == GroupedKernel::kMxfp4Bf16) {
+    if (dequantizes_fp4_in_registers(g.kind)) {
       cuda::Fp4GemmParams fp;
+      if (g.kind == GroupedKernel::kNvfp4Bf16) {
+        fp.format = cuda::Fp4Format::kNvfp4;
+        fp.global_scales = g.global_scales.get<float>();
+      }
       fp.frag_codes = g.repacked_ptrs.get<const uint32_t* const>();
       fp.frag_scales = fp.frag_codes + E;
       if (g.has_bias) fp.bias = reinterpret_cast<const float* const*>(fp.frag_codes + 2 * E);
@@ -537,7 +548,8 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       fp.total_rows = static_cast<int>(num_slots);
       fp.tile_inputs = tile == static_cast<int>(GroupedTile::kSmall) ? 128 : 256;
       fp.num_sms = m.num_sms;
-      if (num_slots > 0) check(cuda::launch_fp4_grouped_gemm(fp, stream), "prefill GEMM");  // with the biases
+      // (The global scale and the biases are applied by the kernel.)
+      if (num_slots > 0) check(cuda::launch_fp4_grouped_gemm(fp, stream), "prefill GEMM");
       return;
     }
     if (g.kind != GroupedKernel::kDequantBf16) {

@@ -6,6 +6,8 @@
 // m64nNk16 with A from registers.
 #include "cuda/fp4_gemm.h"
 
+#include "quant/formats.h"
+
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cudaTypedefs.h>
@@ -20,7 +22,6 @@ constexpr int kTileRows = 128;  // weight rows per tile (two consumer warpgroups
 constexpr int kTileK = 64;      // k per stage: 128 bytes of bf16 per input row
 constexpr int kThreads = 384;   // producer warpgroup + two consumers
 constexpr int kCodeBytes = 64 * kTileK / 2;  // one 64 x 64 tile of codes: 2 KB
-constexpr int kScaleBytes = 32 * 4;          // its scales: 128 B (a word per 4 threads)
 
 // N: input rows per tile (wgmma's n).
 template <int N>
@@ -29,15 +30,16 @@ struct TileShape {
   static constexpr int kStages = N == 256 ? 5 : 6;
 };
 
-template <int N>
+// kScaleWords: a 64 x 64 tile's scale words (the format's).
+template <int N, int kScaleWords>
 struct alignas(1024) Stage {
   uint8_t inputs[TileShape<N>::kInputBytes];  // [N input rows][64 bf16], TMA's 128-byte swizzle
   uint32_t codes[2][kCodeBytes / 4];          // [consumer][128 threads][4 words]
-  uint32_t scales[2][32];                     // [consumer][128 threads / 4]
+  uint32_t scales[2][kScaleWords];            // [consumer][32 thread quads][kScaleWords / 32]
 };
-template <int N>
+template <int N, int kScaleWords>
 struct SharedStorage {
-  Stage<N> stage[TileShape<N>::kStages];
+  Stage<N, kScaleWords> stage[TileShape<N>::kStages];
   uint64_t full[TileShape<N>::kStages], empty[TileShape<N>::kStages];
 };
 
@@ -238,6 +240,45 @@ __device__ __forceinline__ void convert_step(uint32_t word, uint32_t e_m, uint32
   }
 }
 
+// The scale formats: what a thread loads of a k-tile's scales and how its codes become bf16s.
+// MXFP4: e8m0 scales per 32 columns, a word per thread quad (fp4_gemm.h); each weight the CPU's
+// dequant_mxfp4.
+struct Mxfp4Scales {
+  static constexpr int kWords = 32;
+  static constexpr bool kDividesByGlobal = false;
+  using Loaded = uint32_t;
+  // `tile`: the shared address of the consumer's scale words; t: the thread in the warpgroup.
+  static __device__ __forceinline__ Loaded load(uint32_t tile, int t) { return lds32(tile + 4 * (t / 4)); }
+  static __device__ __forceinline__ void convert(const uint32_t (&w)[4], Loaded sw, uint32_t (&a)[4][4]) {
+#pragma unroll
+    for (int step = 0; step < 4; ++step) {
+      const uint32_t shift = step < 2 ? 0 : 16;  // steps 0-1: the tile's first group of 32 columns
+      convert_step(w[step], (sw >> shift) & 0xFFu, (sw >> (shift + 8)) & 0xFFu, a[step]);
+    }
+  }
+};
+// NVFP4 as vLLM's weight-only layers scale it: e2m1 * fp8(s) (exactly a bf16) in the GEMM, the sum
+// divided by the expert's global scale after it. The scales arrive as bf16(fp8(s) * 2^119), four
+// words per thread quad (a k16 step's group of 16 for rows m and m + 8), so one multiply gives
+// e2m1 * fp8(s) * 2^-7 exactly (a normal bf16: the 2^-7 keeps fp8's largest scale in range); the
+// epilogue divides by global * 2^-7.
+struct Nvfp4Scales {
+  static constexpr int kWords = 128;
+  static constexpr bool kDividesByGlobal = true;
+  using Loaded = uint4;
+  static __device__ __forceinline__ Loaded load(uint32_t tile, int t) { return lds128(tile + 16 * (t / 4)); }
+  static __device__ __forceinline__ void convert(const uint32_t (&w)[4], Loaded sw, uint32_t (&a)[4][4]) {
+    const uint32_t s[4] = {sw.x, sw.y, sw.z, sw.w};
+#pragma unroll
+    for (int step = 0; step < 4; ++step) {
+      unpack_step(w[step], a[step]);
+      const uint32_t s_m = __byte_perm(s[step], 0, 0x1010), s_m8 = __byte_perm(s[step], 0, 0x3232);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) a[step][r] = mul_bf16x2(a[step][r], r % 2 == 0 ? s_m : s_m8);
+    }
+  }
+};
+
 // ---- kernels --------------------------------------------------------------------------------------
 
 // One thread per (row tile, column tile, warpgroup thread) of the fragment order (fp4_gemm.h).
@@ -271,6 +312,42 @@ __global__ void repack_mxfp4_kernel(const uint8_t* codes, const uint8_t* scales,
     frag_scales[tile * 32 + t / 4] = scale(m, g) | scale(m + 8, g) << 8 | scale(m, g + 1) << 16 | scale(m + 8, g + 1) << 24;
 }
 
+// As repack_mxfp4_kernel, for NVFP4's fp8 e4m3 scales per 16 columns (fp4_gemm.h).
+__global__ void repack_nvfp4_kernel(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
+                                    uint32_t* frag_codes, uint32_t* frag_scales) {
+  const int64_t col_tiles = cols / 64;
+  const int64_t tile = blockIdx.x;  // rt * col_tiles + kt
+  const int64_t rt = tile / col_tiles, kt = tile % col_tiles;
+  const int t = threadIdx.x;
+  const int64_t m = rt * 64 + 16 * (t / 32) + t % 32 / 4;
+  auto nibble = [&](int64_t row, int64_t col) -> uint32_t {
+    return row < rows ? (codes[row * (cols / 2) + col / 2] >> (4 * (col & 1))) & 0xFu : 0u;
+  };
+  // bf16(fp8(s) * 2^119), exact (fp8's subnormals become normal bf16s; NaN stays NaN); padded rows 0.
+  auto scale = [&](int64_t row, int64_t g) -> uint32_t {
+    if (row >= rows) return 0u;
+    const float v = ldexpf(quant::fp8e4m3_to_float(scales[row * (cols / 16) + g]), 119);
+    return __float_as_uint(v) >> 16;
+  };
+#pragma unroll
+  for (int step = 0; step < 4; ++step) {
+    const int64_t k = kt * 64 + 16 * step + 2 * (t % 4);
+    uint32_t word = 0;
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const uint32_t c = nibble(m + 8 * (r % 2), k + 8 * (r / 2) + j);
+        word |= (c & 7u) << (16 * j + magnitude_bit(r)) | (c >> 3) << (16 * j + sign_bit(r));
+      }
+    frag_codes[(tile * 128 + t) * 4 + step] = word;
+    if (t % 4 == 0) {
+      const int64_t g = kt * 4 + step;
+      frag_scales[(tile * 32 + t / 4) * 4 + step] = scale(m, g) | scale(m + 8, g) << 16;
+    }
+  }
+}
+
 // The CTA's tiles, in order: tile i = blockIdx.x + i * gridDim.x of (input tile, weight tile) pairs,
 // weight tiles fastest (the SMs at work share an expert's input rows and stream its weights). Input
 // tiles: each expert's rows in blocks of N, experts in order.
@@ -298,15 +375,17 @@ __device__ __forceinline__ Tile tile_at(const TileMap& map, int index, int n_til
 // (routing leaves many experts a few rows past a multiple of N; a third, N / 4 wide, loop makes
 // ptxas serialize the wgmmas for want of registers). Every consumer thread releases a
 // stage itself: with one arrive per warp, compute-sanitizer's racecheck reports the codes' reads.
-template <int N>
+template <int N, class Format>
 __global__ void __launch_bounds__(kThreads, 1)
     fp4_grouped_gemm_kernel(const __grid_constant__ CUtensorMap x_map, Fp4GemmParams p) {
   using Shape = TileShape<N>;
+  using Storage = SharedStorage<N, Format::kWords>;
+  constexpr int kScaleBytes = Format::kWords * 4;
   constexpr int kStages = Shape::kStages;
   // 64 x N fp32 accumulators take N / 2 registers: past 192 the producer warpgroup hands its own over.
   constexpr bool kMoveRegisters = N > 192;
   extern __shared__ uint8_t smem_raw[];
-  SharedStorage<N>& s = *reinterpret_cast<SharedStorage<N>*>(
+  Storage& s = *reinterpret_cast<Storage*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   int32_t* tiles_before = reinterpret_cast<int32_t*>(&s + 1);  // [experts + 1]
   // Input tiles before each expert: a warp-wide scan of per-lane runs of experts.
@@ -358,7 +437,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int half = 0; half < 2; ++half) {
             const int64_t code_tile = static_cast<int64_t>(tile.weight_tile * 2 + half) * k_tiles + kt;
             bulk_load(s.stage[i].codes[half], codes + code_tile * (kCodeBytes / 4), kCodeBytes, &s.full[i]);
-            bulk_load(s.stage[i].scales[half], scales + code_tile * 32, kScaleBytes, &s.full[i]);
+            bulk_load(s.stage[i].scales[half], scales + code_tile * Format::kWords, kScaleBytes, &s.full[i]);
           }
         }
       }
@@ -381,13 +460,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int i = it % kStages;
       mbar_wait(&s.full[i], (it / kStages) & 1);
       const uint4 words = lds128(smem_addr(&s.stage[i].codes[consumer][4 * t]));
-      const uint32_t sw = lds32(smem_addr(&s.stage[i].scales[consumer][t / 4]));
+      const typename Format::Loaded sw = Format::load(smem_addr(&s.stage[i].scales[consumer][0]), t);
       const uint32_t w[4] = {words.x, words.y, words.z, words.w};
-#pragma unroll
-      for (int step = 0; step < 4; ++step) {
-        const uint32_t shift = step < 2 ? 0 : 16;  // steps 0-1: the tile's first group of 32 columns
-        convert_step(w[step], (sw >> shift) & 0xFFu, (sw >> (shift + 8)) & 0xFFu, a[step]);
-      }
+      Format::convert(w, sw, a);
       __syncwarp();  // convert_step branches per thread; the .aligned wgmma instructions need the warp whole
       wgmma_fence();
 #pragma unroll
@@ -416,9 +491,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (rows_left > N / 2) mainloop(std::integral_constant<int, N>{});
     else mainloop(std::integral_constant<int, N / 2>{});
     // acc[4j + v]: weight row r = 16 (t / 32) + t % 32 / 4 (+ 8 for v >= 2), input row c = 8j + 2 (t % 4)
-    // (+ 1 for odd v); D is [input rows, n]. (Registers past a narrow tile's hold no input row.) The
-    // bias as the CPU adds it: one fp32 addition to the sum.
+    // (+ 1 for odd v); D is [input rows, n]. (Registers past a narrow tile's hold no input row.) NVFP4's
+    // global scale, then the bias, as the CPU applies them to the sum: one fp32 division, one addition.
     const float* bias = p.bias != nullptr ? p.bias[tile.expert] : nullptr;
+    float divisor = 1.0f;
+    if constexpr (Format::kDividesByGlobal) divisor = p.global_scales[tile.expert] * 0.0078125f;  // * 2^-7
     const int r = 16 * (t / 32) + t % 32 / 4;
     const int weight_row = tile.weight_tile * kTileRows + consumer * 64 + r;
 #pragma unroll
@@ -432,7 +509,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int odd = 0; odd < 2; ++odd) {
           const int c = tile.input0 + 8 * j + 2 * (t % 4) + odd;
           if (c < expert_rows) {
-            const float v = acc[4 * j + 2 * half + odd];
+            float v = acc[4 * j + 2 * half + odd];
+            if constexpr (Format::kDividesByGlobal) v = __fdiv_rn(v, divisor);
             p.d[(static_cast<int64_t>(row0) + c) * p.n + row] = bias != nullptr ? __fadd_rn(v, b) : v;
           }
         }
@@ -441,12 +519,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-template <int N>
+template <int N, class Format>
 cudaError_t launch_tiles(const CUtensorMap& map, const Fp4GemmParams& p, cudaStream_t stream) {
-  auto kernel = fp4_grouped_gemm_kernel<N>;
+  auto kernel = fp4_grouped_gemm_kernel<N, Format>;
   // + the tile map, + alignment slack. The attribute is the most any launch needs, so that launches
   // with other expert counts (other host threads) never lower it under one another.
-  auto smem_bytes = [](int experts) { return sizeof(SharedStorage<N>) + sizeof(int32_t) * (experts + 1) + 1024; };
+  auto smem_bytes = [](int experts) {
+    return sizeof(SharedStorage<N, Format::kWords>) + sizeof(int32_t) * (experts + 1) + 1024;
+  };
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem_bytes(kMaxFp4GemmExperts)));
   if (err != cudaSuccess) return err;
@@ -473,11 +553,23 @@ cudaError_t launch_repack_mxfp4(const uint8_t* codes, const uint8_t* scales, int
   return cudaGetLastError();
 }
 
+cudaError_t launch_repack_nvfp4(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
+                                uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream) {
+  if (rows < 0 || cols % 64 != 0) return cudaErrorInvalidValue;
+  const int64_t tiles = fp4_frag_rows(rows) / 64 * (cols / 64);
+  if (tiles == 0) return cudaSuccess;
+  if (tiles >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
+  repack_nvfp4_kernel<<<static_cast<unsigned>(tiles), 128, 0, stream>>>(codes, scales, rows, cols, frag_codes,
+                                                                         frag_scales);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream) {
   const int n_tile = p.tile_inputs;
   if (n_tile != 128 && n_tile != 256) return cudaErrorInvalidValue;
   if (p.n <= 0 || p.k <= 0 || p.k % kTileK != 0 || p.experts < 0 || p.experts > kMaxFp4GemmExperts)
     return cudaErrorInvalidValue;
+  if (p.format == Fp4Format::kNvfp4 && p.global_scales == nullptr) return cudaErrorInvalidValue;
   if (p.experts == 0 || p.total_rows == 0) return cudaSuccess;
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};
@@ -495,7 +587,9 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
     return cudaErrorInvalidValue;
-  return n_tile == 128 ? launch_tiles<128>(map, p, stream) : launch_tiles<256>(map, p, stream);
+  if (p.format == Fp4Format::kNvfp4)
+    return n_tile == 128 ? launch_tiles<128, Nvfp4Scales>(map, p, stream) : launch_tiles<256, Nvfp4Scales>(map, p, stream);
+  return n_tile == 128 ? launch_tiles<128, Mxfp4Scales>(map, p, stream) : launch_tiles<256, Mxfp4Scales>(map, p, stream);
 }
 
 }  // namespace qmoe::cuda

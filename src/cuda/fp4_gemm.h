@@ -10,6 +10,9 @@
 
 namespace qmoe::cuda {
 
+// The two FP4 weight formats the kernel takes (their scales; the codes are the same e2m1 nibbles).
+enum class Fp4Format { kMxfp4, kNvfp4 };
+
 // The rows of a repacked weight: `rows` rounded up to the kernel's 128-row tiles (zero weights).
 inline int64_t fp4_frag_rows(int64_t rows) { return (rows + 127) / 128 * 128; }
 // The most experts launch_fp4_grouped_gemm takes (its tile map sits in shared memory).
@@ -29,6 +32,17 @@ inline constexpr int kMaxFp4GemmExperts = 1024;
 // fp4_frag_rows(rows) * cols / 32, as many bytes as the checkpoint's.
 cudaError_t launch_repack_mxfp4(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
                                 uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream);
+// The same for NVFP4 (codes as above; fp8 e4m3 scales [rows, cols / 16]), weight-only as vLLM scales
+// it (e2m1 * fp8(s), the global scale applied to the sums):
+//   scales [rows / 64][cols / 64][32 thread quads][4 k16 steps] 32-bit words, word (t / 4, step) for
+//          thread t: bf16(fp8(s) * 2^119) of row m's group `step` in bits 0-15, of row m + 8's in 16-31.
+// frag_scales holds fp4_frag_rows(rows) * cols / 8 bytes (twice the checkpoint's).
+cudaError_t launch_repack_nvfp4(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
+                                uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream);
+// Bytes of an expert's repacked scales.
+inline int64_t fp4_frag_scale_bytes(Fp4Format format, int64_t rows, int64_t cols) {
+  return fp4_frag_rows(rows) * cols / (format == Fp4Format::kMxfp4 ? 32 : 8);
+}
 
 struct Fp4GemmParams {
   const uint32_t* const* frag_codes = nullptr;   // [experts] (device array of device pointers)
@@ -41,10 +55,12 @@ struct Fp4GemmParams {
   int total_rows = 0;     // rows of x (at least expert_offsets[experts])
   int tile_inputs = 256;  // input rows per tile: 128 or 256
   const float* const* bias = nullptr;  // [experts] device pointers to [n] fp32 added to D (null: none)
+  Fp4Format format = Fp4Format::kMxfp4;
+  const float* global_scales = nullptr;  // NVFP4: [experts] (device); D = sum / global_scale (+ bias)
   int num_sms = 0;  // CTAs to launch (persistent: one per SM); 0: the current device's count
 };
-// D rows of each expert = x rows * dequant(W_e)^T, each weight the CPU's bf16 (bit for bit) and the
-// products summed in fp32 by the tensor cores.
+// D rows of each expert = x rows * dequant(W_e)^T, each weight the CPU's bf16 (bit for bit: MXFP4's
+// dequant_mxfp4, NVFP4's e2m1 * fp8(s)) and the products summed in fp32 by the tensor cores.
 cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream);
 
 }  // namespace qmoe::cuda

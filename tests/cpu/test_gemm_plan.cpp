@@ -290,6 +290,7 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
                                : scheme == "w4a8_fp8" || scheme == "w4a8_int8"   ? GroupedKernel::kInt4Codes
                                : scheme == "nvfp4_w4a4"                          ? GroupedKernel::kNone
                                : scheme == "mxfp4"                               ? GroupedKernel::kMxfp4Bf16
+                               : scheme == "nvfp4a16"                            ? GroupedKernel::kNvfp4Bf16
                                                                                  : GroupedKernel::kDequantBf16;
     EXPECT_EQ(p.g1, want) << scheme;
     EXPECT_EQ(p.g2, want) << scheme;
@@ -349,9 +350,33 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2), int64_t{kGroupedMinRowsPerExpertMxfp4FewExperts} * 4);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2), 100);  // Mixtral-8x7B: 25 rows per expert
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4), 576);  // gpt-oss-120b: 18
-  // The repacked copy: rows padded to 128, codes and scales (gpt-oss-120b's w2: 2880 x 2880).
-  EXPECT_EQ(mxfp4_repacked_bytes(256, 128), 256 * 64 + 256 * 4);
-  EXPECT_EQ(mxfp4_repacked_bytes(2880, 2880), int64_t{2944} * 1440 + int64_t{2944} * 90);
+  // NVFP4 as vLLM's weight-only layers scale it (fp32 products: not rounded to the scale dtype), fp8
+  // scales per 16 in order: the same kernel; rounded to bf16, the dequantized path.
+  GemmLayout nvfp4 = layout_of_scheme("nvfp4a16");
+  ASSERT_FALSE(nvfp4.round_to_scale_dtype);
+  EXPECT_EQ(plan_grouped_kernel(nvfp4, false, GemmInput{}, mma), GroupedKernel::kNvfp4Bf16);
+  GemmLayout nvfp4_rounded = nvfp4, nvfp4_g32 = nvfp4;
+  nvfp4_rounded.round_to_scale_dtype = true;
+  nvfp4_g32.group_size = 32;
+  nvfp4_g32.scale_cols = nvfp4.cols / 32;
+  EXPECT_EQ(plan_grouped_kernel(nvfp4_rounded, false, GemmInput{}, mma), GroupedKernel::kDequantBf16);
+  EXPECT_NE(plan_grouped_kernel(nvfp4_g32, false, GemmInput{}, mma), GroupedKernel::kNvfp4Bf16);
+  EXPECT_NE(plan_grouped_kernel(nvfp4, true, GemmInput{}, mma), GroupedKernel::kNvfp4Bf16);  // g_idx
+  EXPECT_TRUE(dequantizes_fp4_in_registers(GroupedKernel::kNvfp4Bf16));
+  EXPECT_TRUE(dequantizes_fp4_in_registers(GroupedKernel::kMxfp4Bf16));
+  EXPECT_FALSE(dequantizes_fp4_in_registers(GroupedKernel::kDequantBf16));
+  EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kNvfp4Bf16));
+  for (int t = 0; t < kGroupedTiles; ++t) {
+    const auto tile = static_cast<GroupedTile>(t);
+    EXPECT_EQ(grouped_tile_built(GroupedKernel::kNvfp4Bf16, tile), grouped_tile_built(GroupedKernel::kMxfp4Bf16, tile));
+    EXPECT_EQ(tile_config(GroupedKernel::kNvfp4Bf16, tile), tile_config(GroupedKernel::kMxfp4Bf16, tile));
+  }
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2), grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2));
+  // The repacked copy: rows padded to 128, codes and scales (gpt-oss-120b's w2: 2880 x 2880; NVFP4's
+  // scales are bf16 words, 4 bytes per 32 weights).
+  EXPECT_EQ(fp4_repacked_bytes(GroupedKernel::kNvfp4Bf16, 256, 128), 256 * 64 + 256 * 16);
+  EXPECT_EQ(fp4_repacked_bytes(GroupedKernel::kMxfp4Bf16, 256, 128), 256 * 64 + 256 * 4);
+  EXPECT_EQ(fp4_repacked_bytes(GroupedKernel::kMxfp4Bf16, 2880, 2880), int64_t{2944} * 1440 + int64_t{2944} * 90);
 }
 
 TEST(GemmPlan, PrefillKernelNeedsItsLayout) {
@@ -461,7 +486,11 @@ TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {
   nvfp4_g4.group_size = 4;
   EXPECT_FALSE(dequant_divides_by_global_scale(nvfp4_g4));
   EXPECT_EQ(plan_grouped_kernel(nvfp4_g4, false, bf16_in, mma), GroupedKernel::kNone);
-  EXPECT_EQ(plan_grouped_kernel(nvfp4_f32, false, bf16_in, mma), GroupedKernel::kDequantBf16);
+  EXPECT_EQ(plan_grouped_kernel(nvfp4_f32, false, bf16_in, mma), GroupedKernel::kNvfp4Bf16);  // its own kernel
+  GemmLayout nvfp4_k96 = nvfp4_f32;
+  nvfp4_k96.cols = 96;
+  nvfp4_k96.scale_cols = 6;
+  EXPECT_EQ(plan_grouped_kernel(nvfp4_k96, false, bf16_in, mma), GroupedKernel::kDequantBf16);
   EXPECT_EQ(plan_grouped_kernel(nvfp4_f32, true, bf16_in, GemmKernel::kCudaCore), GroupedKernel::kNone);
   // f32 scales, unrounded integer products: the values are not bf16s.
   GemmLayout g32_f32 = g32, g32_unrounded = g32;
@@ -740,16 +769,18 @@ TEST(GemmPlan, CudaPlanSummary) {
   ASSERT_EQ(f.w13.tiles.size(), 2u);
   EXPECT_EQ(f.w13.tiles[1].first, int64_t{kMxfp4MaxRowsFor128} * 8 / 4 + 1);
   EXPECT_EQ(f.dequant_workspace_bytes, 0);
-  EXPECT_EQ(f.repacked_weight_bytes, 8 * (mxfp4_repacked_bytes(256, 256) + mxfp4_repacked_bytes(256, 128)));
+  EXPECT_EQ(f.repacked_weight_bytes, 8 * (fp4_repacked_bytes(GroupedKernel::kMxfp4Bf16, 256, 256) + fp4_repacked_bytes(GroupedKernel::kMxfp4Bf16, 256, 128)));
   MoeLayer mxfp4_one_local = mxfp4;
   mxfp4_one_local.num_local_experts = 1;
   mxfp4_one_local.experts.resize(1);
   mxfp4_one_local.expert_map = {0, -1, -1, -1, -1, -1, -1, -1};
   EXPECT_EQ(summarize_cuda_plan(mxfp4_one_local, 0).repacked_weight_bytes, f.repacked_weight_bytes);
-  // NVFP4 weight-only: the same path (its global scale applied to the output rows).
+  // NVFP4 weight-only: the FP4 kernel too (its global scale applied in its epilogue).
   const CudaPlanSummary nv = summarize_cuda_plan(synthetic_layer("nvfp4a16", {"small", 8, 2, 256, 128}, 7, 1), 0);
-  EXPECT_EQ(nv.w13.prefill, to_string(GroupedKernel::kDequantBf16));
-  EXPECT_EQ(nv.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 2));
+  EXPECT_EQ(nv.w13.prefill, to_string(GroupedKernel::kNvfp4Bf16));
+  EXPECT_EQ(nv.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2));
+  EXPECT_EQ(nv.repacked_weight_bytes, 8 * (fp4_repacked_bytes(GroupedKernel::kNvfp4Bf16, 256, 256) +
+                                           fp4_repacked_bytes(GroupedKernel::kNvfp4Bf16, 256, 128)));
 }
 
 TEST(GemmPlan, KernelNames) {
@@ -758,6 +789,7 @@ TEST(GemmPlan, KernelNames) {
   EXPECT_EQ(to_string(GroupedKernel::kBf16), "grouped wgmma (BF16)");
   EXPECT_EQ(to_string(GroupedKernel::kInt4Bf16), "grouped wgmma (INT4 weights dequantized to BF16)");
   EXPECT_EQ(to_string(GroupedKernel::kMxfp4Bf16), "grouped wgmma (BF16) on MXFP4 weights dequantized in registers");
+  EXPECT_EQ(to_string(GroupedKernel::kNvfp4Bf16), "grouped wgmma (BF16) on NVFP4 weights dequantized in registers");
   EXPECT_EQ(to_string(GroupedKernel::kNone), "none");
   EXPECT_EQ(to_string(GemmKernel::kTensorCore16), "tensor-core (16-bit inputs)");
   EXPECT_EQ(to_string(GemmKernel::kTensorCoreCodes), "tensor-core (activation codes)");

@@ -767,7 +767,6 @@ TEST(DequantizedPrefill, MatchesTheCpuBackend) {
     cases.push_back({"w4a16_asym_g32" + h, g32});
     for (ExpertWeights& ew : g32.experts) ew.w13.zero_point = ew.w2.zero_point = Tensor();
     cases.push_back({"w4a16_g32 (Kimi-K2's scheme)" + h, g32});
-    cases.push_back({"nvfp4a16 (global scale after the GEMM)" + h, random_layer(Scheme::kNvfp4, shape)});
     if (shape.hidden == 2048) {  // groups of 64 / 128 do not divide 1440
       cases.push_back({"w8a16_asym_g64" + h, random_layer(Scheme::kW8A16AsymG64, shape)});
       cases.push_back({"w4a16_g128 act order" + h, with_act_order(random_layer(Scheme::kW4A16G128, shape))});
@@ -796,11 +795,11 @@ TEST(DequantizedPrefill, MatchesTheCpuBackend) {
   }
 }
 
-// MXFP4 on its own prefill kernel (codes repacked at load, dequantized in registers): both tiles,
-// forced and by the planner, weight rows that are not whole 128-row tiles (gpt-oss's 2880), biases,
-// a layer whose w2 takes the dequantized path instead, eager and graph-replayed, and the automatic
-// path past the crossover.
-TEST(Mxfp4Prefill, MatchesTheCpuBackend) {
+// MXFP4 and NVFP4 weight-only on their prefill kernel (codes repacked at load, dequantized in
+// registers): both tiles, forced and by the planner, weight rows that are not whole 128-row tiles
+// (gpt-oss's 2880), biases, layers whose w2 takes the dequantized path instead, eager and
+// graph-replayed, and the automatic path past the crossover.
+TEST(Fp4Prefill, MatchesTheCpuBackend) {
   REQUIRE_GPU();
   struct Case {
     std::string name;
@@ -819,10 +818,16 @@ TEST(Mxfp4Prefill, MatchesTheCpuBackend) {
   cases.push_back({"mxfp4 H 2880 with biases", gpt_oss});
   // inter 1440 (k not a multiple of 64): w2 on the dequantized path, w13 on this kernel.
   cases.push_back({"mxfp4 H 2880 I 1440 (w2 dequantized)", random_layer(Scheme::kMxfp4, {8, 4, 2880, 1440})});
+  // NVFP4 weight-only (its global scale divides the sums in the kernel's epilogue; on the
+  // dequantized path after the GEMM).
+  cases.push_back({"nvfp4a16 H 2048", random_layer(Scheme::kNvfp4, {16, 8, 2048, 768})});
+  cases.push_back({"nvfp4a16 H 2880 I 1440 (w2 dequantized)", random_layer(Scheme::kNvfp4, {8, 4, 2880, 1440})});
   for (const Case& c : cases) {
     const LayerGemmPlan plan = plan_layer_gemms(c.layer, 0, true);
-    ASSERT_EQ(plan.g1, GroupedKernel::kMxfp4Bf16) << c.name;
-    ASSERT_EQ(plan.g2, c.layer.inter % 64 == 0 ? GroupedKernel::kMxfp4Bf16 : GroupedKernel::kDequantBf16) << c.name;
+    const GroupedKernel fp4 = c.layer.experts[0].w13.format == WeightFormat::kNvfp4 ? GroupedKernel::kNvfp4Bf16
+                                                                                     : GroupedKernel::kMxfp4Bf16;
+    ASSERT_EQ(plan.g1, fp4) << c.name;
+    ASSERT_EQ(plan.g2, c.layer.inter % 64 == 0 ? fp4 : GroupedKernel::kDequantBf16) << c.name;
     const int min_tokens = static_cast<int>(std::max(grouped_min_tokens(plan.g1, c.layer.num_experts, c.layer.top_k),
                                                      grouped_min_tokens(plan.g2, c.layer.num_experts, c.layer.top_k)));
     // 1 and 7 tokens (a few rows on a few experts), 64, then past 128 rows per expert (the larger tile).

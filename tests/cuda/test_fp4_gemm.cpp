@@ -1,5 +1,5 @@
-// The MXFP4 grouped GEMM with in-register dequantization (cuda/fp4_gemm.h) against a CPU GEMM on the
-// CPU's dequantized weights, on fresh random data. (The forward on it: Mxfp4Prefill in
+// The FP4 grouped GEMM with in-register dequantization (cuda/fp4_gemm.h), MXFP4 and NVFP4, against a
+// CPU GEMM on the CPU's dequantized weights, on fresh random data. (The forward on it: Mxfp4Prefill in
 // test_cuda_backend.cpp.)
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -39,23 +39,37 @@ struct Case {
 // cores keep subnormal inputs and sums. kMixed: codes 0-1 on rows 8i..8i+7 for even i and 128-129 on
 // the others, so each thread's two rows (m, m + 8) take the two-multiply path with codes 0 and 1 too;
 // every sum stays within one class, exact.
+// NVFP4 (fp8 e4m3 scales per 16 columns, a global scale per expert): kExact takes scales 0.5-3.75
+// and powers of two as global scales (every sum and quotient exact), kTiny fp8's subnormal scales,
+// kRandom any finite scale of either sign; kMixed is MXFP4's only (NVFP4 has one multiply path).
 enum class Data { kRandom, kExact, kTiny, kMixed };
 constexpr int kTrailingRows = 37;  // rows of x past the experts' (NaN): never read into an output
 
-void run_case(const Case& c, Data data, std::mt19937_64& rng) {
+void run_case(const Case& c, Data data, cuda::Fp4Format format, std::mt19937_64& rng) {
+  const bool nvfp4 = format == cuda::Fp4Format::kNvfp4;
+  const int group = nvfp4 ? 16 : 32;
   const int experts = static_cast<int>(c.rows.size());
   std::vector<int32_t> offsets(experts + 1, 0);
   for (int e = 0; e < experts; ++e) offsets[e + 1] = offsets[e] + c.rows[e];
   const int total = offsets[experts];
   std::vector<std::vector<uint8_t>> codes(experts), scales(experts);
   std::uniform_int_distribution<int> byte(0, 255), wide(120, 130), narrow(125, 129), tiny(0, 1), large(128, 129),
-      pick(0, 99);
+      pick(0, 99), mantissa(0, 7), fp8_exact(6, 9), fp8_any(1, 14);
+  std::uniform_real_distribution<float> global_dist(0.5f, 4.0f);
+  std::vector<float> global(experts, 1.0f);
   for (int e = 0; e < experts; ++e) {
     codes[e].resize(static_cast<size_t>(c.n) * c.k / 2);
-    scales[e].resize(static_cast<size_t>(c.n) * c.k / 32);
+    scales[e].resize(static_cast<size_t>(c.n) * c.k / group);
     for (auto& b : codes[e]) b = static_cast<uint8_t>(byte(rng));
     for (size_t i = 0; i < scales[e].size(); ++i) {
       const int p = pick(rng);
+      if (nvfp4) {  // e4m3: sign, 4 exponent bits (bias 7), 3 mantissa bits; never NaN (0x7F, 0xFF)
+        const int m = mantissa(rng);
+        scales[e][i] = static_cast<uint8_t>(data == Data::kExact  ? fp8_exact(rng) << 3 | m
+                                            : data == Data::kTiny ? m
+                                                                  : (p % 2) << 7 | fp8_any(rng) << 3 | m);
+        continue;
+      }
       const bool tiny_rows = static_cast<int64_t>(i) / (c.k / 32) / 8 % 2 == 0;
       scales[e][i] = static_cast<uint8_t>(data == Data::kExact   ? narrow(rng)
                                           : data == Data::kTiny  ? tiny(rng)
@@ -63,6 +77,7 @@ void run_case(const Case& c, Data data, std::mt19937_64& rng) {
                                           : p < 2                ? p
                                                                  : wide(rng));
     }
+    if (nvfp4) global[e] = data == Data::kRandom ? global_dist(rng) : std::ldexp(1.0f, e % 4 - 1);
   }
   std::vector<uint16_t> x(static_cast<size_t>(total + kTrailingRows) * c.k, 0x7FC0);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -79,8 +94,9 @@ void run_case(const Case& c, Data data, std::mt19937_64& rng) {
     uint32_t *fc = nullptr, *fs = nullptr;
     const size_t frag_weights = static_cast<size_t>(cuda::fp4_frag_rows(c.n)) * c.k;
     ASSERT_EQ(cudaMalloc(&fc, frag_weights / 2), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&fs, frag_weights / 32), cudaSuccess);
-    ASSERT_EQ(cuda::launch_repack_mxfp4(dc, ds, c.n, c.k, fc, fs, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&fs, cuda::fp4_frag_scale_bytes(format, c.n, c.k)), cudaSuccess);
+    const auto repack = nvfp4 ? cuda::launch_repack_nvfp4 : cuda::launch_repack_mxfp4;
+    ASSERT_EQ(repack(dc, ds, c.n, c.k, fc, fs, nullptr), cudaSuccess);
     frag_codes[e] = fc;
     frag_scales[e] = fs;
     owned.insert(owned.end(), {dc, ds, fc, fs});
@@ -98,6 +114,8 @@ void run_case(const Case& c, Data data, std::mt19937_64& rng) {
   p.n = c.n;
   p.k = c.k;
   p.total_rows = total + kTrailingRows;
+  p.format = format;
+  if (nvfp4) p.global_scales = to_device(global);
   // Biases (small integers: the exact data stays exact), except with tiny scales (they would
   // swamp the sums under test).
   std::vector<std::vector<float>> bias;
@@ -118,8 +136,11 @@ void run_case(const Case& c, Data data, std::mt19937_64& rng) {
     for (int r = 0; r < c.n; ++r)
       for (int col = 0; col < c.k; ++col) {
         const uint8_t b = codes[e][static_cast<size_t>(r) * c.k / 2 + col / 2];
-        w[static_cast<size_t>(r) * c.k + col] = quant::dequant_mxfp4(
-            col % 2 == 0 ? b & 0xF : b >> 4, scales[e][static_cast<size_t>(r) * c.k / 32 + col / 32]);
+        const uint8_t nibble = col % 2 == 0 ? b & 0xF : b >> 4;
+        const uint8_t sc = scales[e][static_cast<size_t>(r) * c.k / group + col / group];
+        // NVFP4: e2m1 * fp8(s), exact in fp32 (and in bf16); the global scale divides the sum.
+        w[static_cast<size_t>(r) * c.k + col] = nvfp4 ? quant::e2m1_to_float(nibble) * quant::fp8e4m3_to_float(sc)
+                                                      : quant::dequant_mxfp4(nibble, sc);
       }
     for (int i = offsets[e]; i < offsets[e + 1]; ++i)
       for (int r = 0; r < c.n; ++r) {
@@ -127,7 +148,7 @@ void run_case(const Case& c, Data data, std::mt19937_64& rng) {
         for (int col = 0; col < c.k; ++col)
           sum += static_cast<double>(quant::bf16_to_float(x[static_cast<size_t>(i) * c.k + col])) *
                  w[static_cast<size_t>(r) * c.k + col];
-        want[static_cast<size_t>(i) * c.n + r] = sum + (bias.empty() ? 0.0 : bias[e][r]);
+        want[static_cast<size_t>(i) * c.n + r] = sum / global[e] + (bias.empty() ? 0.0 : bias[e][r]);
       }
   }
 
@@ -159,8 +180,9 @@ void run_case(const Case& c, Data data, std::mt19937_64& rng) {
                        : data == Data::kExact ? "exact"
                        : data == Data::kTiny  ? "tiny scales"
                                               : "mixed scales";
-    std::printf("    %-12s tile %d%s n %d k %d rows %d: rel_l2 %.2e, %lld outputs not bit-equal\n", name, tile_inputs,
-                bias.empty() ? "" : " (bias)", c.n, c.k, total, rel_l2, static_cast<long long>(not_exact));
+    std::printf("    %s %-12s tile %d%s n %d k %d rows %d: rel_l2 %.2e, %lld outputs not bit-equal\n",
+                nvfp4 ? "nvfp4" : "mxfp4", name, tile_inputs, bias.empty() ? "" : " (bias)", c.n, c.k, total, rel_l2,
+                static_cast<long long>(not_exact));
     EXPECT_EQ(unwritten, 0) << name << " tile " << tile_inputs << seed_note();
     if (data == Data::kRandom) EXPECT_LT(rel_l2, 1e-5) << name << " tile " << tile_inputs << seed_note();
     else EXPECT_EQ(not_exact, 0) << name << " tile " << tile_inputs << seed_note();
@@ -170,6 +192,7 @@ void run_case(const Case& c, Data data, std::mt19937_64& rng) {
   cudaFree(const_cast<const uint32_t**>(p.frag_scales));
   cudaFree(const_cast<int32_t*>(p.expert_offsets));
   cudaFree(const_cast<const float**>(p.bias));
+  cudaFree(const_cast<float*>(p.global_scales));
   cudaFree(const_cast<uint16_t*>(p.x));
   cudaFree(d);
 }
@@ -184,12 +207,15 @@ TEST(Fp4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
   std::mt19937_64 rng(test::test_seed());
   std::vector<int> forty(40);
   for (int e = 0; e < 40; ++e) forty[e] = e == 0 || e == 39 ? 0 : e * 7 % 41;
-  for (Data data : {Data::kExact, Data::kRandom, Data::kTiny, Data::kMixed})
-    for (const Case& c : {Case{256, 512, {0, 1, 130, 257}}, Case{384, 2880, {64, 0, 129}}, Case{128, 64, {5, 200}},
-                          Case{256, 192, {128, 3}}, Case{320, 128, {7, 260, 0, 33}},
-                          Case{1024, 128, {300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300}},
-                          Case{128, 64, forty}})
-      run_case(c, data, rng);
+  for (cuda::Fp4Format format : {cuda::Fp4Format::kMxfp4, cuda::Fp4Format::kNvfp4})
+    for (Data data : {Data::kExact, Data::kRandom, Data::kTiny, Data::kMixed}) {
+      if (data == Data::kMixed && format == cuda::Fp4Format::kNvfp4) continue;
+      for (const Case& c : {Case{256, 512, {0, 1, 130, 257}}, Case{384, 2880, {64, 0, 129}}, Case{128, 64, {5, 200}},
+                            Case{256, 192, {128, 3}}, Case{320, 128, {7, 260, 0, 33}},
+                            Case{1024, 128, {300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300}},
+                            Case{128, 64, forty}})
+        run_case(c, data, format, rng);
+    }
 }
 
 }  // namespace
