@@ -1111,21 +1111,25 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_bf16_kernel(Dequan
   }
 }
 
-// One thread per 4 columns of a sorted output row.
+// Blocks take sorted output rows in turn (each row's expert looked up once), threads 4 columns each.
 __global__ void finish_expert_rows_kernel(ExpertRowsParams p) {
-  const int64_t quads = p.n / 4, total = static_cast<int64_t>(*p.total_rows) * quads;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t row = i / quads, c = i % quads * 4;
+  const int rows = *p.total_rows;
+  const int quads = static_cast<int>(p.n / 4);
+  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
     const ExpertTensors& w = p.experts[p.slot_expert[p.sorted_slots[row]]];
-    float4* d = reinterpret_cast<float4*>(p.d_rows + row * p.n + c);
-    float v[4] = {d->x, d->y, d->z, d->w};
+    const float global = w.global_scale;
+    const float* bias = w.bias;
+    float4* d = reinterpret_cast<float4*>(p.d_rows + static_cast<int64_t>(row) * p.n);
+    for (int q = threadIdx.x; q < quads; q += blockDim.x) {
+      float4 v4 = d[q];
+      float v[4] = {v4.x, v4.y, v4.z, v4.w};
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if (p.divide_by_global) v[j] = __fdiv_rn(v[j], w.global_scale);
-      if (w.bias) v[j] += w.bias[c + j];
+      for (int j = 0; j < 4; ++j) {
+        if (p.divide_by_global) v[j] = __fdiv_rn(v[j], global);
+        if (bias) v[j] += bias[4 * q + j];
+      }
+      d[q] = make_float4(v[0], v[1], v[2], v[3]);
     }
-    *d = make_float4(v[0], v[1], v[2], v[3]);
   }
 }
 
@@ -1259,10 +1263,9 @@ cudaError_t launch_grouped_setup_batch(const GroupedSetupParams& p, const Dequan
 }
 
 cudaError_t launch_finish_expert_rows(const ExpertRowsParams& p, cudaStream_t stream) {
-  if (p.n % 4 != 0) return cudaErrorInvalidValue;
-  const int64_t n = int64_t{p.max_rows} * (p.n / 4);
-  if (n == 0) return cudaSuccess;
-  finish_expert_rows_kernel<<<static_cast<int>(std::min<int64_t>(blocks_for(n), 8192)), kThreads, 0, stream>>>(p);
+  if (p.n % 4 != 0 || p.n / 4 >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
+  if (p.max_rows == 0 || p.n == 0) return cudaSuccess;
+  finish_expert_rows_kernel<<<std::min(p.max_rows, 8192), kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
