@@ -1,4 +1,4 @@
-// MXFP4 grouped GEMM with the dequantization in registers (cuda/fp4_gemm.h). Persistent CTAs, one per
+// FP4 (MXFP4, NVFP4 weight-only) grouped GEMM with the dequantization in registers (cuda/fp4_gemm.h). Persistent CTAs, one per
 // SM, walk tiles of (128 weight rows, N = 128 or 256 input rows, expert): a producer thread streams
 // 64-deep k-tiles through shared-memory stages with TMA (the bf16 input rows, 128-byte swizzled) and
 // bulk copies (the repacked codes and scales); two consumer warpgroups each convert their 64 weight

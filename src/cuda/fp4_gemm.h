@@ -1,5 +1,5 @@
-// The prefill GEMM of MXFP4 weight-only layers (GroupedKernel::kMxfp4Bf16): a grouped GEMM on MXFP4
-// weights that dequantizes in registers, as wgmma's A operand, instead of writing a bf16 copy of the
+// The prefill GEMM of MXFP4 and NVFP4 weight-only layers (GroupedKernel::kMxfp4Bf16, kNvfp4Bf16): a
+// grouped GEMM on FP4 weights that dequantizes in registers, as wgmma's A operand, instead of writing a bf16 copy of the
 // weights first (kDequantBf16). Transposed like the mixed-input kernels: D^T_e = dequant(W_e) *
 // X_e^T, so the weights are the M side.
 #pragma once
@@ -59,8 +59,10 @@ struct Fp4GemmParams {
   const float* global_scales = nullptr;  // NVFP4: [experts] (device); D = sum / global_scale (+ bias)
   int num_sms = 0;  // CTAs to launch (persistent: one per SM); 0: the current device's count
 };
-// D rows of each expert = x rows * dequant(W_e)^T, each weight the CPU's bf16 (bit for bit: MXFP4's
-// dequant_mxfp4, NVFP4's e2m1 * fp8(s)) and the products summed in fp32 by the tensor cores.
+// D rows of each expert = x rows * dequant(W_e)^T, the products summed in fp32 by the tensor cores.
+// MXFP4: each weight the CPU's dequant_mxfp4 bf16, bit for bit. NVFP4: the weights e2m1 * fp8(s)
+// (exact bf16s), the sums divided by the global scale, as the dequantized path computes them (the
+// CPU's weights are e2m1 * (fp8(s) / global): the same quantity, rounded elsewhere).
 cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream);
 
 }  // namespace qmoe::cuda

@@ -772,6 +772,9 @@ TEST(DequantizedPrefill, MatchesTheCpuBackend) {
       cases.push_back({"w4a16_g128 act order" + h, with_act_order(random_layer(Scheme::kW4A16G128, shape))});
     }
   }
+  // NVFP4 weight-only where k is not a multiple of 64 (else the FP4 kernel takes it): the global
+  // scale after the GEMM.
+  cases.push_back({"nvfp4a16 (global scale after the GEMM) H 2080", random_layer(Scheme::kNvfp4, {8, 4, 2080, 1440})});
   for (const Case& c : cases) {
     const LayerGemmPlan plan = plan_layer_gemms(c.layer, 0, true);
     ASSERT_EQ(plan.g1, GroupedKernel::kDequantBf16) << c.name;

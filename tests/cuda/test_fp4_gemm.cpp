@@ -1,9 +1,10 @@
 // The FP4 grouped GEMM with in-register dequantization (cuda/fp4_gemm.h), MXFP4 and NVFP4, against a
-// CPU GEMM on the CPU's dequantized weights, on fresh random data. (The forward on it: Mxfp4Prefill in
+// CPU GEMM on the CPU's dequantized weights, on fresh random data. (The forward on it: Fp4Prefill in
 // test_cuda_backend.cpp.)
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -39,9 +40,10 @@ struct Case {
 // cores keep subnormal inputs and sums. kMixed: codes 0-1 on rows 8i..8i+7 for even i and 128-129 on
 // the others, so each thread's two rows (m, m + 8) take the two-multiply path with codes 0 and 1 too;
 // every sum stays within one class, exact.
-// NVFP4 (fp8 e4m3 scales per 16 columns, a global scale per expert): kExact takes scales 0.5-3.75
-// and powers of two as global scales (every sum and quotient exact), kTiny fp8's subnormal scales,
-// kRandom any finite scale of either sign; kMixed is MXFP4's only (NVFP4 has one multiply path).
+// NVFP4 (fp8 e4m3 scales per 16 columns, a global scale per expert): kExact takes scales 0.5-7.5
+// and powers of two as global scales (every sum and quotient exact), kTiny fp8's subnormal scales
+// (the weights stay normal bf16s), kRandom any finite scale of either sign up to 448 (the largest
+// after the 2^119 the kernel scales them by); kMixed is MXFP4's only (NVFP4 has one multiply path).
 enum class Data { kRandom, kExact, kTiny, kMixed };
 constexpr int kTrailingRows = 37;  // rows of x past the experts' (NaN): never read into an output
 
@@ -54,7 +56,7 @@ void run_case(const Case& c, Data data, cuda::Fp4Format format, std::mt19937_64&
   const int total = offsets[experts];
   std::vector<std::vector<uint8_t>> codes(experts), scales(experts);
   std::uniform_int_distribution<int> byte(0, 255), wide(120, 130), narrow(125, 129), tiny(0, 1), large(128, 129),
-      pick(0, 99), mantissa(0, 7), fp8_exact(6, 9), fp8_any(1, 14);
+      pick(0, 99), mantissa(0, 7), fp8_exact(6, 9), fp8_any(1, 15);
   std::uniform_real_distribution<float> global_dist(0.5f, 4.0f);
   std::vector<float> global(experts, 1.0f);
   for (int e = 0; e < experts; ++e) {
@@ -64,10 +66,10 @@ void run_case(const Case& c, Data data, cuda::Fp4Format format, std::mt19937_64&
     for (size_t i = 0; i < scales[e].size(); ++i) {
       const int p = pick(rng);
       if (nvfp4) {  // e4m3: sign, 4 exponent bits (bias 7), 3 mantissa bits; never NaN (0x7F, 0xFF)
-        const int m = mantissa(rng);
+        const int exponent = fp8_any(rng), m = exponent == 15 ? std::min(mantissa(rng), 6) : mantissa(rng);
         scales[e][i] = static_cast<uint8_t>(data == Data::kExact  ? fp8_exact(rng) << 3 | m
                                             : data == Data::kTiny ? m
-                                                                  : (p % 2) << 7 | fp8_any(rng) << 3 | m);
+                                                                  : (p % 2) << 7 | exponent << 3 | m);
         continue;
       }
       const bool tiny_rows = static_cast<int64_t>(i) / (c.k / 32) / 8 % 2 == 0;
