@@ -1,9 +1,9 @@
-// The MXFP4 GEMM alone (cuda/fp4_gemm.h), each tile size, against the bf16 grouped GEMM of the
-// dequantized prefill path in the same process (on weights already in bf16: without the
+// The 4-bit GEMM alone (cuda/fp4_gemm.h: MXFP4, INT4), each tile size, against the bf16 grouped GEMM
+// of the dequantized prefill path in the same process (on weights already in bf16: without the
 // dequantization pass). Exactly even rows per expert (qmoe bench routes them: the forward's figures).
 // Random codes, scales and inputs (never zeros); CUDA events, median of 9 after 3 warm-ups.
 // Usage: qmoe_fp4_gemm_bench [tokens ...] (default 4096 8192), spread over the experts of
-// Mixtral-8x7B's and gpt-oss-120b's GEMMs.
+// Mixtral-8x7B's (MXFP4, INT4 g128), gpt-oss-120b's (MXFP4) and Kimi-K2 TP8's (INT4 g32) GEMMs.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -77,28 +77,46 @@ int main(int argc, char** argv) {
   struct Gemm {
     const char* name;
     int experts, top_k, n, k;
+    qmoe::cuda::W4Format format;
+    int group;  // INT4's
   };
+  using qmoe::cuda::W4Format;
   std::mt19937_64 rng(20261130);
   std::printf("%-12s %6s %9s %10s %10s %10s %10s\n", "gemm", "rows", "variant", "fp4 us", "bf16 us", "fp4 TF/s",
               "bf16 TF/s");
-  for (const Gemm g : {Gemm{"mixtral-w13", 8, 2, 28672, 4096}, Gemm{"mixtral-w2", 8, 2, 4096, 14336},
-                       Gemm{"gptoss-w13", 128, 4, 5760, 2880}, Gemm{"gptoss-w2", 128, 4, 2880, 2880}}) {
+  for (const Gemm g : {Gemm{"mixtral-w13", 8, 2, 28672, 4096, W4Format::kMxfp4, 32},
+                       Gemm{"mixtral-w2", 8, 2, 4096, 14336, W4Format::kMxfp4, 32},
+                       Gemm{"gptoss-w13", 128, 4, 5760, 2880, W4Format::kMxfp4, 32},
+                       Gemm{"gptoss-w2", 128, 4, 2880, 2880, W4Format::kMxfp4, 32},
+                       Gemm{"mix-int4g128-w13", 8, 2, 28672, 4096, W4Format::kInt4, 128},
+                       Gemm{"mix-int4g128-w2", 8, 2, 4096, 14336, W4Format::kInt4, 128},
+                       Gemm{"kimi-int4g32-w13", 384, 8, 512, 7168, W4Format::kInt4, 32},
+                       Gemm{"kimi-int4g32-w2", 384, 8, 7168, 256, W4Format::kInt4, 32}}) {
     const int experts = g.experts;
-    // Weights: MXFP4 repacked per expert; bf16 copies for the baseline (random bf16 bits of small
+    // Weights repacked per expert (MXFP4: random codes, scale codes 118-126; INT4: random signed
+    // nibbles, bf16 scales 2^-8..2^-1); bf16 copies for the baseline (random bf16 bits of small
     // magnitude: exponents 118-126).
     std::vector<const uint32_t*> codes(experts), scales(experts);
     std::vector<const void*> bf16_weights(experts);
     for (int e = 0; e < experts; ++e) {
       const size_t weights = static_cast<size_t>(g.n) * g.k;
       uint8_t* c = device_random<uint8_t>(weights / 2, rng, 0, 255);
-      uint8_t* s = device_random<uint8_t>(weights / 32, rng, 118, 126);
       uint32_t *fc = nullptr, *fs = nullptr;
       const size_t frag_weights = static_cast<size_t>(qmoe::cuda::fp4_frag_rows(g.n)) * g.k;
       check(cudaMalloc(&fc, frag_weights / 2), "cudaMalloc");
-      check(cudaMalloc(&fs, frag_weights / 32), "cudaMalloc");
-      check(qmoe::cuda::launch_repack_mxfp4(c, s, g.n, g.k, fc, fs, nullptr), "repack");
+      check(cudaMalloc(&fs, qmoe::cuda::fp4_frag_scale_bytes(g.format, g.n, g.k)), "cudaMalloc");
+      if (g.format == W4Format::kMxfp4) {
+        uint8_t* s = device_random<uint8_t>(weights / 32, rng, 118, 126);
+        check(qmoe::cuda::launch_repack_mxfp4(c, s, g.n, g.k, fc, fs, nullptr), "repack");
+        cudaFree(s);
+      } else {
+        uint16_t* s = device_random<uint16_t>(weights / g.group, rng, 0x3B80, 0x3F00);
+        check(qmoe::cuda::launch_repack_int4(reinterpret_cast<const int32_t*>(c), s, nullptr, g.n, g.k, g.group, fc, fs,
+                                             nullptr),
+              "repack");
+        cudaFree(s);
+      }
       cudaFree(c);
-      cudaFree(s);
       codes[e] = fc;
       scales[e] = fs;
       bf16_weights[e] = device_random<uint16_t>(weights, rng, 0x3B00, 0x3F00);
@@ -121,6 +139,7 @@ int main(int argc, char** argv) {
       p.n = g.n;
       p.k = g.k;
       p.total_rows = total;
+      p.format = g.format;
       std::vector<float> fp4_us;  // per variant (kVariants)
       for (int tile_inputs : kVariants) {
         p.tile_inputs = tile_inputs;

@@ -113,7 +113,7 @@ struct PrefillGemm {
 void repack_fp4(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host) {
   const int E = static_cast<int>(host.size());
   const bool nvfp4 = g.kind == GroupedKernel::kNvfp4Bf16;
-  const auto format = nvfp4 ? cuda::Fp4Format::kNvfp4 : cuda::Fp4Format::kMxfp4;
+  const auto format = nvfp4 ? cuda::W4Format::kNvfp4 : cuda::W4Format::kMxfp4;
   const int64_t codes_bytes = cuda::fp4_frag_rows(g.n) * g.k / 2;
   const int64_t scales_bytes = cuda::fp4_frag_scale_bytes(format, g.n, g.k);
   g.repacked = DeviceBuffer(static_cast<size_t>(E * (codes_bytes + scales_bytes)));
@@ -533,7 +533,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     if (dequantizes_fp4_in_registers(g.kind)) {
       cuda::Fp4GemmParams fp;
       if (g.kind == GroupedKernel::kNvfp4Bf16) {
-        fp.format = cuda::Fp4Format::kNvfp4;
+        fp.format = cuda::W4Format::kNvfp4;
         fp.global_scales = g.global_scales.get<float>();
       }
       fp.frag_codes = g.repacked_ptrs.get<const uint32_t* const>();

@@ -279,6 +279,43 @@ struct Nvfp4Scales {
   }
 };
 
+// INT4 with bf16 scales: each register's two codes as bf16 128 + u (u = q + 8: or-ing the nibble
+// into 128.0's mantissa), minus 136 + z (exact: q - z), times the scale (one rounding, as the CPU's).
+// Four words of scales per thread quad, one per k16 step (rows m and m + 8); with zero points four
+// more of offsets 136 + z, 512 bytes further.
+template <bool kZeroPoints>
+struct Int4Scales {
+  static constexpr int kWords = kZeroPoints ? 256 : 128;
+  static constexpr bool kDividesByGlobal = false;
+  struct Loaded {
+    uint4 scales, offsets;
+  };
+  static __device__ __forceinline__ Loaded load(uint32_t tile, int t) {
+    Loaded l;
+    l.scales = lds128(tile + 16 * (t / 4));
+    l.offsets = kZeroPoints ? lds128(tile + 512 + 16 * (t / 4)) : make_uint4(0, 0, 0, 0);
+    return l;
+  }
+  static __device__ __forceinline__ void convert(const uint32_t (&w)[4], Loaded l, uint32_t (&a)[4][4]) {
+    const uint32_t s[4] = {l.scales.x, l.scales.y, l.scales.z, l.scales.w};
+    const uint32_t o[4] = {l.offsets.x, l.offsets.y, l.offsets.z, l.offsets.w};
+#pragma unroll
+    for (int step = 0; step < 4; ++step) {
+      const uint32_t s_m = __byte_perm(s[step], 0, 0x1010), s_m8 = __byte_perm(s[step], 0, 0x3232);
+      const uint32_t o_m = kZeroPoints ? __byte_perm(o[step], 0, 0x1010) : 0x43084308u;  // bf16 136
+      const uint32_t o_m8 = kZeroPoints ? __byte_perm(o[step], 0, 0x3232) : 0x43084308u;
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const uint32_t v = ((w[step] >> (4 * r)) & 0x000F000Fu) | 0x43004300u;
+        const __nv_bfloat162 q = __hsub2(as_bf16x2(v), as_bf16x2(r % 2 == 0 ? o_m : o_m8));
+        uint32_t q_bits;
+        memcpy(&q_bits, &q, sizeof(q_bits));
+        a[step][r] = mul_bf16x2(q_bits, r % 2 == 0 ? s_m : s_m8);
+      }
+    }
+  }
+};
+
 // ---- kernels --------------------------------------------------------------------------------------
 
 // One thread per (row tile, column tile, warpgroup thread) of the fragment order (fp4_gemm.h).
@@ -344,6 +381,42 @@ __global__ void repack_nvfp4_kernel(const uint8_t* codes, const uint8_t* scales,
     if (t % 4 == 0) {
       const int64_t g = kt * 4 + step;
       frag_scales[(tile * 32 + t / 4) * 4 + step] = scale(m, g) | scale(m + 8, g) << 16;
+    }
+  }
+}
+
+// As repack_mxfp4_kernel, for INT4 (fp4_gemm.h).
+__global__ void repack_int4_kernel(const int32_t* codes, const uint16_t* scales, const int8_t* zero_points,
+                                   int64_t rows, int64_t cols, int64_t group, uint32_t* frag_codes,
+                                   uint32_t* frag_scales) {
+  const int64_t col_tiles = cols / 64, groups = cols / group;
+  const int64_t tile = blockIdx.x;  // rt * col_tiles + kt
+  const int64_t rt = tile / col_tiles, kt = tile % col_tiles;
+  const int t = threadIdx.x;
+  const int64_t m = rt * 64 + 16 * (t / 32) + t % 32 / 4;
+  // u = q + 8 of the signed nibble (padded rows: q = 0).
+  auto code = [&](int64_t row, int64_t col) -> uint32_t {
+    if (row >= rows) return 8u;
+    return ((static_cast<uint32_t>(codes[row * (cols / 8) + col / 8]) >> (4 * (col % 8))) & 0xFu) ^ 8u;
+  };
+  auto scale = [&](int64_t row, int64_t g) -> uint32_t { return row < rows ? scales[row * groups + g] : 0u; };
+  auto offset = [&](int64_t row, int64_t g) -> uint32_t {  // bf16(136 + z), exact for z in [-8, 7]
+    const int z = row < rows ? zero_points[row * groups + g] : 0;
+    return __float_as_uint(static_cast<float>(136 + z)) >> 16;
+  };
+#pragma unroll
+  for (int step = 0; step < 4; ++step) {
+    const int64_t k = kt * 64 + 16 * step + 2 * (t % 4);
+    uint32_t word = 0;
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) word |= code(m + 8 * (r % 2), k + 8 * (r / 2) + j) << (16 * j + 4 * r);
+    frag_codes[(tile * 128 + t) * 4 + step] = word;
+    if (t % 4 == 0) {
+      const int64_t g = (kt * 64 + 16 * step) / group;
+      frag_scales[tile * (zero_points ? 256 : 128) + (t / 4) * 4 + step] = scale(m, g) | scale(m + 8, g) << 16;
+      if (zero_points) frag_scales[tile * 256 + 128 + (t / 4) * 4 + step] = offset(m, g) | offset(m + 8, g) << 16;
     }
   }
 }
@@ -564,12 +637,24 @@ cudaError_t launch_repack_nvfp4(const uint8_t* codes, const uint8_t* scales, int
   return cudaGetLastError();
 }
 
+cudaError_t launch_repack_int4(const int32_t* codes, const uint16_t* scales, const int8_t* zero_points, int64_t rows,
+                               int64_t cols, int64_t group, uint32_t* frag_codes, uint32_t* frag_scales,
+                               cudaStream_t stream) {
+  if (rows < 0 || cols % 64 != 0 || group <= 0 || group % 16 != 0 || cols % group != 0) return cudaErrorInvalidValue;
+  const int64_t tiles = fp4_frag_rows(rows) / 64 * (cols / 64);
+  if (tiles == 0) return cudaSuccess;
+  if (tiles >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
+  repack_int4_kernel<<<static_cast<unsigned>(tiles), 128, 0, stream>>>(codes, scales, zero_points, rows, cols, group,
+                                                                        frag_codes, frag_scales);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream) {
   const int n_tile = p.tile_inputs;
   if (n_tile != 128 && n_tile != 256) return cudaErrorInvalidValue;
   if (p.n <= 0 || p.k <= 0 || p.k % kTileK != 0 || p.experts < 0 || p.experts > kMaxFp4GemmExperts)
     return cudaErrorInvalidValue;
-  if (p.format == Fp4Format::kNvfp4 && p.global_scales == nullptr) return cudaErrorInvalidValue;
+  if (p.format == W4Format::kNvfp4 && p.global_scales == nullptr) return cudaErrorInvalidValue;
   if (p.experts == 0 || p.total_rows == 0) return cudaSuccess;
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};
@@ -587,8 +672,14 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
     return cudaErrorInvalidValue;
-  if (p.format == Fp4Format::kNvfp4)
+  if (p.format == W4Format::kNvfp4)
     return n_tile == 128 ? launch_tiles<128, Nvfp4Scales>(map, p, stream) : launch_tiles<256, Nvfp4Scales>(map, p, stream);
+  if (p.format == W4Format::kInt4)
+    return n_tile == 128 ? launch_tiles<128, Int4Scales<false>>(map, p, stream)
+                         : launch_tiles<256, Int4Scales<false>>(map, p, stream);
+  if (p.format == W4Format::kInt4Zero)
+    return n_tile == 128 ? launch_tiles<128, Int4Scales<true>>(map, p, stream)
+                         : launch_tiles<256, Int4Scales<true>>(map, p, stream);
   return n_tile == 128 ? launch_tiles<128, Mxfp4Scales>(map, p, stream) : launch_tiles<256, Mxfp4Scales>(map, p, stream);
 }
 

@@ -10,8 +10,9 @@
 
 namespace qmoe::cuda {
 
-// The two FP4 weight formats the kernel takes (their scales; the codes are the same e2m1 nibbles).
-enum class Fp4Format { kMxfp4, kNvfp4 };
+// The 4-bit weight formats the kernel takes: MXFP4, NVFP4 weight-only (e2m1 codes), and INT4 with
+// bf16 scales per group of a multiple of 16 or per row, without or with zero points.
+enum class W4Format { kMxfp4, kNvfp4, kInt4, kInt4Zero };
 
 // The rows of a repacked weight: `rows` rounded up to the kernel's 128-row tiles (zero weights).
 inline int64_t fp4_frag_rows(int64_t rows) { return (rows + 127) / 128 * 128; }
@@ -39,9 +40,22 @@ cudaError_t launch_repack_mxfp4(const uint8_t* codes, const uint8_t* scales, int
 // frag_scales holds fp4_frag_rows(rows) * cols / 8 bytes (twice the checkpoint's).
 cudaError_t launch_repack_nvfp4(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
                                 uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream);
+// INT4 (codes as the device keeps them: signed nibbles, [rows, cols / 8] int32 words, column c in
+// bits 4 (c % 8)), bf16 scales [rows, cols / group] (group a multiple of 16; cols for one per row),
+// int8 zero points of the same shape (null: symmetric; each in [-8, 7]), as the CPU's
+// RNE_bf16((q - z) * s):
+//   codes  as MXFP4's, with element j of register a_r (u = q + 8) in bits 16 j + 4 r .. + 3;
+//   scales [rows / 64][cols / 64][32 thread quads][4 k16 steps] 32-bit words: the bf16 scale of row
+//          m's group at that step in bits 0-15, of row m + 8's in 16-31; then, with zero points, as
+//          many words of bf16(136 + z) in the same order.
+// frag_scales holds fp4_frag_scale_bytes(kInt4 or kInt4Zero, rows, cols).
+cudaError_t launch_repack_int4(const int32_t* codes, const uint16_t* scales, const int8_t* zero_points, int64_t rows,
+                               int64_t cols, int64_t group, uint32_t* frag_codes, uint32_t* frag_scales,
+                               cudaStream_t stream);
 // Bytes of an expert's repacked scales.
-inline int64_t fp4_frag_scale_bytes(Fp4Format format, int64_t rows, int64_t cols) {
-  return fp4_frag_rows(rows) * cols / (format == Fp4Format::kMxfp4 ? 32 : 8);
+inline int64_t fp4_frag_scale_bytes(W4Format format, int64_t rows, int64_t cols) {
+  const int64_t per_row = format == W4Format::kMxfp4 ? cols / 32 : format == W4Format::kInt4Zero ? cols / 4 : cols / 8;
+  return fp4_frag_rows(rows) * per_row;
 }
 
 struct Fp4GemmParams {
@@ -55,12 +69,12 @@ struct Fp4GemmParams {
   int total_rows = 0;     // rows of x (at least expert_offsets[experts])
   int tile_inputs = 256;  // input rows per tile: 128 or 256
   const float* const* bias = nullptr;  // [experts] device pointers to [n] fp32 added to D (null: none)
-  Fp4Format format = Fp4Format::kMxfp4;
+  W4Format format = W4Format::kMxfp4;
   const float* global_scales = nullptr;  // NVFP4: [experts] (device); D = sum / global_scale (+ bias)
   int num_sms = 0;  // CTAs to launch (persistent: one per SM); 0: the current device's count
 };
 // D rows of each expert = x rows * dequant(W_e)^T, the products summed in fp32 by the tensor cores.
-// MXFP4: each weight the CPU's dequant_mxfp4 bf16, bit for bit. NVFP4: the weights e2m1 * fp8(s)
+// MXFP4 and INT4: each weight the CPU's bf16 (dequant_mxfp4, dequant_int), bit for bit. NVFP4: the weights e2m1 * fp8(s)
 // (exact bf16s), the sums divided by the global scale, as the dequantized path computes them (the
 // CPU's weights are e2m1 * (fp8(s) / global): the same quantity, rounded elsewhere).
 cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream);

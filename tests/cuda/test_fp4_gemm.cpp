@@ -47,39 +47,101 @@ struct Case {
 enum class Data { kRandom, kExact, kTiny, kMixed };
 constexpr int kTrailingRows = 37;  // rows of x past the experts' (NaN): never read into an output
 
-void run_case(const Case& c, Data data, cuda::Fp4Format format, std::mt19937_64& rng) {
-  const bool nvfp4 = format == cuda::Fp4Format::kNvfp4;
-  const int group = nvfp4 ? 16 : 32;
+// One expert's weight of a case: what the device takes (as uploaded) and the CPU's dequantized
+// values [n, k] (NVFP4: e2m1 * fp8(s), the global scale dividing the sums).
+struct TestWeight {
+  std::vector<uint8_t> codes, scales;  // INT4: int32 words of signed nibbles; bf16 scales
+  std::vector<int8_t> zero_points;     // INT4 with zero points
+  std::vector<float> dense;
+  float global = 1.0f;
+};
+
+// INT4: kExact takes power-of-two scales 2^-2..2^1 (every sum exact), kTiny bf16 subnormal scales,
+// kRandom normal-looking scales of either sign; zero points in [-8, 7].
+TestWeight make_weight(const Case& c, Data data, cuda::W4Format format, int64_t group, int e, std::mt19937_64& rng) {
+  const bool nvfp4 = format == cuda::W4Format::kNvfp4, int4 = format == cuda::W4Format::kInt4 ||
+                                                               format == cuda::W4Format::kInt4Zero;
+  const int64_t groups = c.k / group;
+  std::uniform_int_distribution<int> byte(0, 255), wide(120, 130), narrow(125, 129), tiny(0, 1), large(128, 129),
+      pick(0, 99), mantissa(0, 7), fp8_exact(6, 9), fp8_any(1, 15), nibble(-8, 7), pow2(-2, 1), subnormal(1, 127);
+  std::uniform_real_distribution<float> global_dist(0.5f, 4.0f), scale_dist(0.005f, 0.1f);
+  TestWeight w;
+  w.dense.resize(static_cast<size_t>(c.n) * c.k);
+  if (int4) {
+    std::vector<int32_t> words(static_cast<size_t>(c.n) * c.k / 8, 0);
+    std::vector<int8_t> q(static_cast<size_t>(c.n) * c.k);
+    for (size_t i = 0; i < q.size(); ++i) {
+      q[i] = static_cast<int8_t>(nibble(rng));
+      words[i / 8] |= static_cast<int32_t>((static_cast<uint32_t>(q[i]) & 0xFu) << (4 * (i % 8)));
+    }
+    std::vector<uint16_t> scales(static_cast<size_t>(c.n) * groups);
+    for (auto& sc : scales) {
+      const int p = pick(rng);
+      sc = data == Data::kExact ? quant::float_to_bf16(std::ldexp(1.0f, pow2(rng)))
+           : data == Data::kTiny ? static_cast<uint16_t>(subnormal(rng))
+                                 : quant::float_to_bf16((p % 2 ? -1.0f : 1.0f) * scale_dist(rng));
+    }
+    if (format == cuda::W4Format::kInt4Zero) {
+      w.zero_points.resize(scales.size());
+      for (auto& z : w.zero_points) z = static_cast<int8_t>(nibble(rng));
+    }
+    for (int64_t r = 0; r < c.n; ++r)
+      for (int64_t col = 0; col < c.k; ++col) {
+        const size_t g = static_cast<size_t>(r * groups + col / group);
+        const int z = w.zero_points.empty() ? 0 : w.zero_points[g];
+        w.dense[static_cast<size_t>(r * c.k + col)] = quant::dequant_int(
+            q[static_cast<size_t>(r * c.k + col)], z, quant::bf16_to_float(scales[g]), quant::ScaleKind::kBF16);
+      }
+    w.codes.resize(words.size() * 4);
+    std::memcpy(w.codes.data(), words.data(), w.codes.size());
+    w.scales.resize(scales.size() * 2);
+    std::memcpy(w.scales.data(), scales.data(), w.scales.size());
+    return w;
+  }
+  const int fp4_group = nvfp4 ? 16 : 32;
+  w.codes.resize(static_cast<size_t>(c.n) * c.k / 2);
+  w.scales.resize(static_cast<size_t>(c.n) * c.k / fp4_group);
+  for (auto& b : w.codes) b = static_cast<uint8_t>(byte(rng));
+  for (size_t i = 0; i < w.scales.size(); ++i) {
+    const int p = pick(rng);
+    if (nvfp4) {  // e4m3: sign, 4 exponent bits (bias 7), 3 mantissa bits; never NaN (0x7F, 0xFF)
+      const int exponent = fp8_any(rng), m = exponent == 15 ? std::min(mantissa(rng), 6) : mantissa(rng);
+      w.scales[i] = static_cast<uint8_t>(data == Data::kExact  ? fp8_exact(rng) << 3 | m
+                                         : data == Data::kTiny ? m
+                                                               : (p % 2) << 7 | exponent << 3 | m);
+      continue;
+    }
+    const bool tiny_rows = static_cast<int64_t>(i) / (c.k / 32) / 8 % 2 == 0;
+    w.scales[i] = static_cast<uint8_t>(data == Data::kExact   ? narrow(rng)
+                                       : data == Data::kTiny  ? tiny(rng)
+                                       : data == Data::kMixed ? (tiny_rows ? tiny(rng) : large(rng))
+                                       : p < 2                ? p
+                                                              : wide(rng));
+  }
+  if (nvfp4) w.global = data == Data::kRandom ? global_dist(rng) : std::ldexp(1.0f, e % 4 - 1);
+  for (int64_t r = 0; r < c.n; ++r)
+    for (int64_t col = 0; col < c.k; ++col) {
+      const uint8_t b = w.codes[static_cast<size_t>(r * c.k / 2 + col / 2)];
+      const uint8_t nib = col % 2 == 0 ? b & 0xF : b >> 4;
+      const uint8_t sc = w.scales[static_cast<size_t>(r * c.k / fp4_group + col / fp4_group)];
+      w.dense[static_cast<size_t>(r * c.k + col)] = nvfp4 ? quant::e2m1_to_float(nib) * quant::fp8e4m3_to_float(sc)
+                                                          : quant::dequant_mxfp4(nib, sc);
+    }
+  return w;
+}
+
+// `group`: INT4's (32 for the FP4 formats, whose groups are their own).
+void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, std::mt19937_64& rng) {
+  const bool nvfp4 = format == cuda::W4Format::kNvfp4;
   const int experts = static_cast<int>(c.rows.size());
   std::vector<int32_t> offsets(experts + 1, 0);
   for (int e = 0; e < experts; ++e) offsets[e + 1] = offsets[e] + c.rows[e];
   const int total = offsets[experts];
-  std::vector<std::vector<uint8_t>> codes(experts), scales(experts);
-  std::uniform_int_distribution<int> byte(0, 255), wide(120, 130), narrow(125, 129), tiny(0, 1), large(128, 129),
-      pick(0, 99), mantissa(0, 7), fp8_exact(6, 9), fp8_any(1, 15);
-  std::uniform_real_distribution<float> global_dist(0.5f, 4.0f);
-  std::vector<float> global(experts, 1.0f);
+  std::vector<TestWeight> weights;
+  std::vector<float> global;
   for (int e = 0; e < experts; ++e) {
-    codes[e].resize(static_cast<size_t>(c.n) * c.k / 2);
-    scales[e].resize(static_cast<size_t>(c.n) * c.k / group);
-    for (auto& b : codes[e]) b = static_cast<uint8_t>(byte(rng));
-    for (size_t i = 0; i < scales[e].size(); ++i) {
-      const int p = pick(rng);
-      if (nvfp4) {  // e4m3: sign, 4 exponent bits (bias 7), 3 mantissa bits; never NaN (0x7F, 0xFF)
-        const int exponent = fp8_any(rng), m = exponent == 15 ? std::min(mantissa(rng), 6) : mantissa(rng);
-        scales[e][i] = static_cast<uint8_t>(data == Data::kExact  ? fp8_exact(rng) << 3 | m
-                                            : data == Data::kTiny ? m
-                                                                  : (p % 2) << 7 | exponent << 3 | m);
-        continue;
-      }
-      const bool tiny_rows = static_cast<int64_t>(i) / (c.k / 32) / 8 % 2 == 0;
-      scales[e][i] = static_cast<uint8_t>(data == Data::kExact   ? narrow(rng)
-                                          : data == Data::kTiny  ? tiny(rng)
-                                          : data == Data::kMixed ? (tiny_rows ? tiny(rng) : large(rng))
-                                          : p < 2                ? p
-                                                                 : wide(rng));
-    }
-    if (nvfp4) global[e] = data == Data::kRandom ? global_dist(rng) : std::ldexp(1.0f, e % 4 - 1);
+    weights.push_back(make_weight(c, data, format, group, e, rng));
+    global.push_back(weights.back().global);
   }
   std::vector<uint16_t> x(static_cast<size_t>(total + kTrailingRows) * c.k, 0x7FC0);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -91,17 +153,23 @@ void run_case(const Case& c, Data data, cuda::Fp4Format format, std::mt19937_64&
   std::vector<const uint32_t*> frag_codes(experts), frag_scales(experts);
   std::vector<void*> owned;
   for (int e = 0; e < experts; ++e) {
-    uint8_t* dc = to_device(codes[e]);
-    uint8_t* ds = to_device(scales[e]);
+    uint8_t* dc = to_device(weights[e].codes);
+    uint8_t* ds = to_device(weights[e].scales);
+    int8_t* dz = weights[e].zero_points.empty() ? nullptr : to_device(weights[e].zero_points);
     uint32_t *fc = nullptr, *fs = nullptr;
     const size_t frag_weights = static_cast<size_t>(cuda::fp4_frag_rows(c.n)) * c.k;
     ASSERT_EQ(cudaMalloc(&fc, frag_weights / 2), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&fs, cuda::fp4_frag_scale_bytes(format, c.n, c.k)), cudaSuccess);
-    const auto repack = nvfp4 ? cuda::launch_repack_nvfp4 : cuda::launch_repack_mxfp4;
-    ASSERT_EQ(repack(dc, ds, c.n, c.k, fc, fs, nullptr), cudaSuccess);
+    cudaError_t err;
+    if (format == cuda::W4Format::kMxfp4) err = cuda::launch_repack_mxfp4(dc, ds, c.n, c.k, fc, fs, nullptr);
+    else if (nvfp4) err = cuda::launch_repack_nvfp4(dc, ds, c.n, c.k, fc, fs, nullptr);
+    else
+      err = cuda::launch_repack_int4(reinterpret_cast<const int32_t*>(dc), reinterpret_cast<const uint16_t*>(ds), dz,
+                                     c.n, c.k, group, fc, fs, nullptr);
+    ASSERT_EQ(err, cudaSuccess);
     frag_codes[e] = fc;
     frag_scales[e] = fs;
-    owned.insert(owned.end(), {dc, ds, fc, fs});
+    owned.insert(owned.end(), {dc, ds, dz, fc, fs});
   }
   cuda::Fp4GemmParams p;
   p.frag_codes = to_device(frag_codes);
@@ -134,16 +202,7 @@ void run_case(const Case& c, Data data, cuda::Fp4Format format, std::mt19937_64&
 
   std::vector<double> want(static_cast<size_t>(total) * c.n);
   for (int e = 0; e < experts; ++e) {
-    std::vector<float> w(static_cast<size_t>(c.n) * c.k);
-    for (int r = 0; r < c.n; ++r)
-      for (int col = 0; col < c.k; ++col) {
-        const uint8_t b = codes[e][static_cast<size_t>(r) * c.k / 2 + col / 2];
-        const uint8_t nibble = col % 2 == 0 ? b & 0xF : b >> 4;
-        const uint8_t sc = scales[e][static_cast<size_t>(r) * c.k / group + col / group];
-        // NVFP4: e2m1 * fp8(s), exact in fp32 (and in bf16); the global scale divides the sum.
-        w[static_cast<size_t>(r) * c.k + col] = nvfp4 ? quant::e2m1_to_float(nibble) * quant::fp8e4m3_to_float(sc)
-                                                      : quant::dequant_mxfp4(nibble, sc);
-      }
+    const std::vector<float>& w = weights[e].dense;
     for (int i = offsets[e]; i < offsets[e + 1]; ++i)
       for (int r = 0; r < c.n; ++r) {
         double sum = 0;
@@ -182,8 +241,12 @@ void run_case(const Case& c, Data data, cuda::Fp4Format format, std::mt19937_64&
                        : data == Data::kExact ? "exact"
                        : data == Data::kTiny  ? "tiny scales"
                                               : "mixed scales";
-    std::printf("    %s %-12s tile %d%s n %d k %d rows %d: rel_l2 %.2e, %lld outputs not bit-equal\n",
-                nvfp4 ? "nvfp4" : "mxfp4", name, tile_inputs, bias.empty() ? "" : " (bias)", c.n, c.k, total, rel_l2,
+    const char* format_name = format == cuda::W4Format::kMxfp4   ? "mxfp4"
+                              : format == cuda::W4Format::kNvfp4 ? "nvfp4"
+                              : format == cuda::W4Format::kInt4  ? "int4"
+                                                                 : "int4 zero points";
+    std::printf("    %s (group %lld) %-12s tile %d%s n %d k %d rows %d: rel_l2 %.2e, %lld outputs not bit-equal\n",
+                format_name, static_cast<long long>(group), name, tile_inputs, bias.empty() ? "" : " (bias)", c.n, c.k, total, rel_l2,
                 static_cast<long long>(not_exact));
     EXPECT_EQ(unwritten, 0) << name << " tile " << tile_inputs << seed_note();
     if (data == Data::kRandom) EXPECT_LT(rel_l2, 1e-5) << name << " tile " << tile_inputs << seed_note();
@@ -204,20 +267,39 @@ void run_case(const Case& c, Data data, cuda::Fp4Format format, std::mt19937_64&
 // 128-row tile (gpt-oss's 2880 is 22.5 tiles); more tiles than SMs (each CTA takes several); 40
 // experts (the tile map's scan takes several per lane), the first and last without rows; rows of x
 // past the experts'.
+std::vector<Case> cases() {
+  std::vector<int> forty(40);
+  for (int e = 0; e < 40; ++e) forty[e] = e == 0 || e == 39 ? 0 : e * 7 % 41;
+  return {Case{256, 512, {0, 1, 130, 257}}, Case{384, 2880, {64, 0, 129}}, Case{128, 64, {5, 200}},
+          Case{256, 192, {128, 3}},         Case{320, 128, {7, 260, 0, 33}},
+          Case{1024, 128, {300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300}},
+          Case{128, 64, forty}};
+}
+
 TEST(Fp4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
   REQUIRE_GPU();
   std::mt19937_64 rng(test::test_seed());
-  std::vector<int> forty(40);
-  for (int e = 0; e < 40; ++e) forty[e] = e == 0 || e == 39 ? 0 : e * 7 % 41;
-  for (cuda::Fp4Format format : {cuda::Fp4Format::kMxfp4, cuda::Fp4Format::kNvfp4})
+  for (cuda::W4Format format : {cuda::W4Format::kMxfp4, cuda::W4Format::kNvfp4})
     for (Data data : {Data::kExact, Data::kRandom, Data::kTiny, Data::kMixed}) {
-      if (data == Data::kMixed && format == cuda::Fp4Format::kNvfp4) continue;
-      for (const Case& c : {Case{256, 512, {0, 1, 130, 257}}, Case{384, 2880, {64, 0, 129}}, Case{128, 64, {5, 200}},
-                            Case{256, 192, {128, 3}}, Case{320, 128, {7, 260, 0, 33}},
-                            Case{1024, 128, {300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300}},
-                            Case{128, 64, forty}})
-        run_case(c, data, format, rng);
+      if (data == Data::kMixed && format == cuda::W4Format::kNvfp4) continue;
+      for (const Case& c : cases()) run_case(c, data, format, 32, rng);
     }
+}
+
+// INT4 with bf16 scales per 32, per 128 and per row, without and with zero points (the larger cases
+// with groups of 32 only).
+TEST(Int4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(test::test_seed());
+  for (cuda::W4Format format : {cuda::W4Format::kInt4, cuda::W4Format::kInt4Zero})
+    for (Data data : {Data::kExact, Data::kRandom, Data::kTiny})
+      for (const Case& c : cases())
+        for (int64_t group : {int64_t{32}, int64_t{128}, int64_t{c.k}}) {
+          int64_t rows = 0;
+          for (int r : c.rows) rows += r;
+          if (c.k % group != 0 || (group != 32 && int64_t{c.n} * c.k * rows > (int64_t{1} << 26))) continue;
+          run_case(c, data, format, group, rng);
+        }
 }
 
 }  // namespace
