@@ -130,6 +130,7 @@ std::string to_string(GroupedKernel k) {
     case GroupedKernel::kDequantBf16: return "grouped wgmma (BF16) on weights dequantized to a BF16 workspace";
     case GroupedKernel::kMxfp4Bf16: return "grouped wgmma (BF16) on MXFP4 weights dequantized in registers";
     case GroupedKernel::kNvfp4Bf16: return "grouped wgmma (BF16) on NVFP4 weights dequantized in registers";
+    case GroupedKernel::kInt4RegsBf16: return "grouped wgmma (BF16) on INT4 weights dequantized in registers";
   }
   return "?";
 }
@@ -195,6 +196,14 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const Gem
   if (bf16_rows && L.format == kNvfp4 && !L.round_to_scale_dtype && L.cols % 64 == 0 && L.group_size == 16 &&
       L.scale_kind == 3 && L.scale_cols == L.cols / 16 && !has_g_idx)
     return GroupedKernel::kNvfp4Bf16;
+  // INT4 with bf16 scales rounded as the CPU rounds them, groups of a multiple of 16 in order or one
+  // per row, zero points (4-bit) of the same shape: what kInt4Bf16 (checked above) does not take.
+  const bool int4_scales = L.strategy == kChannel ? L.scale_cols == 1
+                           : L.strategy == kGroup ? L.group_size > 0 && L.group_size % 16 == 0 && L.scale_cols == L.cols / L.group_size
+                                                  : false;
+  if (bf16_rows && L.format == kIntPacked && L.bits == 4 && L.scale_kind == 0 && L.round_to_scale_dtype &&
+      L.cols % 64 == 0 && int4_scales && (!L.has_zero_point || L.zp_cols == L.scale_cols) && !has_g_idx)
+    return GroupedKernel::kInt4RegsBf16;
   if (bf16_rows && L.format != kDense && chunks_fit &&
       (dequantizes_to_bf16_exactly(L) || (!has_g_idx && dequant_divides_by_global_scale(L))))
     return GroupedKernel::kDequantBf16;
@@ -227,12 +236,12 @@ bool dequantizes_weights(GroupedKernel kind) {
   return kind == GroupedKernel::kInt4Bf16 || kind == GroupedKernel::kInt8Bf16 || kind == GroupedKernel::kInt4Codes;
 }
 
-bool dequantizes_fp4_in_registers(GroupedKernel kind) {
-  return kind == GroupedKernel::kMxfp4Bf16 || kind == GroupedKernel::kNvfp4Bf16;
+bool dequantizes_in_registers(GroupedKernel kind) {
+  return kind == GroupedKernel::kMxfp4Bf16 || kind == GroupedKernel::kNvfp4Bf16 || kind == GroupedKernel::kInt4RegsBf16;
 }
 
 bool takes_16bit_rows(GroupedKernel kind) {
-  return kind == GroupedKernel::kBf16 || kind == GroupedKernel::kDequantBf16 || dequantizes_fp4_in_registers(kind) ||
+  return kind == GroupedKernel::kBf16 || kind == GroupedKernel::kDequantBf16 || dequantizes_in_registers(kind) ||
          dequantizes_weights(kind);
 }
 
@@ -256,14 +265,14 @@ std::string to_string(GroupedTile t) {
 
 bool grouped_tile_built(GroupedKernel kind, GroupedTile t) {
   if (kind == GroupedKernel::kNone) return false;
-  if (dequantizes_fp4_in_registers(kind)) return t == GroupedTile::kSmall || t == GroupedTile::kLarge;
+  if (dequantizes_in_registers(kind)) return t == GroupedTile::kSmall || t == GroupedTile::kLarge;
   if (t == GroupedTile::kTiny || t == GroupedTile::kTiny48) return dequantizes_weights(kind);
   return t != GroupedTile::kHuge || !(dequantizes_weights(kind) || kind == GroupedKernel::kFp8Block);
 }
 
 std::string tile_config(GroupedKernel kind, GroupedTile t) {
   if (!grouped_tile_built(kind, t)) return "none";
-  if (dequantizes_fp4_in_registers(kind))
+  if (dequantizes_in_registers(kind))
     return t == GroupedTile::kSmall ? "persistent 128x128 (weight rows x input rows)"
                                     : "persistent 128x256 (weight rows x input rows)";
   if (kind == GroupedKernel::kDequantBf16) kind = GroupedKernel::kBf16;
@@ -293,7 +302,7 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
 GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_experts) {
   if (kind == GroupedKernel::kDequantBf16) kind = GroupedKernel::kBf16;  // the same kernel
   const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_experts, 1);
-  if (dequantizes_fp4_in_registers(kind))
+  if (dequantizes_in_registers(kind))
     return rows_per_expert <= kMxfp4MaxRowsFor128 ? GroupedTile::kSmall : GroupedTile::kLarge;
   const int min_rows_256 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor256Fp8 : kGroupedMinRowsFor256Int8;
   if (dequantizes_weights(kind)) {
@@ -321,7 +330,8 @@ int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {
       return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
     }
     case GroupedKernel::kMxfp4Bf16:
-    case GroupedKernel::kNvfp4Bf16: {  // (NVFP4's: MXFP4's, not measured)
+    case GroupedKernel::kNvfp4Bf16:
+    case GroupedKernel::kInt4RegsBf16: {  // (NVFP4's and INT4's: MXFP4's, not measured)
       const int rows = num_experts <= kInt4FewExperts ? kGroupedMinRowsPerExpertMxfp4FewExperts
                                                       : kGroupedMinRowsPerExpertMxfp4;
       const int64_t slots = int64_t{rows} * std::max(num_experts, 1);
@@ -397,14 +407,17 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
   summary.dequant_workspace_bytes =
       plan_dequant_batches(plan, layer.num_experts, kDefaultDequantWorkspaceBytes).workspace_bytes;
   for (auto [kind, L] : {std::pair{plan.g1, &plan.w13}, std::pair{plan.g2, &plan.w2}})
-    if (dequantizes_fp4_in_registers(kind))
-      summary.repacked_weight_bytes += layer.num_experts * fp4_repacked_bytes(kind, L->rows, L->cols);
+    if (dequantizes_in_registers(kind))
+      summary.repacked_weight_bytes += layer.num_experts * repacked_weight_bytes(kind, *L);
   return summary;
 }
 
-int64_t fp4_repacked_bytes(GroupedKernel kind, int64_t rows, int64_t cols) {
-  const int64_t padded = (rows + 127) / 128 * 128;
-  return padded * cols / 2 + padded * (kind == GroupedKernel::kNvfp4Bf16 ? cols / 8 : cols / 32);
+int64_t repacked_weight_bytes(GroupedKernel kind, const GemmLayout& L) {
+  const int64_t padded = (L.rows + 127) / 128 * 128;
+  const int64_t scales = kind == GroupedKernel::kMxfp4Bf16                        ? L.cols / 32
+                         : kind == GroupedKernel::kInt4RegsBf16 && L.has_zero_point ? L.cols / 4
+                                                                                    : L.cols / 8;
+  return padded * L.cols / 2 + padded * scales;
 }
 
 DequantBatches plan_dequant_batches(const LayerGemmPlan& plan, int num_experts, int64_t budget_bytes) {

@@ -79,6 +79,8 @@ enum class GroupedKernel {
                // dequantized in registers from a copy repacked at load (cuda/fp4_gemm.h)
   kNvfp4Bf16,  // the same kernel on NVFP4 weight-only weights scaled as vLLM scales them (e2m1 *
                // fp8(s) in the GEMM, the global scale after it)
+  kInt4RegsBf16,  // the same kernel on INT4 weights with bf16 scales that kInt4Bf16 does not take
+                  // (groups of 16 or 32, zero points): RNE_bf16((q - z) * s) in registers
 };
 std::string to_string(GroupedKernel k);
 // Whether prefill kernel `kind` takes bf16 input rows (else 8-bit codes with a scale per row, or per
@@ -86,8 +88,9 @@ std::string to_string(GroupedKernel k);
 bool takes_16bit_rows(GroupedKernel kind);
 // Whether it is a mixed-input kernel (weight-only codes dequantized in the mainloop; transposed).
 bool dequantizes_weights(GroupedKernel kind);
-// Whether it is our FP4 kernel that dequantizes in registers (kMxfp4Bf16, kNvfp4Bf16).
-bool dequantizes_fp4_in_registers(GroupedKernel kind);
+// Whether it is our 4-bit kernel that dequantizes in registers (kMxfp4Bf16, kNvfp4Bf16,
+// kInt4RegsBf16).
+bool dequantizes_in_registers(GroupedKernel kind);
 // Whether every weight of layout `L` dequantizes (formats.h, as the CPU reference does it) to a
 // value that bf16 holds exactly, so that a bf16 GEMM on the dequantized weights has the CPU's
 // products: integer and FP8 codes times bf16 scales rounded to bf16, MXFP4, NVFP4 rounded to bf16.
@@ -156,15 +159,16 @@ struct CudaPlanSummary {
   // The bf16 workspace CudaMoeLayer allocates for kDequantBf16 at the default budget with every
   // expert local, once its max_tokens reaches the crossover (0: no projection takes that path).
   int64_t dequant_workspace_bytes = 0;
-  // kMxfp4Bf16's / kNvfp4Bf16's repacked weights with every expert local (fp4_repacked_bytes),
+  // The 4-bit register kernel's repacked weights with every expert local (repacked_weight_bytes),
   // allocated under the same conditions (0: no projection takes that path).
   int64_t repacked_weight_bytes = 0;
 };
 CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind);
 
-// The bytes of one expert's FP4 weight [rows, cols] repacked for kMxfp4Bf16 / kNvfp4Bf16: rows padded
-// to 128, codes and scales (MXFP4's e8m0 as the checkpoint's; NVFP4's fp8 as bf16 words).
-int64_t fp4_repacked_bytes(GroupedKernel kind, int64_t rows, int64_t cols);
+// The bytes of one expert's 4-bit weight (layout L) repacked for the register kernel `kind`: rows
+// padded to 128, codes and scales (MXFP4's e8m0 as the checkpoint's; NVFP4's fp8 and INT4's bf16 as
+// bf16 words, INT4's zero points as many again).
+int64_t repacked_weight_bytes(GroupedKernel kind, const GemmLayout& L);
 
 // kDequantBf16's default workspace budget per layer (CudaMoeLayer::kDefaultDequantWorkspaceBytes).
 inline constexpr int64_t kDefaultDequantWorkspaceBytes = int64_t{1} << 30;

@@ -101,39 +101,56 @@ struct PrefillGemm {
   const cuda::ExpertTensors* experts = nullptr;  // (device)
   bool has_bias = false;  // added to the output rows after the GEMM
   bool divide_by_global = false;  // NVFP4 dequantized without its global scale (kDequantBf16)
-  // kMxfp4Bf16 / kNvfp4Bf16: every expert's weights repacked (codes, then scales; fp4_gemm.h), and
+  // kMxfp4Bf16 / kNvfp4Bf16 / kInt4RegsBf16: every expert's weights repacked (codes, then scales; fp4_gemm.h), and
   // pointers to them ([experts] codes, [experts] scales, then [experts] biases where the layer has
   // them; the kernel adds them). Empty: not allocated (the decode kernels run). NVFP4: each expert's
   // global scale ([experts] fp32), which the kernel divides the sums by.
   DeviceBuffer repacked, repacked_ptrs, global_scales;
 };
 
-// kMxfp4Bf16's / kNvfp4Bf16's repacked copy of each expert's weights (`host`: the device tensors'
+// The 4-bit register kernel's repacked copy of each expert's weights (`host`: the device tensors'
 // pointers; at most cuda::kMaxFp4GemmExperts).
-void repack_fp4(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host) {
+cuda::W4Format w4_format(const PrefillGemm& g) {
+  switch (g.kind) {
+    case GroupedKernel::kNvfp4Bf16: return cuda::W4Format::kNvfp4;
+    case GroupedKernel::kInt4RegsBf16: return g.layout.has_zero_point ? cuda::W4Format::kInt4Zero : cuda::W4Format::kInt4;
+    default: return cuda::W4Format::kMxfp4;
+  }
+}
+void repack_4bit(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host) {
   const int E = static_cast<int>(host.size());
-  const bool nvfp4 = g.kind == GroupedKernel::kNvfp4Bf16;
-  const auto format = nvfp4 ? cuda::W4Format::kNvfp4 : cuda::W4Format::kMxfp4;
+  const cuda::W4Format format = w4_format(g);
   const int64_t codes_bytes = cuda::fp4_frag_rows(g.n) * g.k / 2;
   const int64_t scales_bytes = cuda::fp4_frag_scale_bytes(format, g.n, g.k);
+  const int64_t group = g.layout.strategy == static_cast<int>(Strategy::kChannel) ? g.k : g.layout.group_size;
   g.repacked = DeviceBuffer(static_cast<size_t>(E * (codes_bytes + scales_bytes)));
   std::vector<const void*> ptrs(3 * E);
   std::vector<float> global(E);
   for (int e = 0; e < E; ++e) {
     uint8_t* codes = g.repacked.get<uint8_t>() + e * codes_bytes;
     uint8_t* scales = g.repacked.get<uint8_t>() + E * codes_bytes + e * scales_bytes;
-    const auto repack = nvfp4 ? cuda::launch_repack_nvfp4 : cuda::launch_repack_mxfp4;
-    check(repack(static_cast<const uint8_t*>(host[e].data), static_cast<const uint8_t*>(host[e].scale), g.n, g.k,
-                 reinterpret_cast<uint32_t*>(codes), reinterpret_cast<uint32_t*>(scales), nullptr),
-          "FP4 repack");
+    auto* frag_codes = reinterpret_cast<uint32_t*>(codes);
+    auto* frag_scales = reinterpret_cast<uint32_t*>(scales);
+    const auto* src = static_cast<const uint8_t*>(host[e].data);
+    const auto* src_scales = static_cast<const uint8_t*>(host[e].scale);
+    cudaError_t err;
+    if (format == cuda::W4Format::kMxfp4)
+      err = cuda::launch_repack_mxfp4(src, src_scales, g.n, g.k, frag_codes, frag_scales, nullptr);
+    else if (format == cuda::W4Format::kNvfp4)
+      err = cuda::launch_repack_nvfp4(src, src_scales, g.n, g.k, frag_codes, frag_scales, nullptr);
+    else  // INT4: signed nibbles on the device (converted at load), bf16 scales
+      err = cuda::launch_repack_int4(static_cast<const int32_t*>(host[e].data),
+                                     static_cast<const uint16_t*>(host[e].scale), host[e].zero_point, g.n, g.k, group,
+                                     frag_codes, frag_scales, nullptr);
+    check(err, "4-bit repack");
     ptrs[e] = codes;
     ptrs[E + e] = scales;
     ptrs[2 * E + e] = host[e].bias;
     global[e] = host[e].global_scale;
   }
   g.repacked_ptrs = upload(ptrs.data(), sizeof(const void*) * ptrs.size());
-  if (nvfp4) g.global_scales = upload(global.data(), sizeof(float) * E);
-  check(cudaDeviceSynchronize(), "FP4 repack");
+  if (format == cuda::W4Format::kNvfp4) g.global_scales = upload(global.data(), sizeof(float) * E);
+  check(cudaDeviceSynchronize(), "4-bit repack");
 }
 
 // Builds projection `L`'s prefill GEMM (weights `experts` on the device, `host` their host copy).
@@ -147,7 +164,7 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
   g.experts = experts;
   g.has_bias = !host.empty() && host[0].bias != nullptr;
   g.divide_by_global = kind == GroupedKernel::kDequantBf16 && dequant_divides_by_global_scale(L);
-  if (dequantizes_fp4_in_registers(kind)) return;  // its weights are repacked where the path is taken
+  if (dequantizes_in_registers(kind)) return;  // its weights are repacked where the path is taken
   const size_t ptrs = sizeof(void*) * E;
   g.arrays = DeviceBuffer(sizeof(int32_t) * 3 * E + 6 * ptrs);
   char* base = g.arrays.get<char>();
@@ -215,7 +232,8 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
           break;
         case GroupedKernel::kFp8Block: g.gemm[t] = cuda::make_grouped_fp8_block(tile, g.buf, E, g.n, g.k, num_sms); break;
         case GroupedKernel::kMxfp4Bf16:
-        case GroupedKernel::kNvfp4Bf16: break;
+        case GroupedKernel::kNvfp4Bf16:
+        case GroupedKernel::kInt4RegsBf16: break;
         case GroupedKernel::kInt8Bf16:
           g.gemm[t] = cuda::make_grouped_int8_bf16(tile, g.buf, E, g.n, g.k, group_size, num_sms);
           break;
@@ -357,11 +375,11 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequan
     m.prefill2.batch_experts = batches.w2;
     m.dequantized = DeviceBuffer(static_cast<size_t>(batches.workspace_bytes));
   }
-  // kMxfp4Bf16 / kNvfp4Bf16 (bf16 hidden states only): the repacked weights, under the same conditions.
+  // The 4-bit register kernel (bf16 hidden states only): the repacked weights, under the same conditions.
   for (auto [g, host] : {std::pair{&m.prefill1, &w13}, std::pair{&m.prefill2, &w2}})
-    if (dequantizes_fp4_in_registers(g->kind) && dequant_workspace_bytes > 0 && E <= cuda::kMaxFp4GemmExperts &&
+    if (dequantizes_in_registers(g->kind) && dequant_workspace_bytes > 0 && E <= cuda::kMaxFp4GemmExperts &&
         max_tokens >= grouped_min_tokens(g->kind, layer.num_experts, layer.top_k)) {
-      repack_fp4(*g, *host);
+      repack_4bit(*g, *host);
       m.weight_bytes += static_cast<int64_t>(g->repacked.bytes());
     }
   if (g1 != GroupedKernel::kNone || g2 != GroupedKernel::kNone) {
@@ -416,7 +434,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   // kDequantBf16 without its workspace, the FP4 kernel without its repacked weights.
   auto unprepared = [](const PrefillGemm& g) {
     return (g.kind == GroupedKernel::kDequantBf16 && g.batch_experts == 0) ||
-           (dequantizes_fp4_in_registers(g.kind) && g.repacked.bytes() == 0);
+           (dequantizes_in_registers(g.kind) && g.repacked.bytes() == 0);
   };
   if (options.gemm_path == GemmPath::kPrefill)
     for (const PrefillGemm* g : {&m.prefill1, &m.prefill2})
@@ -530,12 +548,10 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     sp.d_rows = d;
     const int tile = options.prefill_tile >= 0 ? options.prefill_tile
                                                : static_cast<int>(plan_grouped_tile(g.kind, num_slots, L.num_experts));
-    if (dequantizes_fp4_in_registers(g.kind)) {
+    if (dequantizes_in_registers(g.kind)) {
       cuda::Fp4GemmParams fp;
-      if (g.kind == GroupedKernel::kNvfp4Bf16) {
-        fp.format = cuda::W4Format::kNvfp4;
-        fp.global_scales = g.global_scales.get<float>();
-      }
+      fp.format = w4_format(g);
+      fp.global_scales = g.global_scales.get<float>();  // (NVFP4's; null otherwise)
       fp.frag_codes = g.repacked_ptrs.get<const uint32_t* const>();
       fp.frag_scales = fp.frag_codes + E;
       if (g.has_bias) fp.bias = reinterpret_cast<const float* const*>(fp.frag_codes + 2 * E);

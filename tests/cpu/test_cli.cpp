@@ -103,14 +103,14 @@ TEST(Cli, RunNamesTheCudaPrefillKernelAndItsCrossover) {
   const auto block_json = nlohmann::json::parse(block.out).at("cuda_prefill_gemms");
   EXPECT_EQ(block_json.at("w13").get<std::string>(), to_string(GroupedKernel::kFp8Block));
   EXPECT_EQ(block_json.at("w2").get<std::string>(), to_string(GroupedKernel::kFp8Block));
-  // Groups of 32: the bf16 kernel on weights dequantized at forward time, from its own crossover.
+  // Groups of 32: the 4-bit register kernel, from its own crossover.
   const Result j = run_cli("run " + test::fixture_dir("w4a16_g32") + " --tokens 3 --seed 1 --repeat 1 --json");
   ASSERT_EQ(j.exit_code, 0) << j.out;
   const auto g32_json = nlohmann::json::parse(j.out);
   const auto prefill = g32_json.at("cuda_prefill_gemms");
-  EXPECT_EQ(prefill.at("w13").get<std::string>(), to_string(GroupedKernel::kDequantBf16));
+  EXPECT_EQ(prefill.at("w13").get<std::string>(), to_string(GroupedKernel::kInt4RegsBf16));
   EXPECT_EQ(prefill.at("w13_from_tokens").get<int64_t>(),
-            grouped_min_tokens(GroupedKernel::kDequantBf16, g32_json.at("experts").get<int>(), g32_json.at("top_k").get<int>()));
+            grouped_min_tokens(GroupedKernel::kInt4RegsBf16, g32_json.at("experts").get<int>(), g32_json.at("top_k").get<int>()));
 }
 
 #if defined(QMOE_WITH_CUDA)

@@ -56,6 +56,25 @@ GemmLayout layout_of_scheme(const std::string& scheme) {
   return gemm_layout_of(layer.experts[0].w13, layer.round_weights_to_scale_dtype);
 }
 
+// `layer` with act order: every weight gets a g_idx (in order; its presence is what plans care about).
+MoeLayer with_act_order(MoeLayer layer) {
+  for (ExpertWeights& ew : layer.experts)
+    for (QuantWeight* w : {&ew.w13, &ew.w2}) {
+      w->g_idx = Tensor(DType::kI32, {w->cols});
+      for (int64_t c = 0; c < w->cols; ++c) w->g_idx.data<int32_t>()[c] = static_cast<int32_t>(c / w->group_size);
+    }
+  return layer;
+}
+
+// repacked_weight_bytes of a [rows, cols] weight.
+int64_t repacked(GroupedKernel kind, int64_t rows, int64_t cols, bool zero_points = false) {
+  GemmLayout L;
+  L.rows = rows;
+  L.cols = cols;
+  L.has_zero_point = zero_points;
+  return repacked_weight_bytes(kind, L);
+}
+
 TEST(GemmPlan, InputsTheTensorCoresCannotTakeFallBack) {
   const GemmLayout int4 = layout_of_scheme("w4a16_g128"), dense = layout_of_scheme("bf16");
   const GemmLayout mxfp4 = layout_of_scheme("mxfp4"), fp8 = layout_of_scheme("fp8_channel");
@@ -291,6 +310,7 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
                                : scheme == "nvfp4_w4a4"                          ? GroupedKernel::kNone
                                : scheme == "mxfp4"                               ? GroupedKernel::kMxfp4Bf16
                                : scheme == "nvfp4a16"                            ? GroupedKernel::kNvfp4Bf16
+                               : scheme == "w4a16_g32" || scheme == "w4a16_asym_g128" ? GroupedKernel::kInt4RegsBf16
                                                                                  : GroupedKernel::kDequantBf16;
     EXPECT_EQ(p.g1, want) << scheme;
     EXPECT_EQ(p.g2, want) << scheme;
@@ -309,6 +329,33 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
   }
   EXPECT_EQ(plan_layer_gemms(biased, 0, true).g1, GroupedKernel::kMxfp4Bf16);
   EXPECT_EQ(plan_layer_gemms(biased, 0, true).g2, GroupedKernel::kMxfp4Bf16);
+}
+
+TEST(GemmPlan, Int4RegistersPrefillKernel) {
+  // Groups of 32 (Kimi-K2) and zero points: the 4-bit register kernel; groups >= 64 symmetric stay on
+  // CUTLASS's mixed-input kernel; act order, f32 products, f16 scales, k not a multiple of 64: not.
+  const GemmKernel mma = GemmKernel::kTensorCore16;
+  const GemmLayout g32 = layout_of_scheme("w4a16_g32"), asym = layout_of_scheme("w4a16_asym_g128");
+  ASSERT_TRUE(asym.has_zero_point);
+  EXPECT_EQ(plan_grouped_kernel(g32, false, GemmInput{}, mma), GroupedKernel::kInt4RegsBf16);
+  EXPECT_EQ(plan_grouped_kernel(asym, false, GemmInput{}, mma), GroupedKernel::kInt4RegsBf16);
+  EXPECT_EQ(plan_grouped_kernel(layout_of_scheme("w4a16_g128"), false, GemmInput{}, mma), GroupedKernel::kInt4Bf16);
+  EXPECT_EQ(plan_grouped_kernel(g32, true, GemmInput{}, mma), GroupedKernel::kDequantBf16);  // g_idx
+  GemmLayout unrounded = g32, f16_scales = g32, k96 = g32;
+  unrounded.round_to_scale_dtype = false;
+  f16_scales.scale_kind = 1;
+  k96.cols = 96;
+  k96.scale_cols = 3;
+  EXPECT_NE(plan_grouped_kernel(unrounded, false, GemmInput{}, mma), GroupedKernel::kInt4RegsBf16);
+  EXPECT_NE(plan_grouped_kernel(f16_scales, false, GemmInput{}, mma), GroupedKernel::kInt4RegsBf16);
+  EXPECT_EQ(plan_grouped_kernel(k96, false, GemmInput{}, mma), GroupedKernel::kDequantBf16);
+  EXPECT_TRUE(dequantizes_in_registers(GroupedKernel::kInt4RegsBf16));
+  EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt4RegsBf16));
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2), grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2));
+  // Its copy: codes, bf16 scales as words (4 bytes per 32 weights), zero points as many again.
+  EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128), 256 * 64 + 256 * 16);
+  EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128, true), 256 * 64 + 256 * 32);
+  EXPECT_EQ(to_string(GroupedKernel::kInt4RegsBf16), "grouped wgmma (BF16) on INT4 weights dequantized in registers");
 }
 
 TEST(GemmPlan, Mxfp4PrefillKernel) {
@@ -362,9 +409,9 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(plan_grouped_kernel(nvfp4_rounded, false, GemmInput{}, mma), GroupedKernel::kDequantBf16);
   EXPECT_NE(plan_grouped_kernel(nvfp4_g32, false, GemmInput{}, mma), GroupedKernel::kNvfp4Bf16);
   EXPECT_NE(plan_grouped_kernel(nvfp4, true, GemmInput{}, mma), GroupedKernel::kNvfp4Bf16);  // g_idx
-  EXPECT_TRUE(dequantizes_fp4_in_registers(GroupedKernel::kNvfp4Bf16));
-  EXPECT_TRUE(dequantizes_fp4_in_registers(GroupedKernel::kMxfp4Bf16));
-  EXPECT_FALSE(dequantizes_fp4_in_registers(GroupedKernel::kDequantBf16));
+  EXPECT_TRUE(dequantizes_in_registers(GroupedKernel::kNvfp4Bf16));
+  EXPECT_TRUE(dequantizes_in_registers(GroupedKernel::kMxfp4Bf16));
+  EXPECT_FALSE(dequantizes_in_registers(GroupedKernel::kDequantBf16));
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kNvfp4Bf16));
   for (int t = 0; t < kGroupedTiles; ++t) {
     const auto tile = static_cast<GroupedTile>(t);
@@ -374,9 +421,9 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2), grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2));
   // The repacked copy: rows padded to 128, codes and scales (gpt-oss-120b's w2: 2880 x 2880; NVFP4's
   // scales are bf16 words, 4 bytes per 32 weights).
-  EXPECT_EQ(fp4_repacked_bytes(GroupedKernel::kNvfp4Bf16, 256, 128), 256 * 64 + 256 * 16);
-  EXPECT_EQ(fp4_repacked_bytes(GroupedKernel::kMxfp4Bf16, 256, 128), 256 * 64 + 256 * 4);
-  EXPECT_EQ(fp4_repacked_bytes(GroupedKernel::kMxfp4Bf16, 2880, 2880), int64_t{2944} * 1440 + int64_t{2944} * 90);
+  EXPECT_EQ(repacked(GroupedKernel::kNvfp4Bf16, 256, 128), 256 * 64 + 256 * 16);
+  EXPECT_EQ(repacked(GroupedKernel::kMxfp4Bf16, 256, 128), 256 * 64 + 256 * 4);
+  EXPECT_EQ(repacked(GroupedKernel::kMxfp4Bf16, 2880, 2880), int64_t{2944} * 1440 + int64_t{2944} * 90);
 }
 
 TEST(GemmPlan, PrefillKernelNeedsItsLayout) {
@@ -427,9 +474,10 @@ TEST(GemmPlan, Int4PrefillKernelNeedsItsLayout) {
   g64.group_size = 64;
   EXPECT_EQ(plan_grouped_kernel(channel, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
   EXPECT_EQ(plan_grouped_kernel(g64, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
-  // Groups of 32, zero points, act order (whose decode kernel is the CUDA-core one): the bf16
-  // kernel on dequantized weights. f16 scales or inputs, k not in 16-byte int4 rows, rows not in
-  // 16-byte scale rows: none.
+  // Groups of 32 and zero points whose scale tensors are g128's (a layout the 4-bit register kernel
+  // does not read: Int4RegistersPrefillKernel has the consistent ones), act order (whose decode
+  // kernel is the CUDA-core one): the bf16 kernel on dequantized weights. f16 scales or inputs, k not
+  // in 16-byte int4 rows, rows not in 16-byte scale rows: none.
   g32.group_size = 32;
   asym.has_zero_point = true;
   f16_scales.scale_kind = 1;
@@ -523,8 +571,9 @@ TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {
 }
 
 TEST(GemmPlan, DequantizedBatchesOfALayer) {
-  // 8 experts, w13 256 x 256 and w2 256 x 128 bf16 (128 KiB and 64 KiB per expert).
-  const MoeLayer mx = synthetic_layer("w4a16_g32", {"small", 8, 2, 256, 128}, 7, 1);
+  // 8 experts, w13 256 x 256 and w2 256 x 128 bf16 (128 KiB and 64 KiB per expert), W4A16 g32 with
+  // act order.
+  const MoeLayer mx = with_act_order(synthetic_layer("w4a16_g32", {"small", 8, 2, 256, 128}, 7, 1));
   const LayerGemmPlan plan = plan_layer_gemms(mx, 0, true);
   const DequantBatches all = plan_dequant_batches(plan, 8, int64_t{1} << 30);
   EXPECT_EQ(all.w13, 8);
@@ -741,8 +790,9 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kTiny));
   EXPECT_EQ(m.w13.tiles.back().first, int64_t{kInt4MinRowsForLarge} * 8 / 2);
   EXPECT_EQ(m.w13.tiles.back().second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kLarge));
-  // W4A16 g32: the bf16 kernel on dequantized weights from its own crossover, with the bf16 tiles.
-  const MoeLayer mx = synthetic_layer("w4a16_g32", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1);
+  // W4A16 g32 with act order: the bf16 kernel on dequantized weights from its own crossover, with the
+  // bf16 tiles.
+  const MoeLayer mx = with_act_order(synthetic_layer("w4a16_g32", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1));
   const CudaPlanSummary n = summarize_cuda_plan(mx, 0);
   EXPECT_EQ(n.w2.prefill, to_string(GroupedKernel::kDequantBf16));
   EXPECT_EQ(n.w2.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 4));
@@ -769,7 +819,7 @@ TEST(GemmPlan, CudaPlanSummary) {
   ASSERT_EQ(f.w13.tiles.size(), 2u);
   EXPECT_EQ(f.w13.tiles[1].first, int64_t{kMxfp4MaxRowsFor128} * 8 / 4 + 1);
   EXPECT_EQ(f.dequant_workspace_bytes, 0);
-  EXPECT_EQ(f.repacked_weight_bytes, 8 * (fp4_repacked_bytes(GroupedKernel::kMxfp4Bf16, 256, 256) + fp4_repacked_bytes(GroupedKernel::kMxfp4Bf16, 256, 128)));
+  EXPECT_EQ(f.repacked_weight_bytes, 8 * (repacked(GroupedKernel::kMxfp4Bf16, 256, 256) + repacked(GroupedKernel::kMxfp4Bf16, 256, 128)));
   MoeLayer mxfp4_one_local = mxfp4;
   mxfp4_one_local.num_local_experts = 1;
   mxfp4_one_local.experts.resize(1);
@@ -779,8 +829,8 @@ TEST(GemmPlan, CudaPlanSummary) {
   const CudaPlanSummary nv = summarize_cuda_plan(synthetic_layer("nvfp4a16", {"small", 8, 2, 256, 128}, 7, 1), 0);
   EXPECT_EQ(nv.w13.prefill, to_string(GroupedKernel::kNvfp4Bf16));
   EXPECT_EQ(nv.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2));
-  EXPECT_EQ(nv.repacked_weight_bytes, 8 * (fp4_repacked_bytes(GroupedKernel::kNvfp4Bf16, 256, 256) +
-                                           fp4_repacked_bytes(GroupedKernel::kNvfp4Bf16, 256, 128)));
+  EXPECT_EQ(nv.repacked_weight_bytes, 8 * (repacked(GroupedKernel::kNvfp4Bf16, 256, 256) +
+                                           repacked(GroupedKernel::kNvfp4Bf16, 256, 128)));
 }
 
 TEST(GemmPlan, KernelNames) {

@@ -761,18 +761,12 @@ TEST(DequantizedPrefill, MatchesTheCpuBackend) {
     MoeLayer layer;
   };
   std::vector<Case> cases;
-  for (LayerShape shape : {LayerShape{16, 8, 2048, 768}, LayerShape{8, 4, 2880, 1440}}) {
-    const std::string h = " H " + std::to_string(shape.hidden);
-    MoeLayer g32 = random_layer(Scheme::kW4A16AsymG32, shape);
-    cases.push_back({"w4a16_asym_g32" + h, g32});
-    for (ExpertWeights& ew : g32.experts) ew.w13.zero_point = ew.w2.zero_point = Tensor();
-    cases.push_back({"w4a16_g32 (Kimi-K2's scheme)" + h, g32});
-    if (shape.hidden == 2048) {  // groups of 64 / 128 do not divide 1440
-      cases.push_back({"w8a16_asym_g64" + h, random_layer(Scheme::kW8A16AsymG64, shape)});
-      cases.push_back({"w4a16_g128 act order" + h, with_act_order(random_layer(Scheme::kW4A16G128, shape))});
-    }
-  }
-  // NVFP4 weight-only where k is not a multiple of 64 (else the FP4 kernel takes it): the global
+  // (Groups of 32 and zero points in order have the 4-bit register kernel: W4Prefill.)
+  const LayerShape qwen_like{16, 8, 2048, 768}, gpt_oss_like{8, 4, 2880, 1440};
+  cases.push_back({"w8a16_asym_g64 H 2048", random_layer(Scheme::kW8A16AsymG64, qwen_like)});
+  cases.push_back({"w4a16_g128 act order H 2048", with_act_order(random_layer(Scheme::kW4A16G128, qwen_like))});
+  cases.push_back({"w4a16_asym_g32 act order H 2880", with_act_order(random_layer(Scheme::kW4A16AsymG32, gpt_oss_like))});
+  // NVFP4 weight-only where k is not a multiple of 64 (else the 4-bit kernel takes it): the global
   // scale after the GEMM.
   cases.push_back({"nvfp4a16 (global scale after the GEMM) H 2080", random_layer(Scheme::kNvfp4, {8, 4, 2080, 1440})});
   for (const Case& c : cases) {
@@ -798,11 +792,11 @@ TEST(DequantizedPrefill, MatchesTheCpuBackend) {
   }
 }
 
-// MXFP4 and NVFP4 weight-only on their prefill kernel (codes repacked at load, dequantized in
-// registers): both tiles, forced and by the planner, weight rows that are not whole 128-row tiles
+// MXFP4, NVFP4 weight-only and INT4 (groups of 32, zero points) on the 4-bit register kernel (codes
+// repacked at load, dequantized in registers): both tiles, forced and by the planner, weight rows that are not whole 128-row tiles
 // (gpt-oss's 2880), biases, layers whose w2 takes the dequantized path instead, eager and
 // graph-replayed, and the automatic path past the crossover.
-TEST(Fp4Prefill, MatchesTheCpuBackend) {
+TEST(W4Prefill, MatchesTheCpuBackend) {
   REQUIRE_GPU();
   struct Case {
     std::string name;
@@ -821,14 +815,24 @@ TEST(Fp4Prefill, MatchesTheCpuBackend) {
   cases.push_back({"mxfp4 H 2880 with biases", gpt_oss});
   // inter 1440 (k not a multiple of 64): w2 on the dequantized path, w13 on this kernel.
   cases.push_back({"mxfp4 H 2880 I 1440 (w2 dequantized)", random_layer(Scheme::kMxfp4, {8, 4, 2880, 1440})});
+  // INT4 with groups of 32 (Kimi-K2's scheme) and with zero points.
+  for (LayerShape shape : {LayerShape{16, 8, 2048, 768}, LayerShape{8, 4, 2880, 1440}}) {
+    const std::string h = " H " + std::to_string(shape.hidden) + (shape.inter % 64 ? " (w2 dequantized)" : "");
+    MoeLayer g32 = random_layer(Scheme::kW4A16AsymG32, shape);
+    cases.push_back({"w4a16_asym_g32" + h, g32});
+    for (ExpertWeights& ew : g32.experts) ew.w13.zero_point = ew.w2.zero_point = Tensor();
+    cases.push_back({"w4a16_g32 (Kimi-K2's scheme)" + h, g32});
+  }
   // NVFP4 weight-only (its global scale divides the sums in the kernel's epilogue; on the
   // dequantized path after the GEMM).
   cases.push_back({"nvfp4a16 H 2048", random_layer(Scheme::kNvfp4, {16, 8, 2048, 768})});
   cases.push_back({"nvfp4a16 H 2880 I 1440 (w2 dequantized)", random_layer(Scheme::kNvfp4, {8, 4, 2880, 1440})});
   for (const Case& c : cases) {
     const LayerGemmPlan plan = plan_layer_gemms(c.layer, 0, true);
-    const GroupedKernel fp4 = c.layer.experts[0].w13.format == WeightFormat::kNvfp4 ? GroupedKernel::kNvfp4Bf16
-                                                                                     : GroupedKernel::kMxfp4Bf16;
+    const WeightFormat format = c.layer.experts[0].w13.format;
+    const GroupedKernel fp4 = format == WeightFormat::kNvfp4   ? GroupedKernel::kNvfp4Bf16
+                              : format == WeightFormat::kMxfp4 ? GroupedKernel::kMxfp4Bf16
+                                                               : GroupedKernel::kInt4RegsBf16;
     ASSERT_EQ(plan.g1, fp4) << c.name;
     ASSERT_EQ(plan.g2, c.layer.inter % 64 == 0 ? fp4 : GroupedKernel::kDequantBf16) << c.name;
     const int min_tokens = static_cast<int>(std::max(grouped_min_tokens(plan.g1, c.layer.num_experts, c.layer.top_k),
@@ -876,7 +880,9 @@ TEST(DequantizedPrefill, EdgeCases) {
   const ForwardOptions defaults;
   ForwardOptions prefill;
   prefill.gemm_path = GemmPath::kPrefill;
-  MoeLayer one = random_layer(Scheme::kW4A16AsymG32, {8, 2, 512, 256});
+  // (Act order: groups of 32 and zero points now have the 4-bit register kernel.)
+  MoeLayer one = with_act_order(random_layer(Scheme::kW4A16AsymG32, {8, 2, 512, 256}));
+  ASSERT_EQ(plan_layer_gemms(one, 0, true).g1, GroupedKernel::kDequantBf16);
   const int max_tokens = static_cast<int>(grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 2));
   Tensor x, logits;
   random_inputs(200, one, x, logits);
@@ -886,7 +892,7 @@ TEST(DequantizedPrefill, EdgeCases) {
   }
   auto cpu = make_backend("cpu");
   expect_dequantized_prefill_matches_cpu(one, x, logits, cpu->forward(one, x, logits, prefill), prefill, max_tokens,
-                                         int64_t{1} << 20, "prefill w4a16_asym_g32 all tokens on experts 3 and 5");
+                                         int64_t{1} << 20, "prefill w4a16_asym_g32 act order all tokens on experts 3 and 5");
   MoeLayer ep = random_layer(Scheme::kMxfp4, {8, 2, 512, 256});
   ep.expert_map = {-1, 0, -1, 1, -1, 2, -1, 3};
   ep.num_local_experts = 4;
