@@ -17,7 +17,7 @@ status=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 "$tests" 2>&1 | tee "$out/gpu_tests.log" | tail -n 40 || status=1
 grep -q "FAILED" "$out/gpu_tests.log" && status=1
-small='CudaMoeLayerApi.*:CudaRouting.*:RandomLayerEdges.*:PrefillKernels.EdgeCases:DequantizedPrefill.EdgeCases:Fp4Mainloop.*'
+small='CudaMoeLayerApi.*:CudaRouting.*:RandomLayerEdges.*:PrefillKernels.EdgeCases:DequantizedPrefill.EdgeCases:Fp4Mainloop.*:Int4Mainloop.*'
 if command -v compute-sanitizer >/dev/null; then
   compute-sanitizer --tool memcheck --error-exitcode 9 "$tests" --gtest_filter="$small" > "$out/memcheck.log" 2>&1 || status=1
   # (the routing, grouping and activation-quantization kernels' shared memory: the API and routing

@@ -79,8 +79,9 @@ enum class GroupedKernel {
                // dequantized in registers from a copy repacked at load (cuda/fp4_gemm.h)
   kNvfp4Bf16,  // the same kernel on NVFP4 weight-only weights scaled as vLLM scales them (e2m1 *
                // fp8(s) in the GEMM, the global scale after it)
-  kInt4RegsBf16,  // the same kernel on INT4 weights with bf16 scales that kInt4Bf16 does not take
-                  // (groups of 16 or 32, zero points): RNE_bf16((q - z) * s) in registers
+  kInt4RegsBf16,  // the same kernel on INT4 weights with bf16 scales (groups of a multiple of 16 or
+                  // per row, zero points) that kInt4Bf16 does not take (groups of 32, zero points):
+                  // RNE_bf16((q - z) * s) in registers
 };
 std::string to_string(GroupedKernel k);
 // Whether prefill kernel `kind` takes bf16 input rows (else 8-bit codes with a scale per row, or per

@@ -307,7 +307,7 @@ struct Int4Scales {
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const uint32_t v = ((w[step] >> (4 * r)) & 0x000F000Fu) | 0x43004300u;
-        const __nv_bfloat162 q = __hsub2(as_bf16x2(v), as_bf16x2(r % 2 == 0 ? o_m : o_m8));
+        const __nv_bfloat162 q = __hsub2_rn(as_bf16x2(v), as_bf16x2(r % 2 == 0 ? o_m : o_m8));
         uint32_t q_bits;
         memcpy(&q_bits, &q, sizeof(q_bits));
         a[step][r] = mul_bf16x2(q_bits, r % 2 == 0 ? s_m : s_m8);

@@ -1,6 +1,6 @@
-// The FP4 grouped GEMM with in-register dequantization (cuda/fp4_gemm.h), MXFP4 and NVFP4, against a
-// CPU GEMM on the CPU's dequantized weights, on fresh random data. (The forward on it: Fp4Prefill in
-// test_cuda_backend.cpp.)
+// The 4-bit grouped GEMM with in-register dequantization (cuda/fp4_gemm.h: MXFP4, NVFP4, INT4)
+// against a CPU GEMM on the CPU's dequantized weights, on fresh random data. (The forward on it:
+// W4Prefill in test_cuda_backend.cpp.)
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -286,18 +286,20 @@ TEST(Fp4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
     }
 }
 
-// INT4 with bf16 scales per 32, per 128 and per row, without and with zero points (the larger cases
-// with groups of 32 only).
+// INT4 with bf16 scales per 16, 32, 48 (across k-tiles), 128 and per row, without and with zero
+// points (the larger cases with groups of 32 only).
 TEST(Int4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
   REQUIRE_GPU();
   std::mt19937_64 rng(test::test_seed());
   for (cuda::W4Format format : {cuda::W4Format::kInt4, cuda::W4Format::kInt4Zero})
     for (Data data : {Data::kExact, Data::kRandom, Data::kTiny})
       for (const Case& c : cases())
-        for (int64_t group : {int64_t{32}, int64_t{128}, int64_t{c.k}}) {
+        for (int64_t group : {int64_t{16}, int64_t{32}, int64_t{48}, int64_t{128}, int64_t{c.k}}) {
           int64_t rows = 0;
           for (int r : c.rows) rows += r;
-          if (c.k % group != 0 || (group != 32 && int64_t{c.n} * c.k * rows > (int64_t{1} << 26))) continue;
+          if (c.k % group != 0 || (group == 128 && c.k == 128) ||
+              (group != 32 && int64_t{c.n} * c.k * rows > (int64_t{1} << 26)))
+            continue;
           run_case(c, data, format, group, rng);
         }
 }
