@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <random>
 #include <vector>
@@ -27,11 +28,21 @@ void check(cudaError_t err, const char* what) {
   }
 }
 
+// Uniform integers in [lo, hi] from splitmix64, four 16-bit draws per step: the GEMMs take billions of
+// values, too many for mt19937 within the device call's time.
 template <class T>
 T* device_random(size_t count, std::mt19937_64& rng, T lo, T hi) {
   std::vector<T> host(count);
-  std::uniform_int_distribution<int> dist(static_cast<int>(lo), static_cast<int>(hi));
-  for (auto& v : host) v = static_cast<T>(dist(rng));
+  uint64_t state = rng();
+  const uint32_t span = static_cast<uint32_t>(hi) - static_cast<uint32_t>(lo) + 1;
+  for (size_t i = 0; i < count; i += 4) {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    for (size_t j = i; j < std::min(count, i + 4); ++j, z >>= 16)
+      host[j] = static_cast<T>(lo + (((z & 0xFFFF) * span) >> 16));
+  }
   T* d = nullptr;
   check(cudaMalloc(&d, sizeof(T) * count), "cudaMalloc");
   check(cudaMemcpy(d, host.data(), sizeof(T) * count, cudaMemcpyHostToDevice), "cudaMemcpy");
@@ -72,6 +83,7 @@ int main(int argc, char** argv) {
   std::vector<int> tokens;
   for (int i = 1; i < argc; ++i) tokens.push_back(std::atoi(argv[i]));
   if (tokens.empty()) tokens = {4096, 8192};
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a timed-out run keeps its lines
   int num_sms = 0;
   check(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0), "device");
   struct Gemm {
