@@ -331,9 +331,13 @@ int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {
     }
     case GroupedKernel::kMxfp4Bf16:
     case GroupedKernel::kNvfp4Bf16:
-    case GroupedKernel::kInt4RegsBf16: {  // (NVFP4's and INT4's: MXFP4's, not measured)
-      const int rows = num_experts <= kInt4FewExperts ? kGroupedMinRowsPerExpertMxfp4FewExperts
-                                                      : kGroupedMinRowsPerExpertMxfp4;
+    case GroupedKernel::kInt4RegsBf16: {
+      const bool few = num_experts <= kInt4FewExperts;
+      const int rows = kind == GroupedKernel::kMxfp4Bf16
+                           ? (few ? kGroupedMinRowsPerExpertMxfp4FewExperts : kGroupedMinRowsPerExpertMxfp4)
+                       : kind == GroupedKernel::kNvfp4Bf16
+                           ? (few ? kGroupedMinRowsPerExpertNvfp4FewExperts : kGroupedMinRowsPerExpertNvfp4)
+                           : (few ? kGroupedMinRowsPerExpertInt4RegsFewExperts : kGroupedMinRowsPerExpertInt4Regs);
       const int64_t slots = int64_t{rows} * std::max(num_experts, 1);
       return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
     }

@@ -351,7 +351,10 @@ TEST(GemmPlan, Int4RegistersPrefillKernel) {
   EXPECT_EQ(plan_grouped_kernel(k96, false, GemmInput{}, mma), GroupedKernel::kDequantBf16);
   EXPECT_TRUE(dequantizes_in_registers(GroupedKernel::kInt4RegsBf16));
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt4RegsBf16));
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2), grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2));
+  // Measured crossovers: 25 rows per expert for few experts, 24 otherwise.
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2), 100);     // Mixtral-8x7B
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 384, 8), 1152);  // Kimi-K2
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 128, 8), 384);   // Qwen3-30B-A3B
   // Its copy: codes, bf16 scales as words (4 bytes per 32 weights), zero points as many again.
   EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128), 256 * 64 + 256 * 16);
   EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128, true), 256 * 64 + 256 * 32);
@@ -418,7 +421,10 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
     EXPECT_EQ(grouped_tile_built(GroupedKernel::kNvfp4Bf16, tile), grouped_tile_built(GroupedKernel::kMxfp4Bf16, tile));
     EXPECT_EQ(tile_config(GroupedKernel::kNvfp4Bf16, tile), tile_config(GroupedKernel::kMxfp4Bf16, tile));
   }
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2), grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2));
+  // Measured crossovers: 20 rows per expert for few experts, 15 otherwise.
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2), 80);     // Mixtral-8x7B
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 128, 4), 480);  // gpt-oss-120b
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 129, 4), 484);  // (15 * 129 / 4 rounded up)
   // The repacked copy: rows padded to 128, codes and scales (gpt-oss-120b's w2: 2880 x 2880; NVFP4's
   // scales are bf16 words, 4 bytes per 32 weights).
   EXPECT_EQ(repacked(GroupedKernel::kNvfp4Bf16, 256, 128), 256 * 64 + 256 * 16);
