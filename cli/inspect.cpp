@@ -239,7 +239,7 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
                  "the prefill batch)\n",
                  static_cast<double>(r.cuda_plan->dequant_workspace_bytes) / (1 << 20));
     if (r.cuda_plan->repacked_weight_bytes > 0)
-      fmt::print("    repacked MXFP4 weights {:.1f} MiB per layer for the prefill kernel (allocated when max_tokens "
+      fmt::print("    repacked 4-bit weights {:.1f} MiB per layer for the prefill kernel (allocated when max_tokens "
                  "reaches the prefill batch)\n",
                  static_cast<double>(r.cuda_plan->repacked_weight_bytes) / (1 << 20));
   }

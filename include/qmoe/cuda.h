@@ -22,17 +22,18 @@ class CudaMoeLayer {
   // workspace is per layer and grows with max_tokens * top_k * (inter + hidden), mostly fp32
   // intermediates: at 8192 tokens ~4.2 GB for a Mixtral-8x7B layer, ~1.6 GB for Qwen3-30B-A3B
   // (layers do not share it yet).
-  // Weight-only layouts without a prefill kernel of their own (groups of 32, zero points, act
-  // order, NVFP4 weight-only) run large batches as bf16 GEMMs on their weights dequantized
-  // a batch of experts at a time into a workspace of at most `dequant_workspace_bytes` (at least
-  // one expert's bf16 weights), allocated only when max_tokens reaches the batch where the
-  // automatic path takes that route (`qmoe inspect --cuda-plan`). Only bf16 hidden states take
-  // it. Each layer has its own: an engine short of memory (or running f16 or f32 hidden states)
+  // Weight-only layouts without a prefill kernel of their own (act order, 8-bit zero points, k not a
+  // multiple of 64, among others: `qmoe inspect --cuda-plan` names each GEMM's) run large batches
+  // as bf16 GEMMs on their weights dequantized a batch of experts at a time into a workspace of at
+  // most `dequant_workspace_bytes` (at least one expert's bf16 weights), allocated only when
+  // max_tokens reaches the batch where the automatic path takes that route. Only bf16 hidden states
+  // take it. Each layer has its own: an engine short of memory (or running f16 or f32 hidden states)
   // passes less (more, smaller batches) or 0 (those layers keep the decode kernels at every size).
-  // MXFP4 layers (k a multiple of 64) have a prefill kernel of their own instead, which reads a copy
-  // of their weights repacked at load (as many bytes again as the checkpoint's MXFP4 weights),
-  // allocated under the same conditions: max_tokens at its crossover and a nonzero budget (the
-  // budget's size does not bound it).
+  // MXFP4, NVFP4 weight-only and INT4 layers with groups of 32 or zero points (k a multiple of 64)
+  // have a prefill kernel of their own instead, which reads a copy of their weights repacked at
+  // load (codes as many bytes again as the checkpoint's, scales as 32-bit words), allocated under
+  // the same conditions: max_tokens at its crossover and a nonzero budget (the budget's size does
+  // not bound it).
   static constexpr int64_t kDefaultDequantWorkspaceBytes = int64_t{1} << 30;
   CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes = kDefaultDequantWorkspaceBytes);
   ~CudaMoeLayer();
@@ -51,7 +52,7 @@ class CudaMoeLayer {
 
   int max_tokens() const;
   const MoeLayer& layer() const;
-  int64_t device_weight_bytes() const;  // the uploaded weights (and the MXFP4 prefill copy)
+  int64_t device_weight_bytes() const;  // the uploaded weights (and the 4-bit prefill copy)
 
  private:
   void run(const void* hidden, DType hidden_dtype, const float* router_logits, float* out, int tokens, void* stream,

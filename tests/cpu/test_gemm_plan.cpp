@@ -421,10 +421,10 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
     EXPECT_EQ(grouped_tile_built(GroupedKernel::kNvfp4Bf16, tile), grouped_tile_built(GroupedKernel::kMxfp4Bf16, tile));
     EXPECT_EQ(tile_config(GroupedKernel::kNvfp4Bf16, tile), tile_config(GroupedKernel::kMxfp4Bf16, tile));
   }
-  // Measured crossovers: 20 rows per expert for few experts, 15 otherwise.
+  // Measured crossovers: 20 rows per expert for few experts, 13 otherwise.
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2), 80);     // Mixtral-8x7B
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 128, 4), 480);  // gpt-oss-120b
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 129, 4), 484);  // (15 * 129 / 4 rounded up)
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 128, 4), 416);  // gpt-oss-120b
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 129, 4), 420);  // (13 * 129 / 4 rounded up)
   // The repacked copy: rows padded to 128, codes and scales (gpt-oss-120b's w2: 2880 x 2880; NVFP4's
   // scales are bf16 words, 4 bytes per 32 weights).
   EXPECT_EQ(repacked(GroupedKernel::kNvfp4Bf16, 256, 128), 256 * 64 + 256 * 16);
