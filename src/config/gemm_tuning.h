@@ -101,12 +101,12 @@ inline constexpr int kGroupedMinRowsPerExpertMxfp4 = 18;
 // on INT4 with bf16 scales (kInt4RegsBf16: groups of 32, zero points), GEMM us decode vs prefill,
 // same call each, 02bce2d and a24922d (the same kernels; bench/runs/2026-11-30_w4_regs/), crossings
 // interpolated:
-// - NVFP4: Mixtral-8x7B 648 vs 740 at 16 rows, 797 vs 699 at 24 (~20; a24922d: 736 vs 719 at 20);
-//   gpt-oss-120b 1221 vs 1415 at 12, 1547 vs 1403 at 16 (02bce2d), 1427 vs 1421 at 13, 1463 vs 1417
-//   at 14 (a24922d): ~13.
+// - NVFP4: Mixtral-8x7B 648 vs 740 at 16 rows, 797 vs 699 at 24 (02bce2d, ~20; a24922d: 736 vs 719
+//   at 20); gpt-oss-120b 1221 vs 1415 at 12, 1547 vs 1403 at 16 (02bce2d, ~14.3), a tie at 13 (1427
+//   vs 1421) and 1463 vs 1417 at 14 (a24922d): from 13.
 // - INT4: Mixtral g32 706 vs 732 at 24, 924 vs 699 at 32 (~24.8), asym g128 711 vs 755 at 24, 940 vs
 //   719 at 32 (~25.3); Qwen3-30B-A3B g32 265 vs 322 at 16, 338 vs 319 at 24 (~22), asym g128 262 vs
-//   329 at 16, 336 vs 327 at 24 (~23.1); DeepSeek-V3 TP8 g32 649 vs 861 at 16, 1111 vs 886 at 32
+//   329 at 16, 336 vs 327 at 24 (~23.0); DeepSeek-V3 TP8 g32 649 vs 861 at 16, 1111 vs 886 at 32
 //   (~23.8); Kimi-K2 TP8 g32 1165 vs 1310 at 21.3, 1682 vs 1325 at 32 (~24.4).
 inline constexpr int kGroupedMinRowsPerExpertNvfp4FewExperts = 20;
 inline constexpr int kGroupedMinRowsPerExpertNvfp4 = 13;
