@@ -265,32 +265,45 @@ struct Int4Scales {
 
 // ---- kernels --------------------------------------------------------------------------------------
 
+// One repack thread's place: the block's tile (rt * col_tiles + kt: row tile rt, column tile kt of
+// 64 x 64), the thread's first row m and its index t in the warpgroup (fp4_gemm.h's order).
+struct RepackThread {
+  int64_t tile, kt, m;
+  int t;
+};
+__device__ __forceinline__ RepackThread repack_thread(int64_t cols) {
+  const int64_t col_tiles = cols / 64, tile = blockIdx.x;
+  const int t = threadIdx.x;
+  return {tile, tile % col_tiles, tile / col_tiles * 64 + 16 * (t / 32) + t % 32 / 4, t};
+}
+
+// A thread's e2m1 code word of k16 step `step` in column tile kt, the rows' codes [rows, cols / 2]
+// bytes (the even column in the low nibble; rows past `rows` code 0) placed as fp4_gemm.h says: m is
+// the thread's first row, t its index in the warpgroup.
+__device__ __forceinline__ uint32_t e2m1_fragment_word(const uint8_t* codes, int64_t rows, int64_t cols, int64_t m,
+                                                       int64_t kt, int step, int t) {
+  const int64_t k = kt * 64 + 16 * step + 2 * (t % 4);
+  uint32_t word = 0;
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int64_t row = m + 8 * (r % 2), col = k + 8 * (r / 2) + j;
+      const uint32_t c = row < rows ? (codes[row * (cols / 2) + col / 2] >> (4 * (col & 1))) & 0xFu : 0u;
+      word |= (c & 7u) << (16 * j + magnitude_bit(r)) | (c >> 3) << (16 * j + sign_bit(r));
+    }
+  return word;
+}
+
 // One thread per (row tile, column tile, warpgroup thread) of the fragment order (fp4_gemm.h).
 __global__ void repack_mxfp4_kernel(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
                                     uint32_t* frag_codes, uint32_t* frag_scales) {
-  const int64_t col_tiles = cols / 64;
-  const int64_t tile = blockIdx.x;  // rt * col_tiles + kt
-  const int64_t rt = tile / col_tiles, kt = tile % col_tiles;
-  const int t = threadIdx.x;
-  const int64_t m = rt * 64 + 16 * (t / 32) + t % 32 / 4;
+  const auto [tile, kt, m, t] = repack_thread(cols);
   // (Rows past `rows`, up to the padded count, are code 0 with scale 2^0.)
-  auto nibble = [&](int64_t row, int64_t col) -> uint32_t {
-    return row < rows ? (codes[row * (cols / 2) + col / 2] >> (4 * (col & 1))) & 0xFu : 0u;
-  };
   auto scale = [&](int64_t row, int64_t g) -> uint32_t { return row < rows ? scales[row * (cols / 32) + g] : 127u; };
 #pragma unroll
-  for (int step = 0; step < 4; ++step) {
-    const int64_t k = kt * 64 + 16 * step + 2 * (t % 4);
-    uint32_t word = 0;
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const uint32_t c = nibble(m + 8 * (r % 2), k + 8 * (r / 2) + j);
-        word |= (c & 7u) << (16 * j + magnitude_bit(r)) | (c >> 3) << (16 * j + sign_bit(r));
-      }
-    frag_codes[(tile * 128 + t) * 4 + step] = word;
-  }
+  for (int step = 0; step < 4; ++step)
+    frag_codes[(tile * 128 + t) * 4 + step] = e2m1_fragment_word(codes, rows, cols, m, kt, step, t);
   const int64_t g = kt * 2;
   if (t % 4 == 0)  // (threads 4i .. 4i + 3 share rows m and m + 8)
     frag_scales[tile * 32 + t / 4] = scale(m, g) | scale(m + 8, g) << 8 | scale(m, g + 1) << 16 | scale(m + 8, g + 1) << 24;
@@ -299,14 +312,7 @@ __global__ void repack_mxfp4_kernel(const uint8_t* codes, const uint8_t* scales,
 // As repack_mxfp4_kernel, for NVFP4's fp8 e4m3 scales per 16 columns (fp4_gemm.h).
 __global__ void repack_nvfp4_kernel(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
                                     uint32_t* frag_codes, uint32_t* frag_scales) {
-  const int64_t col_tiles = cols / 64;
-  const int64_t tile = blockIdx.x;  // rt * col_tiles + kt
-  const int64_t rt = tile / col_tiles, kt = tile % col_tiles;
-  const int t = threadIdx.x;
-  const int64_t m = rt * 64 + 16 * (t / 32) + t % 32 / 4;
-  auto nibble = [&](int64_t row, int64_t col) -> uint32_t {
-    return row < rows ? (codes[row * (cols / 2) + col / 2] >> (4 * (col & 1))) & 0xFu : 0u;
-  };
+  const auto [tile, kt, m, t] = repack_thread(cols);
   // bf16(fp8(s) * 2^119), exact (fp8's subnormals become normal bf16s; NaN stays NaN); padded rows 0.
   auto scale = [&](int64_t row, int64_t g) -> uint32_t {
     if (row >= rows) return 0u;
@@ -315,16 +321,7 @@ __global__ void repack_nvfp4_kernel(const uint8_t* codes, const uint8_t* scales,
   };
 #pragma unroll
   for (int step = 0; step < 4; ++step) {
-    const int64_t k = kt * 64 + 16 * step + 2 * (t % 4);
-    uint32_t word = 0;
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const uint32_t c = nibble(m + 8 * (r % 2), k + 8 * (r / 2) + j);
-        word |= (c & 7u) << (16 * j + magnitude_bit(r)) | (c >> 3) << (16 * j + sign_bit(r));
-      }
-    frag_codes[(tile * 128 + t) * 4 + step] = word;
+    frag_codes[(tile * 128 + t) * 4 + step] = e2m1_fragment_word(codes, rows, cols, m, kt, step, t);
     if (t % 4 == 0) {
       const int64_t g = kt * 4 + step;
       frag_scales[(tile * 32 + t / 4) * 4 + step] = scale(m, g) | scale(m + 8, g) << 16;
@@ -336,11 +333,8 @@ __global__ void repack_nvfp4_kernel(const uint8_t* codes, const uint8_t* scales,
 __global__ void repack_int4_kernel(const int32_t* codes, const uint16_t* scales, const int8_t* zero_points,
                                    int64_t rows, int64_t cols, int64_t group, uint32_t* frag_codes,
                                    uint32_t* frag_scales) {
-  const int64_t col_tiles = cols / 64, groups = cols / group;
-  const int64_t tile = blockIdx.x;  // rt * col_tiles + kt
-  const int64_t rt = tile / col_tiles, kt = tile % col_tiles;
-  const int t = threadIdx.x;
-  const int64_t m = rt * 64 + 16 * (t / 32) + t % 32 / 4;
+  const auto [tile, kt, m, t] = repack_thread(cols);
+  const int64_t groups = cols / group;
   // u = q + 8 of the signed nibble (padded rows: q = 0).
   auto code = [&](int64_t row, int64_t col) -> uint32_t {
     if (row >= rows) return 8u;
