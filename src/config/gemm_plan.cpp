@@ -318,46 +318,40 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
   return rows_per_expert < min_rows_256 ? GroupedTile::kMedium : GroupedTile::kHuge;
 }
 
+namespace {
+// Mean rows per expert from which a prefill kernel whose switch goes by them beats the decode
+// kernels ("few": at most kInt4FewExperts experts); 0 for the kernels that switch at a token count.
+int min_rows_per_expert(GroupedKernel kind, bool few) {
+  switch (kind) {
+    // Dequantizing costs a pass over every expert's weights, so it pays only with many rows each.
+    case GroupedKernel::kDequantBf16: return kGroupedMinRowsPerExpertDequant;
+    case GroupedKernel::kMxfp4Bf16: return few ? kGroupedMinRowsPerExpertMxfp4FewExperts : kGroupedMinRowsPerExpertMxfp4;
+    case GroupedKernel::kNvfp4Bf16: return few ? kGroupedMinRowsPerExpertNvfp4FewExperts : kGroupedMinRowsPerExpertNvfp4;
+    case GroupedKernel::kInt4RegsBf16:
+      return few ? kGroupedMinRowsPerExpertInt4RegsFewExperts : kGroupedMinRowsPerExpertInt4Regs;
+    // The decode kernels stream each expert's weights once per pass of slots; the mixed-input
+    // kernel converts them in every tile, so it pays only with enough rows per expert.
+    case GroupedKernel::kInt4Bf16: return few ? kGroupedMinRowsPerExpertInt4FewExperts : kGroupedMinRowsPerExpertInt4;
+    case GroupedKernel::kInt4Codes: return few ? kGroupedMinRowsPerExpertW4A8FewExperts : kGroupedMinRowsPerExpertW4A8;
+    case GroupedKernel::kInt8Bf16: return few ? kGroupedMinRowsPerExpertInt8FewExperts : kGroupedMinRowsPerExpertInt8;
+    default: return 0;
+  }
+}
+}  // namespace
+
 int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {
   switch (kind) {
     case GroupedKernel::kFp8: return kGroupedMinTokensFp8;
     case GroupedKernel::kFp8Block: return kGroupedMinTokensFp8Block;
     case GroupedKernel::kInt8: return kGroupedMinTokensInt8;
     case GroupedKernel::kBf16: return kGroupedMinTokensBf16;
-    case GroupedKernel::kDequantBf16: {
-      // Dequantizing costs a pass over every expert's weights, so it pays only with many rows each.
-      const int64_t slots = int64_t{kGroupedMinRowsPerExpertDequant} * std::max(num_experts, 1);
-      return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
-    }
-    case GroupedKernel::kMxfp4Bf16:
-    case GroupedKernel::kNvfp4Bf16:
-    case GroupedKernel::kInt4RegsBf16: {
-      const bool few = num_experts <= kInt4FewExperts;
-      const int rows = kind == GroupedKernel::kMxfp4Bf16
-                           ? (few ? kGroupedMinRowsPerExpertMxfp4FewExperts : kGroupedMinRowsPerExpertMxfp4)
-                       : kind == GroupedKernel::kNvfp4Bf16
-                           ? (few ? kGroupedMinRowsPerExpertNvfp4FewExperts : kGroupedMinRowsPerExpertNvfp4)
-                           : (few ? kGroupedMinRowsPerExpertInt4RegsFewExperts : kGroupedMinRowsPerExpertInt4Regs);
-      const int64_t slots = int64_t{rows} * std::max(num_experts, 1);
-      return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
-    }
-    case GroupedKernel::kInt4Bf16:
-    case GroupedKernel::kInt4Codes:
-    case GroupedKernel::kInt8Bf16: {
-      // The decode kernels stream each expert's weights once per pass of slots; the mixed-input
-      // kernel converts them in every tile, so it pays only with enough rows per expert.
-      const bool few = num_experts <= kInt4FewExperts;
-      const int rows = kind == GroupedKernel::kInt8Bf16
-                           ? (few ? kGroupedMinRowsPerExpertInt8FewExperts : kGroupedMinRowsPerExpertInt8)
-                       : kind == GroupedKernel::kInt4Codes
-                           ? (few ? kGroupedMinRowsPerExpertW4A8FewExperts : kGroupedMinRowsPerExpertW4A8)
-                           : (few ? kGroupedMinRowsPerExpertInt4FewExperts : kGroupedMinRowsPerExpertInt4);
-      const int64_t slots = int64_t{rows} * std::max(num_experts, 1);
-      return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
-    }
-    case GroupedKernel::kNone: break;
+    case GroupedKernel::kNone: return std::numeric_limits<int64_t>::max();
+    default: break;
   }
-  return std::numeric_limits<int64_t>::max();
+  const int rows = min_rows_per_expert(kind, num_experts <= kInt4FewExperts);
+  if (rows <= 0) return std::numeric_limits<int64_t>::max();  // (a kind without a switch)
+  const int64_t slots = int64_t{rows} * std::max(num_experts, 1);
+  return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
 }
 
 bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_experts, int top_k) {
