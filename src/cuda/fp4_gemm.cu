@@ -555,16 +555,45 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int inter = p.gate_up_inter, i = weight_row / 16 * 8 + weight_row % 8;
       if (i >= inter) continue;
       const float b_gate = bias != nullptr ? bias[i] : 0.0f, b_up = bias != nullptr ? bias[inter + i] : 0.0f;
+      // (One unrolled loop per activation, the activation known at compile time: a switch per output
+      // would inline every activation into each of the N / 4 outputs.)
+      auto store = [&](auto activation) {
 #pragma unroll
-      for (int j = 0; j < N / 8; ++j) {
+        for (int j = 0; j < N / 8; ++j) {
 #pragma unroll
-        for (int odd = 0; odd < 2; ++odd) {
-          const int c = tile.input0 + 8 * j + 2 * (t % 4) + odd;
-          if (c < expert_rows) {
-            float gate = sum(acc[4 * j + odd], b_gate), up = sum(acc[4 * j + 2 + odd], b_up);
-            if (p.round) gate = round_bf16_hw(gate), up = round_bf16_hw(up);
-            p.act_rows[(static_cast<int64_t>(row0) + c) * inter + i] =
-                __bfloat16_as_ushort(__float2bfloat16_rn(activate(p.activation, p.limit, gate, up)));
+          for (int odd = 0; odd < 2; ++odd) {
+            const int c = tile.input0 + 8 * j + 2 * (t % 4) + odd;
+            if (c < expert_rows) {
+              float gate = sum(acc[4 * j + odd], b_gate), up = sum(acc[4 * j + 2 + odd], b_up);
+              if (p.round) gate = round_bf16_hw(gate), up = round_bf16_hw(up);
+              p.act_rows[(static_cast<int64_t>(row0) + c) * inter + i] =
+                  __bfloat16_as_ushort(__float2bfloat16_rn(activate(decltype(activation)::value, p.limit, gate, up)));
+            }
+          }
+        }
+      };
+      if (p.activation == kSwigluOai) store(std::integral_constant<int, kSwigluOai>{});
+      else store(std::integral_constant<int, kSilu>{});
+      continue;
+    }
+    if (p.weighted_rows != nullptr) {
+      // The combine's product for each output: bf16(w * (sum + bias)), w the input row's slot weight.
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int col = weight_row + 8 * half;
+        if (col >= p.n) continue;
+        const float b = bias != nullptr ? bias[col] : 0.0f;
+#pragma unroll
+        for (int j = 0; j < N / 8; ++j) {
+#pragma unroll
+          for (int odd = 0; odd < 2; ++odd) {
+            const int c = tile.input0 + 8 * j + 2 * (t % 4) + odd;
+            if (c < expert_rows) {
+              const int64_t row = static_cast<int64_t>(row0) + c;
+              const float w = p.slot_weights != nullptr ? p.slot_weights[p.sorted_slots[row]] : 1.0f;
+              p.weighted_rows[row * p.n + col] =
+                  __bfloat16_as_ushort(__float2bfloat16_rn(__fmul_rn(w, sum(acc[4 * j + 2 * half + odd], b))));
+            }
           }
         }
       }
@@ -661,7 +690,8 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
     return cudaErrorInvalidValue;
   if (p.format == W4Format::kNvfp4 && p.global_scales == nullptr) return cudaErrorInvalidValue;
   if (p.gate_up_inter < 0 || (p.gate_up_inter > 0 && p.n != 2 * p.gate_up_inter) ||
-      (p.act_rows != nullptr && p.gate_up_inter == 0))
+      (p.act_rows != nullptr && (p.gate_up_inter == 0 || !fuses_activation(p.activation))) ||
+      (p.weighted_rows != nullptr && (p.gate_up_inter > 0 || (p.slot_weights != nullptr && p.sorted_slots == nullptr))))
     return cudaErrorInvalidValue;
   if (p.experts == 0 || p.total_rows == 0) return cudaSuccess;
   void* fn = nullptr;

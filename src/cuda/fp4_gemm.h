@@ -69,6 +69,11 @@ inline int64_t fp4_frag_scale_bytes(W4Format format, int64_t rows, int64_t cols)
   return fp4_frag_rows(rows) * per_row;
 }
 
+// The activations the kernel's epilogue applies (qmoe::Activation's silu and swigluoai: Mixtral,
+// Qwen3, DeepSeek-V3, Kimi-K2, gpt-oss); the others run the forward's activation kernel.
+inline constexpr int kSilu = 0, kSwigluOai = 3;
+inline bool fuses_activation(int activation) { return activation == kSilu || activation == kSwigluOai; }
+
 struct Fp4GemmParams {
   const uint32_t* const* frag_codes = nullptr;   // [experts] (device array of device pointers)
   const uint32_t* const* frag_scales = nullptr;  // [experts]
@@ -91,9 +96,15 @@ struct Fp4GemmParams {
   // up values (after the global scale and bias) rounded to bf16 when `round`, then
   // bf16(activate(activation, limit, g, up)).
   uint16_t* act_rows = nullptr;
-  int activation = 0;  // qmoe::Activation
+  int activation = 0;  // qmoe::Activation: one that fuses_activation takes
   float limit = 7.0f;
   bool round = true;
+  // GEMM2, fused with the combine's weighting: bf16(w * D) rows [total_rows, n] written here instead
+  // of D, w = slot_weights[sorted_slots[row]] (slot_weights null: w = 1), the combine's product
+  // rounded as the forward rounds it (ForwardOptions::round_intermediate on, bf16 hidden states).
+  uint16_t* weighted_rows = nullptr;
+  const float* slot_weights = nullptr;   // [slots] (device)
+  const int32_t* sorted_slots = nullptr;  // [total_rows] slot of each row of x (device)
 };
 // D rows of each expert = x rows * dequant(W_e)^T, the products summed in fp32 by the tensor cores.
 // MXFP4 and INT4: each weight the CPU's bf16 (dequant_mxfp4, dequant_int), bit for bit. NVFP4: the weights e2m1 * fp8(s)
