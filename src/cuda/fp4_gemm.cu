@@ -577,24 +577,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       continue;
     }
     if (p.weighted_rows != nullptr) {
-      // The combine's product for each output: bf16(w * (sum + bias)), w the input row's slot weight.
+      // The combine's product for each output: bf16(w * (sum + bias)), w the input row's slot weight
+      // (read once per input row through the read-only path, so the loads need not wait for the
+      // stores before them).
+      const bool in[2] = {weight_row < p.n, weight_row + 8 < p.n};
+      const float b[2] = {bias != nullptr && in[0] ? bias[weight_row] : 0.0f,
+                          bias != nullptr && in[1] ? bias[weight_row + 8] : 0.0f};
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int col = weight_row + 8 * half;
-        if (col >= p.n) continue;
-        const float b = bias != nullptr ? bias[col] : 0.0f;
+      for (int j = 0; j < N / 8; ++j) {
 #pragma unroll
-        for (int j = 0; j < N / 8; ++j) {
+        for (int odd = 0; odd < 2; ++odd) {
+          const int c = tile.input0 + 8 * j + 2 * (t % 4) + odd;
+          if (c >= expert_rows) continue;
+          const int64_t row = static_cast<int64_t>(row0) + c;
+          const float w = p.slot_weights != nullptr ? __ldg(&p.slot_weights[__ldg(&p.sorted_slots[row])]) : 1.0f;
 #pragma unroll
-          for (int odd = 0; odd < 2; ++odd) {
-            const int c = tile.input0 + 8 * j + 2 * (t % 4) + odd;
-            if (c < expert_rows) {
-              const int64_t row = static_cast<int64_t>(row0) + c;
-              const float w = p.slot_weights != nullptr ? p.slot_weights[p.sorted_slots[row]] : 1.0f;
-              p.weighted_rows[row * p.n + col] =
-                  __bfloat16_as_ushort(__float2bfloat16_rn(__fmul_rn(w, sum(acc[4 * j + 2 * half + odd], b))));
-            }
-          }
+          for (int half = 0; half < 2; ++half)
+            if (in[half])
+              p.weighted_rows[row * p.n + weight_row + 8 * half] =
+                  __bfloat16_as_ushort(__float2bfloat16_rn(__fmul_rn(w, sum(acc[4 * j + 2 * half + odd], b[half]))));
         }
       }
       continue;
