@@ -325,7 +325,20 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequan
   }
   check(cudaDeviceSynchronize(), "weight upload");  // the code conversion precedes any caller stream
   for (int kind = 0; kind < 3; ++kind)
-    for (int round = 0; round < 2; ++round) m.plans[kind][round] = plan_layer_gemms(layer, kind, round == 1);
+    for (int round = 0; round < 2; ++round) {
+      LayerGemmPlan& p = m.plans[kind][round];
+      p = plan_layer_gemms(layer, kind, round == 1);
+      // A/B runs: QMOE_INT4_PREFILL=registers puts the INT4 layouts CUTLASS's mixed-input kernel takes
+      // (groups of 64k, channel scales) on the 4-bit register kernel (its crossover). Read once.
+      static const bool int4_registers = [] {
+        const char* env = std::getenv("QMOE_INT4_PREFILL");
+        return env != nullptr && std::strcmp(env, "registers") == 0;
+      }();
+      if (int4_registers && p.g1 == GroupedKernel::kInt4Bf16 && int4_registers_fit(p.w13, p.w13_has_g_idx, p.in1))
+        p.g1 = GroupedKernel::kInt4RegsBf16;
+      if (int4_registers && p.g2 == GroupedKernel::kInt4Bf16 && int4_registers_fit(p.w2, p.w2_has_g_idx, p.in2))
+        p.g2 = GroupedKernel::kInt4RegsBf16;
+    }
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&m.num_sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
