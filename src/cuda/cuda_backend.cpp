@@ -325,20 +325,7 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequan
   }
   check(cudaDeviceSynchronize(), "weight upload");  // the code conversion precedes any caller stream
   for (int kind = 0; kind < 3; ++kind)
-    for (int round = 0; round < 2; ++round) {
-      LayerGemmPlan& p = m.plans[kind][round];
-      p = plan_layer_gemms(layer, kind, round == 1);
-      // A/B runs: QMOE_INT4_PREFILL=registers puts the INT4 layouts CUTLASS's mixed-input kernel takes
-      // (groups of 64k, channel scales) on the 4-bit register kernel (its crossover). Read once.
-      static const bool int4_registers = [] {
-        const char* env = std::getenv("QMOE_INT4_PREFILL");
-        return env != nullptr && std::strcmp(env, "registers") == 0;
-      }();
-      if (int4_registers && p.g1 == GroupedKernel::kInt4Bf16 && int4_registers_fit(p.w13, p.w13_has_g_idx, p.in1))
-        p.g1 = GroupedKernel::kInt4RegsBf16;
-      if (int4_registers && p.g2 == GroupedKernel::kInt4Bf16 && int4_registers_fit(p.w2, p.w2_has_g_idx, p.in2))
-        p.g2 = GroupedKernel::kInt4RegsBf16;
-    }
+    for (int round = 0; round < 2; ++round) m.plans[kind][round] = plan_layer_gemms(layer, kind, round == 1);
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&m.num_sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
@@ -551,9 +538,8 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     check(cuda::launch_finish_expert_rows(fr, stream), "prefill rows: global scale and bias");
   };
   // `rows`: the GEMM's sorted input rows. The 4-bit register kernel only: `act_rows` (GEMM1 on an
-  // interleaved w13), the activation's bf16 rows, or `weighted_rows` (GEMM2), the combine's rounded
-  // products bf16(w * y), written by the GEMM's epilogue instead of d.
-  auto run_prefill = [&](const PrefillGemm& g, void* rows, float* d, uint16_t* act_rows, uint16_t* weighted_rows) {
+  // interleaved w13), the activation's bf16 rows, written by the GEMM's epilogue instead of d.
+  auto run_prefill = [&](const PrefillGemm& g, void* rows, float* d, uint16_t* act_rows) {
     cuda::GroupedSetupParams sp;
     sp.buf = g.buf;
     sp.expert_offsets = gp.expert_offsets;
@@ -589,9 +575,6 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       fp.activation = static_cast<int>(L.activation);
       fp.limit = L.swiglu_limit;
       fp.round = options.round_intermediate;
-      fp.weighted_rows = weighted_rows;
-      fp.slot_weights = L.routing.router_weight_on_input ? nullptr : rp.weights;
-      fp.sorted_slots = gp.sorted_slots;
       // (The global scale and the biases are applied by the kernel.)
       if (num_slots > 0) check(cuda::launch_fp4_grouped_gemm(fp, stream), "prefill GEMM");
       return;
@@ -679,14 +662,19 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   // GEMM1 on the 4-bit register kernel with an interleaved w13, and GEMM2 taking bf16 rows: GEMM1's
   // epilogue applies the activation and writes GEMM2's sorted rows (into u's memory: GEMM1 still
   // reads sorted_rows), so u never goes through memory.
-  const bool fused_act1 = prefill1 && prefill2 && dequantizes_in_registers(plan.g1) && m.prefill1.gate_up_inter > 0 &&
+  // (QMOE_FUSED_ACTIVATION=0, for A/B runs: the activation kernel instead. Read once.)
+  static const bool fuse_activation = [] {
+    const char* env = std::getenv("QMOE_FUSED_ACTIVATION");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  const bool fused_act1 = fuse_activation && prefill1 && prefill2 && dequantizes_in_registers(plan.g1) && m.prefill1.gate_up_inter > 0 &&
                           cuda::fuses_activation(static_cast<int>(L.activation)) &&
                           takes_16bit_rows(plan.g2) && plan.g2 != GroupedKernel::kInt4Codes &&
                           q2.kind == ActQuant::kNone && fused_activation_fits(plan.g2, q2, I);
   uint16_t* act_rows = fused_act1 ? m.u.get<uint16_t>() : nullptr;  // [slots, I] bf16
   if (gemms && prefill1) {
     if (!fused_input) gather_rows(m.prefill1, x16, x_scale, true, H);
-    run_prefill(m.prefill1, m.sorted_rows.get(), g1.out, act_rows, nullptr);
+    run_prefill(m.prefill1, m.sorted_rows.get(), g1.out, act_rows);
   }
   else if (gemms) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, plan.w13_has_g_idx, tokens, stream), "gemm1");
 
@@ -729,20 +717,14 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g2.in = m.act.get<float>();
   g2.in_by_token = false;
   g2.out = m.y.get<float>();
-  // GEMM2 on the 4-bit register kernel with the forward's rounding on bf16 hidden states: its
-  // epilogue weights and rounds the rows for the combine (bf16 into y's memory, half the bytes).
-  const bool weighted2 = prefill2 && dequantizes_in_registers(plan.g2) && options.round_intermediate && kind == 0;
-  uint16_t* weighted_rows = weighted2 ? m.y.get<uint16_t>() : nullptr;  // [slots, H] bf16
   if (gemms && prefill2) {
     if (!fused_act) gather_rows(m.prefill2, act16, act_scale, false, I);
-    run_prefill(m.prefill2, fused_act1 ? static_cast<void*>(act_rows) : m.sorted_rows.get(), g2.out, nullptr,
-                weighted_rows);
+    run_prefill(m.prefill2, fused_act1 ? static_cast<void*>(act_rows) : m.sorted_rows.get(), g2.out, nullptr);
   }
   else if (gemms) check(grouped_gemm(g2, k2, act16, {act_scale, in2.act_group}, kind == 0, plan.w2_has_g_idx, tokens, stream), "gemm2");
 
   cuda::CombineParams cp;
   cp.y = m.y.get<float>();
-  cp.y16 = weighted_rows;
   cp.weights = rp.weights;
   cp.slot_expert = gp.slot_expert;
   cp.slot_position = gemms && prefill2 ? gp.slot_position : nullptr;  // y rows in sorted order

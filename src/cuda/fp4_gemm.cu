@@ -576,30 +576,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       else store(std::integral_constant<int, kSilu>{});
       continue;
     }
-    if (p.weighted_rows != nullptr) {
-      // The combine's product for each output: bf16(w * (sum + bias)), w the input row's slot weight
-      // (read once per input row through the read-only path, so the loads need not wait for the
-      // stores before them).
-      const bool in[2] = {weight_row < p.n, weight_row + 8 < p.n};
-      const float b[2] = {bias != nullptr && in[0] ? bias[weight_row] : 0.0f,
-                          bias != nullptr && in[1] ? bias[weight_row + 8] : 0.0f};
-#pragma unroll
-      for (int j = 0; j < N / 8; ++j) {
-#pragma unroll
-        for (int odd = 0; odd < 2; ++odd) {
-          const int c = tile.input0 + 8 * j + 2 * (t % 4) + odd;
-          if (c >= expert_rows) continue;
-          const int64_t row = static_cast<int64_t>(row0) + c;
-          const float w = p.slot_weights != nullptr ? __ldg(&p.slot_weights[__ldg(&p.sorted_slots[row])]) : 1.0f;
-#pragma unroll
-          for (int half = 0; half < 2; ++half)
-            if (in[half])
-              p.weighted_rows[row * p.n + weight_row + 8 * half] =
-                  __bfloat16_as_ushort(__float2bfloat16_rn(__fmul_rn(w, sum(acc[4 * j + 2 * half + odd], b[half]))));
-        }
-      }
-      continue;
-    }
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = weight_row + 8 * half;  // its source row (D's column): col
@@ -691,8 +667,7 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
     return cudaErrorInvalidValue;
   if (p.format == W4Format::kNvfp4 && p.global_scales == nullptr) return cudaErrorInvalidValue;
   if (p.gate_up_inter < 0 || (p.gate_up_inter > 0 && p.n != 2 * p.gate_up_inter) ||
-      (p.act_rows != nullptr && (p.gate_up_inter == 0 || !fuses_activation(p.activation))) ||
-      (p.weighted_rows != nullptr && (p.gate_up_inter > 0 || (p.slot_weights != nullptr && p.sorted_slots == nullptr))))
+      (p.act_rows != nullptr && (p.gate_up_inter == 0 || !fuses_activation(p.activation))))
     return cudaErrorInvalidValue;
   if (p.experts == 0 || p.total_rows == 0) return cudaSuccess;
   void* fn = nullptr;

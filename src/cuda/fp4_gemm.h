@@ -99,12 +99,6 @@ struct Fp4GemmParams {
   int activation = 0;  // qmoe::Activation: one that fuses_activation takes
   float limit = 7.0f;
   bool round = true;
-  // GEMM2, fused with the combine's weighting: bf16(w * D) rows [total_rows, n] written here instead
-  // of D, w = slot_weights[sorted_slots[row]] (slot_weights null: w = 1), the combine's product
-  // rounded as the forward rounds it (ForwardOptions::round_intermediate on, bf16 hidden states).
-  uint16_t* weighted_rows = nullptr;
-  const float* slot_weights = nullptr;   // [slots] (device)
-  const int32_t* sorted_slots = nullptr;  // [total_rows] slot of each row of x (device)
 };
 // D rows of each expert = x rows * dequant(W_e)^T, the products summed in fp32 by the tensor cores.
 // MXFP4 and INT4: each weight the CPU's bf16 (dequant_mxfp4, dequant_int), bit for bit. NVFP4: the weights e2m1 * fp8(s)

@@ -151,8 +151,6 @@ cudaError_t launch_activation(const ActivationParams& p, cudaStream_t stream);
 // out[t, h] = round(sum_j round(w[t, j] * y[t * top_k + j, h])) over local slots, in j order.
 struct CombineParams {
   const float* y = nullptr;
-  // Or: bf16 rows of round(w * y) already (the 4-bit prefill kernel's weighted_rows; round on, BF16).
-  const uint16_t* y16 = nullptr;
   const float* weights = nullptr;
   const int32_t* slot_expert = nullptr;
   const int32_t* slot_position = nullptr;  // or null: y's row of each slot (sorted prefill output)

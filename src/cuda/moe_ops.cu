@@ -804,8 +804,7 @@ __global__ void combine_kernel(CombineParams p) {
     if (p.slot_expert[s] < 0) continue;
     const float w = p.weight_on_input ? 1.0f : p.weights[s];
     const int64_t y_row = p.slot_position ? p.slot_position[s] : s;
-    acc = add_rn(acc, p.y16 != nullptr ? quant::bf16_to_float(p.y16[y_row * p.hidden + h])
-                                       : round_kind(mul_rn(w, p.y[y_row * p.hidden + h]), p.dtype_kind, p.round));
+    acc = add_rn(acc, round_kind(mul_rn(w, p.y[y_row * p.hidden + h]), p.dtype_kind, p.round));
   }
   p.out[i] = round_kind(acc, p.dtype_kind, p.round);
 }
@@ -1201,7 +1200,6 @@ cudaError_t launch_activation(const ActivationParams& p, cudaStream_t stream) {
 }
 
 cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream) {
-  if (p.y16 != nullptr && (!p.round || p.dtype_kind != 0)) return cudaErrorInvalidValue;  // (bf16(w * y) as rounded)
   if (p.tokens * p.hidden == 0) return cudaSuccess;
   return launch_chained(combine_kernel, blocks_for(p.tokens * p.hidden), kThreads, 0, stream, p);
 }

@@ -177,60 +177,6 @@ void check_fused_activation(cuda::Fp4GemmParams p, const float* d, int total, in
   cudaFree(total_dev);
 }
 
-// GEMM2's epilogue weighted for the combine (Fp4GemmParams::weighted_rows): bf16(w * D) against the
-// same products of the unfused launch's D on the host (one fp32 multiply, one bf16 rounding), bit
-// for bit, with random slot weights through a random slot order and without weights (w = 1), with
-// the case's biases and without; rows past the experts' untouched. (`p.d`: D's buffer, rewritten.)
-void check_weighted_rows(cuda::Fp4GemmParams p, int total, int trailing, std::mt19937_64& rng) {
-  const size_t count = static_cast<size_t>(total + trailing) * p.n;
-  std::vector<int32_t> slots(std::max(total, 1));
-  for (int i = 0; i < total; ++i) slots[i] = i;
-  std::shuffle(slots.begin(), slots.begin() + total, rng);
-  std::vector<float> weights(std::max(total, 1));
-  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
-  for (float& w : weights) w = unit(rng);
-  uint16_t* out = nullptr;
-  ASSERT_EQ(cudaMalloc(&out, sizeof(uint16_t) * count), cudaSuccess);
-  int32_t* slots_dev = to_device(slots);
-  float* weights_dev = to_device(weights);
-  const float* const* biases = p.bias;
-  for (bool with_bias : {true, false}) {
-    if (!with_bias && biases == nullptr) break;
-    p.bias = with_bias ? biases : nullptr;
-    p.weighted_rows = nullptr;
-    ASSERT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);  // the unfused sums
-    std::vector<float> sums(static_cast<size_t>(total) * p.n);
-    ASSERT_EQ(cudaMemcpy(sums.data(), p.d, sizeof(float) * sums.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-    for (bool weighted : {true, false}) {
-      p.weighted_rows = out;
-      p.sorted_slots = slots_dev;
-      p.slot_weights = weighted ? weights_dev : nullptr;
-      cudaMemset(out, 0xFF, sizeof(uint16_t) * count);  // poison
-      ASSERT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      std::vector<uint16_t> got(count);
-      cudaMemcpy(got.data(), out, sizeof(uint16_t) * count, cudaMemcpyDeviceToHost);
-      int64_t differ = 0, trailing_written = 0;
-      for (size_t i = 0; i < count; ++i) {
-        if (i < sums.size()) {
-          const float w = weighted ? weights[slots[i / p.n]] : 1.0f;
-          differ += got[i] != quant::float_to_bf16(w * sums[i]);
-        } else {
-          trailing_written += got[i] != 0xFFFF;
-        }
-      }
-      std::printf("      weighted rows (%s, %s), tile %d: %lld of %zu outputs differ\n",
-                  weighted ? "slot weights" : "w = 1", with_bias ? "bias" : "no bias", p.tile_inputs,
-                  static_cast<long long>(differ), sums.size());
-      EXPECT_EQ(differ, 0) << seed_note();
-      EXPECT_EQ(trailing_written, 0) << "rows past the experts' were written";
-    }
-  }
-  cudaFree(out);
-  cudaFree(slots_dev);
-  cudaFree(weights_dev);
-}
-
 // `group`: INT4's (32 for the FP4 formats, whose groups are their own). `gate_up`: the weights as a
 // gated layer's w13 (n = 2 inter), repacked with gate and up rows interleaved: the same outputs in
 // the same columns, and the fused activation epilogue (check_fused_activation).
@@ -360,7 +306,6 @@ void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, st
     if (data == Data::kRandom) EXPECT_LT(rel_l2, 1e-5) << name << " tile " << tile_inputs << seed_note();
     else EXPECT_EQ(not_exact, 0) << name << " tile " << tile_inputs << seed_note();
     if (gate_up) check_fused_activation(p, d, total, kTrailingRows);
-    else if (data == Data::kExact || data == Data::kRandom) check_weighted_rows(p, total, kTrailingRows, rng);
   }
   for (void* ptr : owned) cudaFree(ptr);
   cudaFree(const_cast<const uint32_t**>(p.frag_codes));
