@@ -35,15 +35,4 @@ __device__ __forceinline__ float activate(int activation, float limit, float g, 
   }
 }
 
-// silu(g) * up (oai false) or swigluoai (oai true) as activate() computes them, float operation for
-// float operation, in one formula with one expf and one division (the fused epilogue's code size):
-// n / (1 + expf(a x)) * m with x = g, n = g, a = -1, m = up for silu (-1 * g is -g exactly), and
-// x = min(g, limit), n = (clamp(up) + 1) * x, a = -1.702, m = 1 (exact) for swigluoai.
-__device__ __forceinline__ float activate_gated(bool oai, float limit, float g, float up) {
-  const float x = oai ? fminf(g, limit) : g;
-  const float n = oai ? (fminf(fmaxf(up, -limit), limit) + 1.0f) * x : x;
-  const float q = n / (1.0f + expf((oai ? -1.702f : -1.0f) * x));
-  return q * (oai ? 1.0f : up);
-}
-
 }  // namespace qmoe::cuda

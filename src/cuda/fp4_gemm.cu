@@ -555,34 +555,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int inter = p.gate_up_inter, i = weight_row / 16 * 8 + weight_row % 8;
       if (i >= inter) continue;
       const float b_gate = bias != nullptr ? bias[i] : 0.0f, b_up = bias != nullptr ? bias[inter + i] : 0.0f;
-      // The outputs in chunks of 4 j (16 accumulators), in a loop that is not unrolled: the activation's
-      // code (an expf, a division) appears for one chunk, not for all N / 4 outputs, which made the
-      // kernel 4-5x larger than the instruction cache holds. acc keeps compile-time indices: each
-      // chunk is copied out under a branch that is uniform across the warp.
-      constexpr int kChunk = 4, kChunks = N / 8 / kChunk;
-      const bool oai = p.activation == kSwigluOai;
-#pragma unroll 1
-      for (int chunk = 0; chunk < kChunks && tile.input0 + 8 * kChunk * chunk < expert_rows; ++chunk) {
-        float v[4 * kChunk];  // acc[4 kChunk chunk + x]
+      // (One unrolled loop per activation, the activation known at compile time: a switch per output
+      // would inline every activation into each of the N / 4 outputs.)
+      auto store = [&](auto activation) {
 #pragma unroll
-        for (int c = 0; c < kChunks; ++c)
-          if (c == chunk)
-#pragma unroll
-            for (int x = 0; x < 4 * kChunk; ++x) v[x] = acc[4 * kChunk * c + x];
-#pragma unroll
-        for (int jj = 0; jj < kChunk; ++jj) {
+        for (int j = 0; j < N / 8; ++j) {
 #pragma unroll
           for (int odd = 0; odd < 2; ++odd) {
-            const int c = tile.input0 + 8 * (kChunk * chunk + jj) + 2 * (t % 4) + odd;
+            const int c = tile.input0 + 8 * j + 2 * (t % 4) + odd;
             if (c < expert_rows) {
-              float gate = sum(v[4 * jj + odd], b_gate), up = sum(v[4 * jj + 2 + odd], b_up);
+              float gate = sum(acc[4 * j + odd], b_gate), up = sum(acc[4 * j + 2 + odd], b_up);
               if (p.round) gate = round_bf16_hw(gate), up = round_bf16_hw(up);
               p.act_rows[(static_cast<int64_t>(row0) + c) * inter + i] =
-                  __bfloat16_as_ushort(__float2bfloat16_rn(activate_gated(oai, p.limit, gate, up)));
+                  __bfloat16_as_ushort(__float2bfloat16_rn(activate(decltype(activation)::value, p.limit, gate, up)));
             }
           }
         }
-      }
+      };
+      if (p.activation == kSwigluOai) store(std::integral_constant<int, kSwigluOai>{});
+      else store(std::integral_constant<int, kSilu>{});
       continue;
     }
 #pragma unroll
