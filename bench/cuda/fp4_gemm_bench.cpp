@@ -119,12 +119,12 @@ int main(int argc, char** argv) {
       check(cudaMalloc(&fs, qmoe::cuda::fp4_frag_scale_bytes(g.format, g.n, g.k)), "cudaMalloc");
       if (g.format == W4Format::kMxfp4) {
         uint8_t* s = device_random<uint8_t>(weights / 32, rng, 118, 126);
-        check(qmoe::cuda::launch_repack_mxfp4(c, s, g.n, g.k, fc, fs, nullptr), "repack");
+        check(qmoe::cuda::launch_repack_mxfp4(c, s, g.n, g.k, 0, fc, fs, nullptr), "repack");
         cudaFree(s);
       } else {
         uint16_t* s = device_random<uint16_t>(weights / g.group, rng, 0x3B80, 0x3F00);
-        check(qmoe::cuda::launch_repack_int4(reinterpret_cast<const int32_t*>(c), s, nullptr, g.n, g.k, g.group, fc, fs,
-                                             nullptr),
+        check(qmoe::cuda::launch_repack_int4(reinterpret_cast<const int32_t*>(c), s, nullptr, g.n, g.k, g.group, 0, fc,
+                                             fs, nullptr),
               "repack");
         cudaFree(s);
       }

@@ -196,18 +196,21 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const Gem
   if (bf16_rows && L.format == kNvfp4 && !L.round_to_scale_dtype && L.cols % 64 == 0 && L.group_size == 16 &&
       L.scale_kind == 3 && L.scale_cols == L.cols / 16 && !has_g_idx)
     return GroupedKernel::kNvfp4Bf16;
-  // INT4 with bf16 scales rounded as the CPU rounds them, groups of a multiple of 16 in order or one
-  // per row, zero points (4-bit) of the same shape: what kInt4Bf16 (checked above) does not take.
-  const bool int4_scales = L.strategy == kChannel ? L.scale_cols == 1
-                           : L.strategy == kGroup ? L.group_size > 0 && L.group_size % 16 == 0 && L.scale_cols == L.cols / L.group_size
-                                                  : false;
-  if (bf16_rows && L.format == kIntPacked && L.bits == 4 && L.scale_kind == 0 && L.round_to_scale_dtype &&
-      L.cols % 64 == 0 && int4_scales && (!L.has_zero_point || L.zp_cols == L.scale_cols) && !has_g_idx)
-    return GroupedKernel::kInt4RegsBf16;
+  // INT4 that kInt4Bf16 (checked above) does not take: groups of 16 or 32, zero points.
+  if (int4_registers_fit(L, has_g_idx, in)) return GroupedKernel::kInt4RegsBf16;
   if (bf16_rows && L.format != kDense && chunks_fit &&
       (dequantizes_to_bf16_exactly(L) || (!has_g_idx && dequant_divides_by_global_scale(L))))
     return GroupedKernel::kDequantBf16;
   return GroupedKernel::kNone;
+}
+
+bool int4_registers_fit(const GemmLayout& L, bool has_g_idx, const GemmInput& in) {
+  const bool bf16_rows = in.act_quant == 0 && in.act_kind == 0 && in.exactly_16_bit;
+  const bool int4_scales = L.strategy == kChannel ? L.scale_cols == 1
+                           : L.strategy == kGroup ? L.group_size > 0 && L.group_size % 16 == 0 && L.scale_cols == L.cols / L.group_size
+                                                  : false;
+  return bf16_rows && L.format == kIntPacked && L.bits == 4 && L.scale_kind == 0 && L.round_to_scale_dtype &&
+         L.cols % 64 == 0 && int4_scales && (!L.has_zero_point || L.zp_cols == L.scale_cols) && !has_g_idx;
 }
 
 bool dequantizes_to_bf16_exactly(const GemmLayout& L) {

@@ -111,6 +111,12 @@ int64_t grouped_scales_per_row(GroupedKernel kind, int64_t k);
 // is added to the output rows after the GEMM (launch_finish_expert_rows).
 GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput& in,
                                   GemmKernel decode);
+// Whether the 4-bit register kernel (kInt4RegsBf16) takes an INT4 layout: bf16 input rows, bf16
+// scales rounded as the CPU rounds them, groups of a multiple of 16 in order or one per row, 4-bit
+// zero points of the scales' shape, k a multiple of 64. plan_grouped_kernel picks it where CUTLASS's
+// mixed-input kernel (kInt4Bf16) does not take the layout; A/B runs can put kInt4Bf16's layouts on it
+// too (the CUDA backend's QMOE_INT4_PREFILL=registers).
+bool int4_registers_fit(const GemmLayout& L, bool has_g_idx, const GemmInput& in);
 // The tiles (GroupedTile, kGroupedTiles): config/grouped_tile.h.
 std::string to_string(GroupedTile t);  // "small", "medium", "large", "huge", "tiny", "tiny48"
 // Whether prefill kernel `kind` has an instance for tile `t` (kHuge: only the FP8/INT8/BF16 kernels;

@@ -106,6 +106,9 @@ struct PrefillGemm {
   // them; the kernel adds them). Empty: not allocated (the decode kernels run). NVFP4: each expert's
   // global scale ([experts] fp32), which the kernel divides the sums by.
   DeviceBuffer repacked, repacked_ptrs, global_scales;
+  // w13 of gated layers: repacked with gate and up rows interleaved (fp4_gemm.h), so the kernel can
+  // apply the activation in its epilogue: inter; else 0.
+  int64_t gate_up_inter = 0;
 };
 
 // The 4-bit register kernel's repacked copy of each expert's weights (`host`: the device tensors'
@@ -117,13 +120,14 @@ cuda::W4Format w4_format(const PrefillGemm& g) {
     default: return cuda::W4Format::kMxfp4;
   }
 }
-void repack_4bit(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host) {
+void repack_4bit(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host, int64_t gate_up_inter) {
   const int E = static_cast<int>(host.size());
   const cuda::W4Format format = w4_format(g);
   const int64_t codes_bytes = cuda::fp4_frag_rows(g.n) * g.k / 2;
   const int64_t scales_bytes = cuda::fp4_frag_scale_bytes(format, g.n, g.k);
   const int64_t group = g.layout.strategy == static_cast<int>(Strategy::kChannel) ? g.k : g.layout.group_size;
   g.repacked = DeviceBuffer(static_cast<size_t>(E * (codes_bytes + scales_bytes)));
+  g.gate_up_inter = gate_up_inter;
   std::vector<const void*> ptrs(3 * E);
   std::vector<float> global(E);
   for (int e = 0; e < E; ++e) {
@@ -135,13 +139,13 @@ void repack_4bit(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host) {
     const auto* src_scales = static_cast<const uint8_t*>(host[e].scale);
     cudaError_t err;
     if (format == cuda::W4Format::kMxfp4)
-      err = cuda::launch_repack_mxfp4(src, src_scales, g.n, g.k, frag_codes, frag_scales, nullptr);
+      err = cuda::launch_repack_mxfp4(src, src_scales, g.n, g.k, gate_up_inter, frag_codes, frag_scales, nullptr);
     else if (format == cuda::W4Format::kNvfp4)
-      err = cuda::launch_repack_nvfp4(src, src_scales, g.n, g.k, frag_codes, frag_scales, nullptr);
+      err = cuda::launch_repack_nvfp4(src, src_scales, g.n, g.k, gate_up_inter, frag_codes, frag_scales, nullptr);
     else  // INT4: signed nibbles on the device (converted at load), bf16 scales
       err = cuda::launch_repack_int4(static_cast<const int32_t*>(host[e].data),
                                      static_cast<const uint16_t*>(host[e].scale), host[e].zero_point, g.n, g.k, group,
-                                     frag_codes, frag_scales, nullptr);
+                                     gate_up_inter, frag_codes, frag_scales, nullptr);
     check(err, "4-bit repack");
     ptrs[e] = codes;
     ptrs[E + e] = scales;
@@ -379,7 +383,7 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequan
   for (auto [g, host] : {std::pair{&m.prefill1, &w13}, std::pair{&m.prefill2, &w2}})
     if (dequantizes_in_registers(g->kind) && dequant_workspace_bytes > 0 && E <= cuda::kMaxFp4GemmExperts &&
         max_tokens >= grouped_min_tokens(g->kind, layer.num_experts, layer.top_k)) {
-      repack_4bit(*g, *host);
+      repack_4bit(*g, *host, g == &m.prefill1 && layer.gated() ? I : 0);
       m.weight_bytes += static_cast<int64_t>(g->repacked.bytes());
     }
   if (g1 != GroupedKernel::kNone || g2 != GroupedKernel::kNone) {
@@ -533,14 +537,16 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     fr.divide_by_global = g.divide_by_global;
     check(cuda::launch_finish_expert_rows(fr, stream), "prefill rows: global scale and bias");
   };
-  auto run_prefill = [&](const PrefillGemm& g, float* d) {
+  // `rows`: the GEMM's sorted input rows. The 4-bit register kernel only: `act_rows` (GEMM1 on an
+  // interleaved w13), the activation's bf16 rows, written by the GEMM's epilogue instead of d.
+  auto run_prefill = [&](const PrefillGemm& g, void* rows, float* d, uint16_t* act_rows) {
     cuda::GroupedSetupParams sp;
     sp.buf = g.buf;
     sp.expert_offsets = gp.expert_offsets;
     sp.groups = E;
     sp.n = g.n;
     sp.k = g.k;
-    sp.a_rows = m.sorted_rows.get();
+    sp.a_rows = rows;
     sp.elem_bytes = takes_16bit_rows(g.kind) ? 2 : 1;
     sp.transposed = dequantizes_weights(g.kind);
     sp.a_scale_rows = m.sorted_scales.get<float>();
@@ -556,7 +562,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       fp.frag_scales = fp.frag_codes + E;
       if (g.has_bias) fp.bias = reinterpret_cast<const float* const*>(fp.frag_codes + 2 * E);
       fp.expert_offsets = gp.expert_offsets;
-      fp.x = m.sorted_rows.get<uint16_t>();
+      fp.x = static_cast<const uint16_t*>(rows);
       fp.d = d;
       fp.experts = E;
       fp.n = static_cast<int>(g.n);
@@ -564,6 +570,11 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       fp.total_rows = static_cast<int>(num_slots);
       fp.tile_inputs = tile == static_cast<int>(GroupedTile::kSmall) ? 128 : 256;
       fp.num_sms = m.num_sms;
+      fp.gate_up_inter = static_cast<int>(g.gate_up_inter);
+      fp.act_rows = act_rows;
+      fp.activation = static_cast<int>(L.activation);
+      fp.limit = L.swiglu_limit;
+      fp.round = options.round_intermediate;
       // (The global scale and the biases are applied by the kernel.)
       if (num_slots > 0) check(cuda::launch_fp4_grouped_gemm(fp, stream), "prefill GEMM");
       return;
@@ -648,9 +659,22 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g1.top_k = k;
   g1.out = m.u.get<float>();
   g1.num_sms = m.num_sms;
+  // GEMM1 on the 4-bit register kernel with an interleaved w13, and GEMM2 taking bf16 rows: GEMM1's
+  // epilogue applies the activation and writes GEMM2's sorted rows (into u's memory: GEMM1 still
+  // reads sorted_rows), so u never goes through memory.
+  // (QMOE_FUSED_ACTIVATION=0, for A/B runs: the activation kernel instead. Read once.)
+  static const bool fuse_activation = [] {
+    const char* env = std::getenv("QMOE_FUSED_ACTIVATION");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  const bool fused_act1 = fuse_activation && prefill1 && prefill2 && dequantizes_in_registers(plan.g1) && m.prefill1.gate_up_inter > 0 &&
+                          cuda::fuses_activation(static_cast<int>(L.activation)) &&
+                          takes_16bit_rows(plan.g2) && plan.g2 != GroupedKernel::kInt4Codes &&
+                          q2.kind == ActQuant::kNone && fused_activation_fits(plan.g2, q2, I);
+  uint16_t* act_rows = fused_act1 ? m.u.get<uint16_t>() : nullptr;  // [slots, I] bf16
   if (gemms && prefill1) {
     if (!fused_input) gather_rows(m.prefill1, x16, x_scale, true, H);
-    run_prefill(m.prefill1, g1.out);
+    run_prefill(m.prefill1, m.sorted_rows.get(), g1.out, act_rows);
   }
   else if (gemms) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, plan.w13_has_g_idx, tokens, stream), "gemm1");
 
@@ -672,7 +696,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   // quantization) writes GEMM2's sorted rows directly (no fp32 activation, no permuted copy, no
   // gather).
   const bool fused_act = prefill1 && prefill2 && fused_activation_fits(plan.g2, q2, I);
-  if (fused_act) {
+  if (fused_act1) {
+    // (done by GEMM1)
+  } else if (fused_act) {
     cuda::ActQuantParams rows_q = to_cuda(q2, nullptr, nullptr);
     rows_q.bf16_rows = plan.g2 == GroupedKernel::kInt4Codes;
     check(cuda::launch_activation_rows(ap, rows_q, m.sorted_rows.get(), m.sorted_scales.get<float>(), stream),
@@ -693,7 +719,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g2.out = m.y.get<float>();
   if (gemms && prefill2) {
     if (!fused_act) gather_rows(m.prefill2, act16, act_scale, false, I);
-    run_prefill(m.prefill2, g2.out);
+    run_prefill(m.prefill2, fused_act1 ? static_cast<void*>(act_rows) : m.sorted_rows.get(), g2.out, nullptr);
   }
   else if (gemms) check(grouped_gemm(g2, k2, act16, {act_scale, in2.act_group}, kind == 0, plan.w2_has_g_idx, tokens, stream), "gemm2");
 

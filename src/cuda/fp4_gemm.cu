@@ -6,6 +6,9 @@
 // the previous one's MMAs run) and run wgmma m64nNk16 with A from registers.
 #include "cuda/fp4_gemm.h"
 
+#include "cuda/activation.cuh"
+#include "cuda/convert.cuh"
+
 #include "quant/formats.h"
 
 #include <cuda.h>
@@ -276,11 +279,16 @@ __device__ __forceinline__ RepackThread repack_thread(int64_t cols) {
   const int t = threadIdx.x;
   return {tile, tile % col_tiles, tile / col_tiles * 64 + 16 * (t / 32) + t % 32 / 4, t};
 }
+// The source row of fragment row f (-1: padding, zero weights): f itself up to `rows`, or with
+// gate_up_inter > 0 its row of the interleaved w13 (fp4_gemm.h).
+__device__ __forceinline__ int64_t repack_source_row(int64_t f, int64_t rows, int64_t gate_up_inter) {
+  return gate_up_inter > 0 ? gate_up_source_row(f, gate_up_inter) : f < rows ? f : -1;
+}
 
 // A thread's e2m1 code word of k16 step `step` in column tile kt, the rows' codes [rows, cols / 2]
-// bytes (the even column in the low nibble; rows past `rows` code 0) placed as fp4_gemm.h says: m is
-// the thread's first row, t its index in the warpgroup.
-__device__ __forceinline__ uint32_t e2m1_fragment_word(const uint8_t* codes, int64_t rows, int64_t cols, int64_t m,
+// bytes (the even column in the low nibble) placed as fp4_gemm.h says: src[0] and src[1] are the
+// source rows of the thread's fragment rows m and m + 8 (-1: code 0), t its index in the warpgroup.
+__device__ __forceinline__ uint32_t e2m1_fragment_word(const uint8_t* codes, int64_t cols, const int64_t (&src)[2],
                                                        int64_t kt, int step, int t) {
   const int64_t k = kt * 64 + 16 * step + 2 * (t % 4);
   uint32_t word = 0;
@@ -288,8 +296,8 @@ __device__ __forceinline__ uint32_t e2m1_fragment_word(const uint8_t* codes, int
   for (int r = 0; r < 4; ++r)
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      const int64_t row = m + 8 * (r % 2), col = k + 8 * (r / 2) + j;
-      const uint32_t c = row < rows ? (codes[row * (cols / 2) + col / 2] >> (4 * (col & 1))) & 0xFu : 0u;
+      const int64_t row = src[r % 2], col = k + 8 * (r / 2) + j;
+      const uint32_t c = row >= 0 ? (codes[row * (cols / 2) + col / 2] >> (4 * (col & 1))) & 0xFu : 0u;
       word |= (c & 7u) << (16 * j + magnitude_bit(r)) | (c >> 3) << (16 * j + sign_bit(r));
     }
   return word;
@@ -297,52 +305,55 @@ __device__ __forceinline__ uint32_t e2m1_fragment_word(const uint8_t* codes, int
 
 // One thread per (row tile, column tile, warpgroup thread) of the fragment order (fp4_gemm.h).
 __global__ void repack_mxfp4_kernel(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
-                                    uint32_t* frag_codes, uint32_t* frag_scales) {
+                                    int64_t gate_up_inter, uint32_t* frag_codes, uint32_t* frag_scales) {
   const auto [tile, kt, m, t] = repack_thread(cols);
-  // (Rows past `rows`, up to the padded count, are code 0 with scale 2^0.)
-  auto scale = [&](int64_t row, int64_t g) -> uint32_t { return row < rows ? scales[row * (cols / 32) + g] : 127u; };
+  const int64_t src[2] = {repack_source_row(m, rows, gate_up_inter), repack_source_row(m + 8, rows, gate_up_inter)};
+  // (Padding rows are code 0 with scale 2^0.)
+  auto scale = [&](int half, int64_t g) -> uint32_t { return src[half] >= 0 ? scales[src[half] * (cols / 32) + g] : 127u; };
 #pragma unroll
   for (int step = 0; step < 4; ++step)
-    frag_codes[(tile * 128 + t) * 4 + step] = e2m1_fragment_word(codes, rows, cols, m, kt, step, t);
+    frag_codes[(tile * 128 + t) * 4 + step] = e2m1_fragment_word(codes, cols, src, kt, step, t);
   const int64_t g = kt * 2;
   if (t % 4 == 0)  // (threads 4i .. 4i + 3 share rows m and m + 8)
-    frag_scales[tile * 32 + t / 4] = scale(m, g) | scale(m + 8, g) << 8 | scale(m, g + 1) << 16 | scale(m + 8, g + 1) << 24;
+    frag_scales[tile * 32 + t / 4] = scale(0, g) | scale(1, g) << 8 | scale(0, g + 1) << 16 | scale(1, g + 1) << 24;
 }
 
 // As repack_mxfp4_kernel, for NVFP4's fp8 e4m3 scales per 16 columns (fp4_gemm.h).
 __global__ void repack_nvfp4_kernel(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
-                                    uint32_t* frag_codes, uint32_t* frag_scales) {
+                                    int64_t gate_up_inter, uint32_t* frag_codes, uint32_t* frag_scales) {
   const auto [tile, kt, m, t] = repack_thread(cols);
-  // bf16(fp8(s) * 2^119), exact (fp8's subnormals become normal bf16s; NaN stays NaN); padded rows 0.
-  auto scale = [&](int64_t row, int64_t g) -> uint32_t {
-    if (row >= rows) return 0u;
-    const float v = ldexpf(quant::fp8e4m3_to_float(scales[row * (cols / 16) + g]), 119);
+  const int64_t src[2] = {repack_source_row(m, rows, gate_up_inter), repack_source_row(m + 8, rows, gate_up_inter)};
+  // bf16(fp8(s) * 2^119), exact (fp8's subnormals become normal bf16s; NaN stays NaN); padding 0.
+  auto scale = [&](int half, int64_t g) -> uint32_t {
+    if (src[half] < 0) return 0u;
+    const float v = ldexpf(quant::fp8e4m3_to_float(scales[src[half] * (cols / 16) + g]), 119);
     return __float_as_uint(v) >> 16;
   };
 #pragma unroll
   for (int step = 0; step < 4; ++step) {
-    frag_codes[(tile * 128 + t) * 4 + step] = e2m1_fragment_word(codes, rows, cols, m, kt, step, t);
+    frag_codes[(tile * 128 + t) * 4 + step] = e2m1_fragment_word(codes, cols, src, kt, step, t);
     if (t % 4 == 0) {
       const int64_t g = kt * 4 + step;
-      frag_scales[(tile * 32 + t / 4) * 4 + step] = scale(m, g) | scale(m + 8, g) << 16;
+      frag_scales[(tile * 32 + t / 4) * 4 + step] = scale(0, g) | scale(1, g) << 16;
     }
   }
 }
 
 // As repack_mxfp4_kernel, for INT4 (fp4_gemm.h).
 __global__ void repack_int4_kernel(const int32_t* codes, const uint16_t* scales, const int8_t* zero_points,
-                                   int64_t rows, int64_t cols, int64_t group, uint32_t* frag_codes,
-                                   uint32_t* frag_scales) {
+                                   int64_t rows, int64_t cols, int64_t group, int64_t gate_up_inter,
+                                   uint32_t* frag_codes, uint32_t* frag_scales) {
   const auto [tile, kt, m, t] = repack_thread(cols);
   const int64_t groups = cols / group;
-  // u = q + 8 of the signed nibble (padded rows: q = 0).
-  auto code = [&](int64_t row, int64_t col) -> uint32_t {
-    if (row >= rows) return 8u;
-    return ((static_cast<uint32_t>(codes[row * (cols / 8) + col / 8]) >> (4 * (col % 8))) & 0xFu) ^ 8u;
+  const int64_t src[2] = {repack_source_row(m, rows, gate_up_inter), repack_source_row(m + 8, rows, gate_up_inter)};
+  // u = q + 8 of the signed nibble (padding: q = 0).
+  auto code = [&](int half, int64_t col) -> uint32_t {
+    if (src[half] < 0) return 8u;
+    return ((static_cast<uint32_t>(codes[src[half] * (cols / 8) + col / 8]) >> (4 * (col % 8))) & 0xFu) ^ 8u;
   };
-  auto scale = [&](int64_t row, int64_t g) -> uint32_t { return row < rows ? scales[row * groups + g] : 0u; };
-  auto offset = [&](int64_t row, int64_t g) -> uint32_t {  // bf16(136 + z), exact for z in [-8, 7]
-    const int z = row < rows ? zero_points[row * groups + g] : 0;
+  auto scale = [&](int half, int64_t g) -> uint32_t { return src[half] >= 0 ? scales[src[half] * groups + g] : 0u; };
+  auto offset = [&](int half, int64_t g) -> uint32_t {  // bf16(136 + z), exact for z in [-8, 7]
+    const int z = src[half] >= 0 ? zero_points[src[half] * groups + g] : 0;
     return __float_as_uint(static_cast<float>(136 + z)) >> 16;
   };
 #pragma unroll
@@ -352,12 +363,12 @@ __global__ void repack_int4_kernel(const int32_t* codes, const uint16_t* scales,
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
-      for (int j = 0; j < 2; ++j) word |= code(m + 8 * (r % 2), k + 8 * (r / 2) + j) << (16 * j + 4 * r);
+      for (int j = 0; j < 2; ++j) word |= code(r % 2, k + 8 * (r / 2) + j) << (16 * j + 4 * r);
     frag_codes[(tile * 128 + t) * 4 + step] = word;
     if (t % 4 == 0) {
       const int64_t g = (kt * 64 + 16 * step) / group;
-      frag_scales[tile * (zero_points ? 256 : 128) + (t / 4) * 4 + step] = scale(m, g) | scale(m + 8, g) << 16;
-      if (zero_points) frag_scales[tile * 256 + 128 + (t / 4) * 4 + step] = offset(m, g) | offset(m + 8, g) << 16;
+      frag_scales[tile * (zero_points ? 256 : 128) + (t / 4) * 4 + step] = scale(0, g) | scale(1, g) << 16;
+      if (zero_points) frag_scales[tile * 256 + 128 + (t / 4) * 4 + step] = offset(0, g) | offset(1, g) << 16;
     }
   }
 }
@@ -533,23 +544,50 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float* bias = p.bias != nullptr ? p.bias[tile.expert] : nullptr;
     float divisor = 1.0f;
     if constexpr (Format::kDividesByGlobal) divisor = p.global_scales[tile.expert] * 0.0078125f;  // * 2^-7
+    auto sum = [&](float v, float b) {
+      if constexpr (Format::kDividesByGlobal) v = __fdiv_rn(v, divisor);
+      return bias != nullptr ? __fadd_rn(v, b) : v;
+    };
     const int r = 16 * (t / 32) + t % 32 / 4;
-    const int weight_row = tile.weight_tile * kTileRows + consumer * 64 + r;
+    const int weight_row = tile.weight_tile * kTileRows + consumer * 64 + r;  // (weight_row % 16 < 8)
+    if (p.act_rows != nullptr) {
+      // Interleaved w13: row r sums gate column i, row r + 8 up column i, for the same input rows.
+      const int inter = p.gate_up_inter, i = weight_row / 16 * 8 + weight_row % 8;
+      if (i >= inter) continue;
+      const float b_gate = bias != nullptr ? bias[i] : 0.0f, b_up = bias != nullptr ? bias[inter + i] : 0.0f;
+      // (One unrolled loop per activation, the activation known at compile time: a switch per output
+      // would inline every activation into each of the N / 4 outputs.)
+      auto store = [&](auto activation) {
+#pragma unroll
+        for (int j = 0; j < N / 8; ++j) {
+#pragma unroll
+          for (int odd = 0; odd < 2; ++odd) {
+            const int c = tile.input0 + 8 * j + 2 * (t % 4) + odd;
+            if (c < expert_rows) {
+              float gate = sum(acc[4 * j + odd], b_gate), up = sum(acc[4 * j + 2 + odd], b_up);
+              if (p.round) gate = round_bf16_hw(gate), up = round_bf16_hw(up);
+              p.act_rows[(static_cast<int64_t>(row0) + c) * inter + i] =
+                  __bfloat16_as_ushort(__float2bfloat16_rn(activate(decltype(activation)::value, p.limit, gate, up)));
+            }
+          }
+        }
+      };
+      if (p.activation == kSwigluOai) store(std::integral_constant<int, kSwigluOai>{});
+      else store(std::integral_constant<int, kSilu>{});
+      continue;
+    }
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int row = weight_row + 8 * half;
-      if (row >= p.n) continue;
-      const float b = bias != nullptr ? bias[row] : 0.0f;
+      const int row = weight_row + 8 * half;  // its source row (D's column): col
+      const int col = p.gate_up_inter > 0 ? static_cast<int>(gate_up_source_row(row, p.gate_up_inter)) : row < p.n ? row : -1;
+      if (col < 0) continue;
+      const float b = bias != nullptr ? bias[col] : 0.0f;
 #pragma unroll
       for (int j = 0; j < N / 8; ++j) {
 #pragma unroll
         for (int odd = 0; odd < 2; ++odd) {
           const int c = tile.input0 + 8 * j + 2 * (t % 4) + odd;
-          if (c < expert_rows) {
-            float v = acc[4 * j + 2 * half + odd];
-            if constexpr (Format::kDividesByGlobal) v = __fdiv_rn(v, divisor);
-            p.d[(static_cast<int64_t>(row0) + c) * p.n + row] = bias != nullptr ? __fadd_rn(v, b) : v;
-          }
+          if (c < expert_rows) p.d[(static_cast<int64_t>(row0) + c) * p.n + col] = sum(acc[4 * j + 2 * half + odd], b);
         }
       }
     }
@@ -577,39 +615,48 @@ cudaError_t launch_tiles(const CUtensorMap& map, const Fp4GemmParams& p, cudaStr
   return cudaGetLastError();
 }
 
+
+// The repacks' shared checks and grid: cols a multiple of 64, gate_up_inter 0 or rows / 2 (rows
+// even); the row tiles of fp4_frag_rows(rows) times the column tiles (0: nothing to do).
+cudaError_t repack_tiles(int64_t rows, int64_t cols, int64_t gate_up_inter, unsigned& tiles) {
+  if (rows < 0 || cols % 64 != 0 || gate_up_inter < 0 || (gate_up_inter > 0 && rows != 2 * gate_up_inter))
+    return cudaErrorInvalidValue;
+  const int64_t count = fp4_frag_rows(rows) / 64 * (cols / 64);
+  if (count >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
+  tiles = static_cast<unsigned>(count);
+  return cudaSuccess;
+}
 }  // namespace
 
 cudaError_t launch_repack_mxfp4(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
-                                uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream) {
-  if (rows < 0 || cols % 64 != 0) return cudaErrorInvalidValue;
-  const int64_t tiles = fp4_frag_rows(rows) / 64 * (cols / 64);
-  if (tiles == 0) return cudaSuccess;
-  if (tiles >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
-  repack_mxfp4_kernel<<<static_cast<unsigned>(tiles), 128, 0, stream>>>(codes, scales, rows, cols, frag_codes,
-                                                                         frag_scales);
+                                int64_t gate_up_inter, uint32_t* frag_codes, uint32_t* frag_scales,
+                                cudaStream_t stream) {
+  unsigned tiles = 0;
+  if (const cudaError_t err = repack_tiles(rows, cols, gate_up_inter, tiles); err != cudaSuccess || tiles == 0)
+    return err;
+  repack_mxfp4_kernel<<<tiles, 128, 0, stream>>>(codes, scales, rows, cols, gate_up_inter, frag_codes, frag_scales);
   return cudaGetLastError();
 }
 
 cudaError_t launch_repack_nvfp4(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
-                                uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream) {
-  if (rows < 0 || cols % 64 != 0) return cudaErrorInvalidValue;
-  const int64_t tiles = fp4_frag_rows(rows) / 64 * (cols / 64);
-  if (tiles == 0) return cudaSuccess;
-  if (tiles >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
-  repack_nvfp4_kernel<<<static_cast<unsigned>(tiles), 128, 0, stream>>>(codes, scales, rows, cols, frag_codes,
-                                                                         frag_scales);
+                                int64_t gate_up_inter, uint32_t* frag_codes, uint32_t* frag_scales,
+                                cudaStream_t stream) {
+  unsigned tiles = 0;
+  if (const cudaError_t err = repack_tiles(rows, cols, gate_up_inter, tiles); err != cudaSuccess || tiles == 0)
+    return err;
+  repack_nvfp4_kernel<<<tiles, 128, 0, stream>>>(codes, scales, rows, cols, gate_up_inter, frag_codes, frag_scales);
   return cudaGetLastError();
 }
 
 cudaError_t launch_repack_int4(const int32_t* codes, const uint16_t* scales, const int8_t* zero_points, int64_t rows,
-                               int64_t cols, int64_t group, uint32_t* frag_codes, uint32_t* frag_scales,
-                               cudaStream_t stream) {
-  if (rows < 0 || cols % 64 != 0 || group <= 0 || group % 16 != 0 || cols % group != 0) return cudaErrorInvalidValue;
-  const int64_t tiles = fp4_frag_rows(rows) / 64 * (cols / 64);
-  if (tiles == 0) return cudaSuccess;
-  if (tiles >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
-  repack_int4_kernel<<<static_cast<unsigned>(tiles), 128, 0, stream>>>(codes, scales, zero_points, rows, cols, group,
-                                                                        frag_codes, frag_scales);
+                               int64_t cols, int64_t group, int64_t gate_up_inter, uint32_t* frag_codes,
+                               uint32_t* frag_scales, cudaStream_t stream) {
+  if (group <= 0 || group % 16 != 0 || cols % group != 0) return cudaErrorInvalidValue;
+  unsigned tiles = 0;
+  if (const cudaError_t err = repack_tiles(rows, cols, gate_up_inter, tiles); err != cudaSuccess || tiles == 0)
+    return err;
+  repack_int4_kernel<<<tiles, 128, 0, stream>>>(codes, scales, zero_points, rows, cols, group, gate_up_inter,
+                                                frag_codes, frag_scales);
   return cudaGetLastError();
 }
 
@@ -619,6 +666,9 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
   if (p.n <= 0 || p.k <= 0 || p.k % kTileK != 0 || p.experts < 0 || p.experts > kMaxFp4GemmExperts)
     return cudaErrorInvalidValue;
   if (p.format == W4Format::kNvfp4 && p.global_scales == nullptr) return cudaErrorInvalidValue;
+  if (p.gate_up_inter < 0 || (p.gate_up_inter > 0 && p.n != 2 * p.gate_up_inter) ||
+      (p.act_rows != nullptr && (p.gate_up_inter == 0 || !fuses_activation(p.activation))))
+    return cudaErrorInvalidValue;
   if (p.experts == 0 || p.total_rows == 0) return cudaSuccess;
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};

@@ -16,6 +16,15 @@ enum class W4Format { kMxfp4, kNvfp4, kInt4, kInt4Zero };
 
 // The rows of a repacked weight: `rows` rounded up to the kernel's 128-row tiles (zero weights).
 inline int64_t fp4_frag_rows(int64_t rows) { return (rows + 127) / 128 * 128; }
+// A gated layer's w13 ([gate rows; up rows], 2 inter rows) may be repacked with its gate and up rows
+// interleaved (the repacks' `gate_up_inter` = inter; 0: rows in order): fragment row f then holds
+// source row gate_up_source_row(f, inter), so the thread that sums gate row i (its row m) sums up
+// row i too (its row m + 8), and the kernel can apply the activation in its epilogue. The padded row
+// count is fp4_frag_rows(2 inter) either way.
+__host__ __device__ inline int64_t gate_up_source_row(int64_t f, int64_t inter) {
+  const int64_t i = f / 16 * 8 + f % 8;  // the intermediate column
+  return i >= inter ? -1 : f % 16 < 8 ? i : inter + i;  // -1: padding (zero weights)
+}
 // The most experts launch_fp4_grouped_gemm takes (its tile map sits in shared memory).
 inline constexpr int kMaxFp4GemmExperts = 1024;
 
@@ -32,14 +41,16 @@ inline constexpr int kMaxFp4GemmExperts = 1024;
 // cols a multiple of 64; frag_codes holds fp4_frag_rows(rows) * cols / 2 bytes, frag_scales
 // fp4_frag_rows(rows) * cols / 32, as many bytes as the checkpoint's.
 cudaError_t launch_repack_mxfp4(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
-                                uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream);
+                                int64_t gate_up_inter, uint32_t* frag_codes, uint32_t* frag_scales,
+                                cudaStream_t stream);
 // The same for NVFP4 (codes as above; fp8 e4m3 scales [rows, cols / 16]), weight-only as vLLM scales
 // it (e2m1 * fp8(s), the global scale applied to the sums):
 //   scales [rows / 64][cols / 64][32 thread quads][4 k16 steps] 32-bit words, word (t / 4, step) for
 //          thread t: bf16(fp8(s) * 2^119) of row m's group `step` in bits 0-15, of row m + 8's in 16-31.
 // frag_scales holds fp4_frag_rows(rows) * cols / 8 bytes (twice the checkpoint's).
 cudaError_t launch_repack_nvfp4(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
-                                uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream);
+                                int64_t gate_up_inter, uint32_t* frag_codes, uint32_t* frag_scales,
+                                cudaStream_t stream);
 // INT4 (codes as the device keeps them: signed nibbles, [rows, cols / 8] int32 words, column c in
 // bits 4 (c % 8)), bf16 scales [rows, cols / group] (group a multiple of 16; cols for one per row),
 // int8 zero points of the same shape (null: symmetric; each in [-8, 7]), as the CPU's
@@ -50,13 +61,18 @@ cudaError_t launch_repack_nvfp4(const uint8_t* codes, const uint8_t* scales, int
 //          many words of bf16(136 + z) in the same order.
 // frag_scales holds fp4_frag_scale_bytes(kInt4 or kInt4Zero, rows, cols).
 cudaError_t launch_repack_int4(const int32_t* codes, const uint16_t* scales, const int8_t* zero_points, int64_t rows,
-                               int64_t cols, int64_t group, uint32_t* frag_codes, uint32_t* frag_scales,
-                               cudaStream_t stream);
+                               int64_t cols, int64_t group, int64_t gate_up_inter, uint32_t* frag_codes,
+                               uint32_t* frag_scales, cudaStream_t stream);
 // Bytes of an expert's repacked scales.
 inline int64_t fp4_frag_scale_bytes(W4Format format, int64_t rows, int64_t cols) {
   const int64_t per_row = format == W4Format::kMxfp4 ? cols / 32 : format == W4Format::kInt4Zero ? cols / 4 : cols / 8;
   return fp4_frag_rows(rows) * per_row;
 }
+
+// The activations the kernel's epilogue applies (qmoe::Activation's silu and swigluoai: Mixtral,
+// Qwen3, DeepSeek-V3, Kimi-K2, gpt-oss); the others run the forward's activation kernel.
+inline constexpr int kSilu = 0, kSwigluOai = 3;
+inline bool fuses_activation(int activation) { return activation == kSilu || activation == kSwigluOai; }
 
 struct Fp4GemmParams {
   const uint32_t* const* frag_codes = nullptr;   // [experts] (device array of device pointers)
@@ -72,6 +88,17 @@ struct Fp4GemmParams {
   W4Format format = W4Format::kMxfp4;
   const float* global_scales = nullptr;  // NVFP4: [experts] (device); D = sum / global_scale (+ bias)
   int num_sms = 0;  // CTAs to launch (persistent: one per SM); 0: the current device's count
+  // w13 repacked with gate and up rows interleaved (gate_up_source_row): inter (n = 2 inter), else 0.
+  // D's columns are then the source rows, as without interleaving, unless act_rows is set.
+  int gate_up_inter = 0;
+  // With gate_up_inter: the epilogue applies the activation and writes its bf16 rows
+  // [total_rows, inter] here instead of D (the forward's activation_rows_kernel, fused): gate and
+  // up values (after the global scale and bias) rounded to bf16 when `round`, then
+  // bf16(activate(activation, limit, g, up)).
+  uint16_t* act_rows = nullptr;
+  int activation = 0;  // qmoe::Activation: one that fuses_activation takes
+  float limit = 7.0f;
+  bool round = true;
 };
 // D rows of each expert = x rows * dequant(W_e)^T, the products summed in fp32 by the tensor cores.
 // MXFP4 and INT4: each weight the CPU's bf16 (dequant_mxfp4, dequant_int), bit for bit. NVFP4: the weights e2m1 * fp8(s)

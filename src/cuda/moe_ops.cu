@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cuda/activation.cuh"
 #include "cuda/convert.cuh"
 #include "cuda/dequant.h"
 #include "cuda/launch.cuh"
@@ -489,41 +490,12 @@ __global__ void __launch_bounds__(kQuantThreads)
   }
 }
 
-// ---- activation functions ------------------------------------------------------------------------
-
-__device__ float silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-__device__ float gelu_tanh(float x) {
-  return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-}
-
-// The activation of gate value g and up value up (ignored when not gated).
-__device__ float activate(const ActivationParams& p, float g, float up) {
-  switch (p.activation) {
-    case 0: return silu(g) * up;
-    case 1: return gelu(g) * up;
-    case 2: return gelu_tanh(g) * up;
-    case 3: {
-      const float gc = fminf(g, p.limit);
-      const float v = fminf(fmaxf(up, -p.limit), p.limit);
-      return (v + 1.0f) * gc / (1.0f + expf(-1.702f * gc));
-    }
-    case 4: return fminf(silu(g), p.limit) * fminf(fmaxf(up, -p.limit), p.limit);
-    case 5: return silu(g);
-    case 6: return gelu(g);
-    default: {
-      const float r = fmaxf(g, 0.0f);
-      return r * r;
-    }
-  }
-}
-
 // The activation of gate g and up value up as the forward rounds it: inputs and result in the
 // activation dtype (vLLM's intermediate buffers), unless ForwardOptions::round_intermediate is off.
 __device__ float rounded_activation(const ActivationParams& p, float g, float up) {
   const float gr = round_kind(g, p.dtype_kind, p.round);
   const float ur = p.gated ? round_kind(up, p.dtype_kind, p.round) : 0.0f;
-  return round_kind(activate(p, gr, ur), p.dtype_kind, p.round);
+  return round_kind(activate(p.activation, p.limit, gr, ur), p.dtype_kind, p.round);
 }
 
 // The activation of GEMM1's output for the tensor-core and CUDA-core GEMM2 (the prefill kernels'

@@ -341,6 +341,14 @@ TEST(GemmPlan, Int4RegistersPrefillKernel) {
   EXPECT_EQ(plan_grouped_kernel(asym, false, GemmInput{}, mma), GroupedKernel::kInt4RegsBf16);
   EXPECT_EQ(plan_grouped_kernel(layout_of_scheme("w4a16_g128"), false, GemmInput{}, mma), GroupedKernel::kInt4Bf16);
   EXPECT_EQ(plan_grouped_kernel(g32, true, GemmInput{}, mma), GroupedKernel::kDequantBf16);  // g_idx
+  // (The register kernel would take groups of 128 too: the A/B override's condition.)
+  EXPECT_TRUE(int4_registers_fit(layout_of_scheme("w4a16_g128"), false, GemmInput{}));
+  EXPECT_TRUE(int4_registers_fit(g32, false, GemmInput{}));
+  EXPECT_FALSE(int4_registers_fit(g32, true, GemmInput{}));
+  GemmInput f16_rows;
+  f16_rows.act_kind = 1;
+  EXPECT_FALSE(int4_registers_fit(g32, false, f16_rows));
+  EXPECT_FALSE(int4_registers_fit(layout_of_scheme("w8a16"), false, GemmInput{}));
   GemmLayout unrounded = g32, f16_scales = g32, k96 = g32;
   unrounded.round_to_scale_dtype = false;
   f16_scales.scale_kind = 1;

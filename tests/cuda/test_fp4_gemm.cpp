@@ -1,6 +1,7 @@
 // The 4-bit grouped GEMM with in-register dequantization (cuda/fp4_gemm.h: MXFP4, NVFP4, INT4)
-// against a CPU GEMM on the CPU's dequantized weights, on fresh random data. (The forward on it:
-// W4Prefill in test_cuda_backend.cpp.)
+// against a CPU GEMM on the CPU's dequantized weights, on fresh random data, and its fused
+// epilogues (the activation after GEMM1, the combine's weighting after GEMM2) against the unfused
+// outputs. (The forward on it: W4Prefill in test_cuda_backend.cpp.)
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "cuda/fp4_gemm.h"
+#include "cuda/moe_kernels.h"
 #include "gpu_test_util.h"
 #include "quant/formats.h"
 
@@ -130,8 +132,57 @@ TestWeight make_weight(const Case& c, Data data, cuda::W4Format format, int64_t 
   return w;
 }
 
-// `group`: INT4's (32 for the FP4 formats, whose groups are their own).
-void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, std::mt19937_64& rng) {
+// The fused activation epilogue (Fp4GemmParams::act_rows) on a case's interleaved weights: its bf16
+// rows against the forward's activation kernel (launch_activation_rows) on the unfused output `d`
+// of the same launch configuration, bit for bit, for silu and gpt-oss's swigluoai; rows past the
+// experts' untouched.
+void check_fused_activation(cuda::Fp4GemmParams p, const float* d, int total, int trailing) {
+  const int inter = p.gate_up_inter;
+  const size_t count = static_cast<size_t>(total + trailing) * inter;
+  uint16_t *fused = nullptr, *want = nullptr;
+  int32_t* total_dev = to_device(std::vector<int32_t>{total});
+  ASSERT_EQ(cudaMalloc(&fused, sizeof(uint16_t) * count), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&want, sizeof(uint16_t) * count), cudaSuccess);
+  for (int activation : {0, 3}) {  // silu, swigluoai (clamped at 7)
+    cuda::ActivationParams ap;
+    ap.activation = activation;
+    ap.limit = 7.0f;
+    ap.inter = inter;
+    ap.total_slots = total_dev;
+    ap.max_slots = total;
+    ap.u = const_cast<float*>(d);
+    ap.u_sorted = true;
+    ASSERT_EQ(cuda::launch_activation_rows(ap, cuda::ActQuantParams{}, want, nullptr, nullptr), cudaSuccess);
+    p.act_rows = fused;
+    p.activation = activation;
+    p.limit = 7.0f;
+    cudaMemset(fused, 0xFF, sizeof(uint16_t) * count);  // poison
+    ASSERT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint16_t> got(count), expected(count);
+    cudaMemcpy(got.data(), fused, sizeof(uint16_t) * count, cudaMemcpyDeviceToHost);
+    cudaMemcpy(expected.data(), want, sizeof(uint16_t) * count, cudaMemcpyDeviceToHost);
+    int64_t differ = 0, trailing_written = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (i < static_cast<size_t>(total) * inter) differ += got[i] != expected[i];
+      else trailing_written += got[i] != 0xFFFF;
+    }
+    std::printf("      fused activation %d, inter %d, tile %d: %lld of %lld rows' values differ\n", activation, inter,
+                p.tile_inputs, static_cast<long long>(differ), static_cast<long long>(total) * inter);
+    EXPECT_EQ(differ, 0) << "activation " << activation << seed_note();
+    EXPECT_EQ(trailing_written, 0) << "rows past the experts' were written";
+  }
+  cudaFree(fused);
+  cudaFree(want);
+  cudaFree(total_dev);
+}
+
+// `group`: INT4's (32 for the FP4 formats, whose groups are their own). `gate_up`: the weights as a
+// gated layer's w13 (n = 2 inter), repacked with gate and up rows interleaved: the same outputs in
+// the same columns, and the fused activation epilogue (check_fused_activation).
+void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, std::mt19937_64& rng,
+              bool gate_up = false) {
+  const int64_t gate_up_inter = gate_up ? c.n / 2 : 0;
   const bool nvfp4 = format == cuda::W4Format::kNvfp4;
   const int experts = static_cast<int>(c.rows.size());
   std::vector<int32_t> offsets(experts + 1, 0);
@@ -161,11 +212,13 @@ void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, st
     ASSERT_EQ(cudaMalloc(&fc, frag_weights / 2), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&fs, cuda::fp4_frag_scale_bytes(format, c.n, c.k)), cudaSuccess);
     cudaError_t err;
-    if (format == cuda::W4Format::kMxfp4) err = cuda::launch_repack_mxfp4(dc, ds, c.n, c.k, fc, fs, nullptr);
-    else if (nvfp4) err = cuda::launch_repack_nvfp4(dc, ds, c.n, c.k, fc, fs, nullptr);
+    if (format == cuda::W4Format::kMxfp4)
+      err = cuda::launch_repack_mxfp4(dc, ds, c.n, c.k, gate_up_inter, fc, fs, nullptr);
+    else if (nvfp4)
+      err = cuda::launch_repack_nvfp4(dc, ds, c.n, c.k, gate_up_inter, fc, fs, nullptr);
     else
       err = cuda::launch_repack_int4(reinterpret_cast<const int32_t*>(dc), reinterpret_cast<const uint16_t*>(ds), dz,
-                                     c.n, c.k, group, fc, fs, nullptr);
+                                     c.n, c.k, group, gate_up_inter, fc, fs, nullptr);
     ASSERT_EQ(err, cudaSuccess);
     frag_codes[e] = fc;
     frag_scales[e] = fs;
@@ -185,6 +238,7 @@ void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, st
   p.k = c.k;
   p.total_rows = total + kTrailingRows;
   p.format = format;
+  p.gate_up_inter = static_cast<int>(gate_up_inter);
   if (nvfp4) p.global_scales = to_device(global);
   // Biases (small integers: the exact data stays exact), except with tiny scales (they would
   // swamp the sums under test).
@@ -245,12 +299,13 @@ void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, st
                               : format == cuda::W4Format::kNvfp4 ? "nvfp4"
                               : format == cuda::W4Format::kInt4  ? "int4"
                                                                  : "int4 zero points";
-    std::printf("    %s (group %lld) %-12s tile %d%s n %d k %d rows %d: rel_l2 %.2e, %lld outputs not bit-equal\n",
-                format_name, static_cast<long long>(group), name, tile_inputs, bias.empty() ? "" : " (bias)", c.n, c.k, total, rel_l2,
-                static_cast<long long>(not_exact));
+    std::printf("    %s (group %lld) %-12s tile %d%s%s n %d k %d rows %d: rel_l2 %.2e, %lld outputs not bit-equal\n",
+                format_name, static_cast<long long>(group), name, tile_inputs, bias.empty() ? "" : " (bias)",
+                gate_up ? " (gate/up interleaved)" : "", c.n, c.k, total, rel_l2, static_cast<long long>(not_exact));
     EXPECT_EQ(unwritten, 0) << name << " tile " << tile_inputs << seed_note();
     if (data == Data::kRandom) EXPECT_LT(rel_l2, 1e-5) << name << " tile " << tile_inputs << seed_note();
     else EXPECT_EQ(not_exact, 0) << name << " tile " << tile_inputs << seed_note();
+    if (gate_up) check_fused_activation(p, d, total, kTrailingRows);
   }
   for (void* ptr : owned) cudaFree(ptr);
   cudaFree(const_cast<const uint32_t**>(p.frag_codes));
@@ -282,7 +337,10 @@ TEST(Fp4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
   for (cuda::W4Format format : {cuda::W4Format::kMxfp4, cuda::W4Format::kNvfp4})
     for (Data data : {Data::kExact, Data::kRandom, Data::kTiny, Data::kMixed}) {
       if (data == Data::kMixed && format == cuda::W4Format::kNvfp4) continue;
-      for (const Case& c : cases()) run_case(c, data, format, 32, rng);
+      for (const Case& c : cases()) {
+        run_case(c, data, format, 32, rng);
+        if (data == Data::kExact || data == Data::kRandom) run_case(c, data, format, 32, rng, true);
+      }
     }
 }
 
@@ -301,6 +359,7 @@ TEST(Int4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
               (group != 32 && int64_t{c.n} * c.k * rows > (int64_t{1} << 26)))
             continue;
           run_case(c, data, format, group, rng);
+          if (group == 32 && data == Data::kRandom) run_case(c, data, format, group, rng, true);
         }
 }
 
