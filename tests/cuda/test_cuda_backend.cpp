@@ -804,15 +804,19 @@ TEST(W4Prefill, MatchesTheCpuBackend) {
   };
   std::vector<Case> cases;
   cases.push_back({"mxfp4 H 2048", random_layer(Scheme::kMxfp4, {16, 8, 2048, 768})});
-  // gpt-oss-like: w2's 2880 rows are 22.5 tiles (inter 704: k a multiple of 64).
-  MoeLayer gpt_oss = random_layer(Scheme::kMxfp4, {8, 4, 2880, 704});
+  // A gated activation the GEMM1 epilogue does not apply: GEMM1 on the interleaved w13 writes D in
+  // source order, then the activation kernel.
+  cases.push_back({"mxfp4 H 2048 gelu_tanh (not fused)", random_layer(Scheme::kMxfp4, {16, 8, 2048, 768}, Activation::kGeluTanh)});
+  // gpt-oss-like (swigluoai fused with biases): w2's 2880 rows are 22.5 tiles (inter 704: k a
+  // multiple of 64).
+  MoeLayer gpt_oss = random_layer(Scheme::kMxfp4, {8, 4, 2880, 704}, Activation::kSwigluOai);
   std::uniform_real_distribution<float> d(-0.5f, 0.5f);
   for (ExpertWeights& ew : gpt_oss.experts)
     for (auto [w, bias] : {std::pair{&ew.w13, &ew.w13_bias}, std::pair{&ew.w2, &ew.w2_bias}}) {
       *bias = Tensor(DType::kF32, {w->rows});
       for (int64_t i = 0; i < w->rows; ++i) bias->data<float>()[i] = d(rng());
     }
-  cases.push_back({"mxfp4 H 2880 with biases", gpt_oss});
+  cases.push_back({"mxfp4 H 2880 swigluoai with biases", gpt_oss});
   // inter 1440 (k not a multiple of 64): w2 on the dequantized path, w13 on this kernel.
   cases.push_back({"mxfp4 H 2880 I 1440 (w2 dequantized)", random_layer(Scheme::kMxfp4, {8, 4, 2880, 1440})});
   // INT4 with groups of 32 (Kimi-K2's scheme) and with zero points.

@@ -1,7 +1,7 @@
 // The 4-bit grouped GEMM with in-register dequantization (cuda/fp4_gemm.h: MXFP4, NVFP4, INT4)
 // against a CPU GEMM on the CPU's dequantized weights, on fresh random data, and its fused
-// epilogues (the activation after GEMM1, the combine's weighting after GEMM2) against the unfused
-// outputs. (The forward on it: W4Prefill in test_cuda_backend.cpp.)
+// epilogue (the activation after GEMM1, on gate/up-interleaved weights) against the activation
+// kernel on the unfused output. (The forward on it: W4Prefill in test_cuda_backend.cpp.)
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
