@@ -13,11 +13,13 @@
 //            k-step by k-step: the decode kernels' way);
 //   tiled P: one contiguous 16 x P-byte piece (the same bytes, repacked so a row block's steps are
 //            consecutive).
-// Every lane keeps `depth` 16-byte loads in flight (ld.global.nc.L1::no_allocate, as moe_mma.cu),
-// XOR-folds them into a register and writes it once. The units are split evenly over the warps of
-// a persistent grid of `blocks` per SM, so no wave tail hides the pattern's own rate. Each launch
-// reads a fresh region of a 2 GiB pool (no L2 reuse). Reference: a device-to-device copy (read +
-// written bytes over time, as qmoe bench's copy bandwidth).
+// Every lane keeps `depth` 16-byte loads in flight (ld.global.nc.L1::no_allocate, as moe_mma.cu) in
+// a ring of units, XOR-folds them into a register and writes it once. The units are split evenly
+// over the warps of a persistent grid of `blocks` per SM (at most what fits), so no wave tail hides
+// the pattern's own rate. Each launch reads a fresh region of a 2 GiB pool (no L2 reuse). The small
+// shapes also run stacked (copies of the matrix read in one launch, >= 256 MiB) so that launch
+// gaps do not set their rate. Reference: a device-to-device copy (read + written bytes over time,
+// as qmoe bench's copy bandwidth).
 //
 // Usage: qmoe_stream_bench [--quick]   (prints one table; no arguments needed)
 #include <cuda_runtime.h>
@@ -49,11 +51,11 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) {
   return v;
 }
 
-// w: [rows, row_bytes] (rows a multiple of 16, row_bytes of P); kUnits steps per batch, so a lane
-// has kUnits * P / 32 loads in flight. sink: one word per thread.
+// w: [rows, row_bytes] (rows a multiple of 16, row_bytes of P); kUnits steps in the ring, so a lane
+// has kUnits * P / 32 loads in flight. zero: 0. sink: one word per thread.
 template <int P, int kUnits, bool kTiled>
 __global__ void __launch_bounds__(kThreads) stream_kernel(const uint4* w, int64_t rows, int64_t row_bytes,
-                                                          uint32_t* sink) {
+                                                          uint32_t zero, uint32_t* sink) {
   constexpr int kPerUnit = P / 32;  // 16-byte loads per lane and step (16 rows x P bytes / 32 lanes)
   static_assert(P % 32 == 0 && kPerUnit >= 1);
   const int lane = threadIdx.x % 32;
@@ -77,27 +79,29 @@ __global__ void __launch_bounds__(kThreads) stream_kernel(const uint4* w, int64_
     if (++s == steps) s = 0, ++rb;
     return b;
   };
+  // A ring of kUnits units per lane: each round folds a slot and refills it with the unit kUnits
+  // ahead, so kUnits * kPerUnit loads stay in flight (folding right after each load, as a plain
+  // batch compiles to, keeps only a few). Slots past the warp's last unit hold zeros.
+  const int64_t n = u1 - u0;
+  uint4 v[kUnits][kPerUnit];
+#pragma unroll
+  for (int b = 0; b < kUnits; ++b) {
+    const uint4* p = b < n ? w + next_base() : nullptr;
+#pragma unroll
+    for (int i = 0; i < kPerUnit; ++i) v[b][i] = p != nullptr ? load_stream(p + offset[i]) : make_uint4(0, 0, 0, 0);
+  }
   uint32_t acc = 0;
-  int64_t u = u0;
-  for (; u + kUnits <= u1; u += kUnits) {
-    uint4 v[kUnits][kPerUnit];
+  for (int64_t r = kUnits; r < n + kUnits; r += kUnits) {
 #pragma unroll
     for (int b = 0; b < kUnits; ++b) {
-      const uint4* p = w + next_base();
-#pragma unroll
-      for (int i = 0; i < kPerUnit; ++i) v[b][i] = load_stream(p + offset[i]);
-    }
-#pragma unroll
-    for (int b = 0; b < kUnits; ++b)
 #pragma unroll
       for (int i = 0; i < kPerUnit; ++i) acc ^= v[b][i].x ^ v[b][i].y ^ v[b][i].z ^ v[b][i].w;
-  }
-  for (; u < u1; ++u) {
-    const uint4* p = w + next_base();
+      // The reload's address depends on the fold (`zero` is 0, which the compiler cannot know), so
+      // the slot is refilled as soon as it is folded: otherwise the compiler issues a round's folds
+      // first and its loads after them, and the ring drains to empty once a round.
+      const uint4* p = r + b < n ? w + next_base() + (acc & zero) : nullptr;
 #pragma unroll
-    for (int i = 0; i < kPerUnit; ++i) {
-      const uint4 x = load_stream(p + offset[i]);
-      acc ^= x.x ^ x.y ^ x.z ^ x.w;
+      for (int i = 0; i < kPerUnit; ++i) v[b][i] = p != nullptr ? load_stream(p + offset[i]) : make_uint4(0, 0, 0, 0);
     }
   }
   sink[blockIdx.x * kThreads + threadIdx.x] = acc;
@@ -111,7 +115,7 @@ struct Shape {
 struct Config {
   int piece_bytes, depth;  // depth: 16-byte loads in flight per lane
   bool tiled;
-  void (*kernel)(const uint4*, int64_t, int64_t, uint32_t*);
+  void (*kernel)(const uint4*, int64_t, int64_t, uint32_t, uint32_t*);
 };
 
 template <int P, int kDepth, bool kTiled>
@@ -158,8 +162,10 @@ int main(int argc, char** argv) {
               copy_gbs);
   std::printf("# %d launches per row, each on a fresh region of a 2 GiB pool; us per launch (back to back)\n",
               launches);
-  std::printf("%-22s %-6s %6s %6s %7s %9s %9s %8s\n", "shape", "layout", "piece", "depth", "blocks", "us", "GB/s",
-              "of copy");
+  std::printf("# copies: the shape stacked that many times per launch (so launch gaps do not dominate small\n"
+              "# shapes); blocks: per SM as launched, of the most that fit (rows past that are skipped)\n");
+  std::printf("%-22s %6s %-6s %6s %6s %9s %9s %9s %8s\n", "shape", "copies", "layout", "piece", "depth", "blocks",
+              "us", "GB/s", "of copy");
 
   // Mixtral-8x7B, DeepSeek-V3 and Qwen3-30B-A3B W4A16 at 1 token (the touched experts' int4
   // codes), and a large matrix.
@@ -174,31 +180,42 @@ int main(int argc, char** argv) {
       config<64, 8, true>(),    config<64, 16, true>(),   config<256, 16, true>(),
   };
   const std::vector<int> blocks_per_sm = quick ? std::vector<int>{3} : std::vector<int>{2, 3, 4, 8};
+  constexpr size_t kStackedBytes = size_t{256} << 20;
   for (const Shape& s : shapes) {
     const size_t bytes = static_cast<size_t>(s.rows * s.row_bytes);
-    const size_t region = (bytes + (size_t{2} << 20) - 1) / (size_t{2} << 20) * (size_t{2} << 20);
-    const size_t regions = kPoolBytes / region;
-    if (regions < 2) continue;
-    for (const Config& c : configs) {
-      if (s.row_bytes % c.piece_bytes != 0) continue;
-      for (int bps : blocks_per_sm) {
-        const int grid = sms * bps;
-        size_t next = 0;
-        auto launch = [&] {
-          const auto* w = reinterpret_cast<const uint4*>(pool + (next++ % regions) * region);
-          c.kernel<<<grid, kThreads>>>(w, s.rows, s.row_bytes, sink);
-        };
-        for (int i = 0; i < 3; ++i) launch();
-        check(cudaGetLastError(), "launch");
-        check(cudaEventRecord(start), "record");
-        for (int i = 0; i < launches; ++i) launch();
-        check(cudaEventRecord(stop), "record");
-        check(cudaEventSynchronize(stop), "sync");
-        float ms = 0.0f;
-        check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-        const double us = 1e3 * ms / launches, gbs = static_cast<double>(bytes) / (us * 1e-6) / 1e9;
-        std::printf("%-22s %-6s %6d %6d %7d %9.1f %9.0f %8.2f\n", s.name, c.tiled ? "tiled" : "rows", c.piece_bytes,
-                    c.depth, bps, us, gbs, gbs / copy_gbs);
+    for (size_t copies : {size_t{1}, (kStackedBytes + bytes - 1) / bytes}) {
+      if (copies == 1 && bytes >= kStackedBytes && &s != &shapes.back()) continue;
+      if (copies > 1 && bytes >= kStackedBytes) continue;
+      // (Stacked copies are one taller matrix of the same rows: consecutive in the pool.)
+      const size_t launch_bytes = bytes * copies;
+      const size_t region = (launch_bytes + (size_t{2} << 20) - 1) / (size_t{2} << 20) * (size_t{2} << 20);
+      const size_t regions = kPoolBytes / region;
+      if (regions < 2) continue;
+      for (const Config& c : configs) {
+        if (s.row_bytes % c.piece_bytes != 0) continue;
+        int fit = 0;
+        check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, c.kernel, kThreads, 0), "occupancy");
+        for (int bps : blocks_per_sm) {
+          if (bps > fit) continue;
+          const int grid = sms * bps;
+          size_t next = 0;
+          auto launch = [&] {
+            const auto* w = reinterpret_cast<const uint4*>(pool + (next++ % regions) * region);
+            c.kernel<<<grid, kThreads>>>(w, s.rows * static_cast<int64_t>(copies), s.row_bytes, 0u, sink);
+          };
+          for (int i = 0; i < 3; ++i) launch();
+          check(cudaGetLastError(), "launch");
+          check(cudaEventRecord(start), "record");
+          for (int i = 0; i < launches; ++i) launch();
+          check(cudaEventRecord(stop), "record");
+          check(cudaEventSynchronize(stop), "sync");
+          float ms = 0.0f;
+          check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+          const double us = 1e3 * ms / launches, gbs = static_cast<double>(launch_bytes) / (us * 1e-6) / 1e9;
+          const std::string blocks = std::to_string(bps) + "/" + std::to_string(fit);
+          std::printf("%-22s %6zu %-6s %6d %6d %9s %9.1f %9.0f %8.2f\n", s.name, copies, c.tiled ? "tiled" : "rows",
+                      c.piece_bytes, c.depth, blocks.c_str(), us, gbs, gbs / copy_gbs);
+        }
       }
     }
   }
