@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "cuda/weight_access.cuh"
+
 namespace {
 
 constexpr int kThreads = 256;
@@ -43,13 +45,7 @@ void check(cudaError_t err, const char* what) {
   }
 }
 
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
+using qmoe::cuda::load_weights;  // the decode kernels' streaming load
 
 // w: [rows, row_bytes] (rows a multiple of 16, row_bytes of P); kUnits steps in the ring, so a lane
 // has kUnits * P / 32 loads in flight. zero: 0. sink: one word per thread.
@@ -88,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) stream_kernel(const uint4* w, int64_
   for (int b = 0; b < kUnits; ++b) {
     const uint4* p = b < n ? w + next_base() : nullptr;
 #pragma unroll
-    for (int i = 0; i < kPerUnit; ++i) v[b][i] = p != nullptr ? load_stream(p + offset[i]) : make_uint4(0, 0, 0, 0);
+    for (int i = 0; i < kPerUnit; ++i) v[b][i] = p != nullptr ? load_weights(p + offset[i]) : make_uint4(0, 0, 0, 0);
   }
   uint32_t acc = 0;
   for (int64_t r = kUnits; r < n + kUnits; r += kUnits) {
@@ -101,7 +97,7 @@ __global__ void __launch_bounds__(kThreads) stream_kernel(const uint4* w, int64_
       // first and its loads after them, and the ring drains to empty once a round.
       const uint4* p = r + b < n ? w + next_base() + (acc & zero) : nullptr;
 #pragma unroll
-      for (int i = 0; i < kPerUnit; ++i) v[b][i] = p != nullptr ? load_stream(p + offset[i]) : make_uint4(0, 0, 0, 0);
+      for (int i = 0; i < kPerUnit; ++i) v[b][i] = p != nullptr ? load_weights(p + offset[i]) : make_uint4(0, 0, 0, 0);
     }
   }
   sink[blockIdx.x * kThreads + threadIdx.x] = acc;

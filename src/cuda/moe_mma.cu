@@ -323,15 +323,8 @@ constexpr int kRows = 2 * kM;  // rows per lane: r, r + 8, r + 16, r + 24
 template <int kN, bool kPipelined, bool kStepScale>
 inline constexpr int kMinBlocks = kN > 1 || kStepScale ? 2 : kPipelined ? 3 : 4;
 
-// Streaming 16-byte weight load (read once: keep it out of L1, which holds the inputs). Volatile, as
-// the input loads below, so the compiler keeps every load of a step ahead of its mmas.
-__device__ __forceinline__ uint4 load_weights(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
+// (Weights: load_weights, weight_access.cuh.) Input loads are volatile too, so the compiler keeps
+// every load of a step ahead of its mmas.
 __device__ __forceinline__ uint4 load_inputs(const uint4* p) {
   uint4 v;
   asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));

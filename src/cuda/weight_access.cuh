@@ -7,6 +7,16 @@
 
 namespace qmoe::cuda {
 
+// Streaming 16-byte weight load (read once: keep it out of L1, which holds the inputs). Volatile, so
+// the compiler keeps a kernel's weight loads in program order (ahead of the mmas that use them).
+__device__ __forceinline__ uint4 load_weights(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
 // As qmoe::WeightFormat and qmoe::Strategy.
 enum : int { kDense = 0, kIntPacked = 1, kIntUnpacked = 2, kFp8 = 3, kNvfp4 = 4, kMxfp4 = 5 };
 enum : int { kTensor = 0, kChannel = 1, kGroup = 2, kBlock = 3, kTensorGroup = 5 };
