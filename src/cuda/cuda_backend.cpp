@@ -661,7 +661,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g1.num_sms = m.num_sms;
   // GEMM1 on the 4-bit register kernel with an interleaved w13, and GEMM2 taking bf16 rows: GEMM1's
   // epilogue applies the activation and writes GEMM2's sorted rows (into u's memory: GEMM1 still
-  // reads sorted_rows), so u never goes through memory.
+  // reads sorted_rows), so the fp32 u never goes through memory.
   // (QMOE_FUSED_ACTIVATION=0, for A/B runs: the activation kernel instead. Read once.)
   static const bool fuse_activation = [] {
     const char* env = std::getenv("QMOE_FUSED_ACTIVATION");
