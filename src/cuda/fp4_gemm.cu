@@ -404,8 +404,10 @@ __device__ __forceinline__ Tile tile_at(const TileMap& map, int index, int n_til
 //   steps of 64 (with a loop per width ptxas serializes these formats' wgmmas, C7513; a branch per
 //   wgmma would too).
 // Every consumer thread releases a stage itself: with one arrive per warp, compute-sanitizer's
-// racecheck reports the codes' reads.
-template <int N, class Format>
+// racecheck reports the codes' reads. kFusedAct: the epilogue applies the activation (act_rows);
+// a separate instance, so that launches without it run the kernel without its code (the unrolled
+// activation makes the kernel ~4x larger).
+template <int N, class Format, bool kFusedAct>
 __global__ void __launch_bounds__(kThreads, 1)
     fp4_grouped_gemm_kernel(const __grid_constant__ CUtensorMap x_map, Fp4GemmParams p) {
   using Shape = TileShape<N>;
@@ -550,7 +552,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     const int r = 16 * (t / 32) + t % 32 / 4;
     const int weight_row = tile.weight_tile * kTileRows + consumer * 64 + r;  // (weight_row % 16 < 8)
-    if (p.act_rows != nullptr) {
+    if constexpr (kFusedAct) {
       // Interleaved w13: row r sums gate column i, row r + 8 up column i, for the same input rows.
       const int inter = p.gate_up_inter, i = weight_row / 16 * 8 + weight_row % 8;
       if (i >= inter) continue;
@@ -574,29 +576,29 @@ __global__ void __launch_bounds__(kThreads, 1)
       };
       if (p.activation == kSwigluOai) store(std::integral_constant<int, kSwigluOai>{});
       else store(std::integral_constant<int, kSilu>{});
-      continue;
-    }
+    } else {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = weight_row + 8 * half;  // its source row (D's column): col
-      const int col = p.gate_up_inter > 0 ? static_cast<int>(gate_up_source_row(row, p.gate_up_inter)) : row < p.n ? row : -1;
-      if (col < 0) continue;
-      const float b = bias != nullptr ? bias[col] : 0.0f;
+      for (int half = 0; half < 2; ++half) {
+        const int row = weight_row + 8 * half;  // its source row (D's column): col
+        const int col = p.gate_up_inter > 0 ? static_cast<int>(gate_up_source_row(row, p.gate_up_inter)) : row < p.n ? row : -1;
+        if (col < 0) continue;
+        const float b = bias != nullptr ? bias[col] : 0.0f;
 #pragma unroll
-      for (int j = 0; j < N / 8; ++j) {
+        for (int j = 0; j < N / 8; ++j) {
 #pragma unroll
-        for (int odd = 0; odd < 2; ++odd) {
-          const int c = tile.input0 + 8 * j + 2 * (t % 4) + odd;
-          if (c < expert_rows) p.d[(static_cast<int64_t>(row0) + c) * p.n + col] = sum(acc[4 * j + 2 * half + odd], b);
+          for (int odd = 0; odd < 2; ++odd) {
+            const int c = tile.input0 + 8 * j + 2 * (t % 4) + odd;
+            if (c < expert_rows) p.d[(static_cast<int64_t>(row0) + c) * p.n + col] = sum(acc[4 * j + 2 * half + odd], b);
+          }
         }
       }
     }
   }
 }
 
-template <int N, class Format>
-cudaError_t launch_tiles(const CUtensorMap& map, const Fp4GemmParams& p, cudaStream_t stream) {
-  auto kernel = fp4_grouped_gemm_kernel<N, Format>;
+template <int N, class Format, bool kFusedAct>
+cudaError_t launch_instance(const CUtensorMap& map, const Fp4GemmParams& p, cudaStream_t stream) {
+  auto kernel = fp4_grouped_gemm_kernel<N, Format, kFusedAct>;
   // + the tile map, + alignment slack. The attribute is the most any launch needs, so that launches
   // with other expert counts (other host threads) never lower it under one another.
   auto smem_bytes = [](int experts) {
@@ -613,6 +615,11 @@ cudaError_t launch_tiles(const CUtensorMap& map, const Fp4GemmParams& p, cudaStr
   }
   kernel<<<sms, kThreads, smem_bytes(p.experts), stream>>>(map, p);
   return cudaGetLastError();
+}
+template <int N, class Format>
+cudaError_t launch_tiles(const CUtensorMap& map, const Fp4GemmParams& p, cudaStream_t stream) {
+  return p.act_rows != nullptr ? launch_instance<N, Format, true>(map, p, stream)
+                               : launch_instance<N, Format, false>(map, p, stream);
 }
 
 
