@@ -28,6 +28,10 @@ bool cuda_prefill_moves_codes(const MoeLayer& layer, const ForwardOptions& optio
 double cuda_prefill_rel_l2(const MoeLayer& layer, const ForwardOptions& options, int64_t tokens = -1);
 inline constexpr double kCudaPrefillRelL2 = 3e-2;      // FP8 prefill GEMMs
 inline constexpr double kCudaPrefillW4A8RelL2 = 4e-2;  // the W4A8 prefill GEMM (weights rounded too)
+// Either, for batches of 1-3 tokens (`tokens` known): their rel_l2 averages over few outputs, so a
+// few moved codes weigh more (FP8 at one token: 1.5e-2 at most in 17 H200 runs, once 3.3e-2).
+inline constexpr double kCudaPrefillFewTokensRelL2 = 5e-2;
+inline constexpr int64_t kCudaPrefillFewTokens = 3;
 
 enum class Comparison {
   kBackendVsReference,  // a backend against reference_forward (same numerics, other summation)
