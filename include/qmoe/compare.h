@@ -29,8 +29,9 @@ double cuda_prefill_rel_l2(const MoeLayer& layer, const ForwardOptions& options,
 inline constexpr double kCudaPrefillRelL2 = 3e-2;      // FP8 prefill GEMMs
 inline constexpr double kCudaPrefillW4A8RelL2 = 4e-2;  // the W4A8 prefill GEMM (weights rounded too)
 // Either, for batches of 1-3 tokens (`tokens` known): their rel_l2 averages over few outputs, so a
-// few moved codes weigh more (FP8 at one token: 1.5e-2 at most in 17 H200 runs, once 3.3e-2).
-inline constexpr double kCudaPrefillFewTokensRelL2 = 5e-2;
+// few moved codes weigh more (FP8 at one token on the H200: 3.3e-2 once, 2.5e-2 at most in 38 other
+// runs; a wrong scale, group or row gives 1e-1 and more).
+inline constexpr double kCudaPrefillFewTokensRelL2 = 6e-2;
 inline constexpr int64_t kCudaPrefillFewTokens = 3;
 
 enum class Comparison {

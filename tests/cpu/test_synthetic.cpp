@@ -57,7 +57,7 @@ TEST(Tolerance, CudaBoundWidensOnlyWhereAnFp8PrefillGemmRuns) {
     const bool w4a8 = scheme == "w4a8_fp8" || scheme == "w4a8_int8";
     const double wide = !moves_codes ? base : w4a8 ? 4e-2 : 3e-2;
     // (1-3 tokens: a few outputs, so a few moved codes weigh more.)
-    auto bound = [&](int64_t tokens) { return moves_codes && tokens > 0 && tokens <= 3 ? 5e-2 : wide; };
+    auto bound = [&](int64_t tokens) { return moves_codes && tokens > 0 && tokens <= 3 ? 6e-2 : wide; };
     EXPECT_EQ(tolerance_rel_l2(layer, prefill, Comparison::kCudaVsReference, 1), bound(1)) << scheme;
     EXPECT_EQ(tolerance_rel_l2(layer, prefill, Comparison::kCudaVsReference, 3), bound(3)) << scheme;
     EXPECT_EQ(tolerance_rel_l2(layer, prefill, Comparison::kCudaVsReference, 4), wide) << scheme;
