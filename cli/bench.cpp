@@ -81,10 +81,12 @@ int run_bench(const BenchArgs& args) {
              "layer us", "gemm us", "uniq MB", "TB/s", "TFLOP/s", "roofline");
   for (const std::string& model : models) {
     const MoeShape& shape = benchmark_shape(model);
-    for (const std::string& scheme : split(args.schemes)) {
+    for (const std::string& base_scheme : split(args.schemes)) {
+      const std::string scheme = args.f16 ? "f16:" + base_scheme : base_scheme;
       MoeLayer layer;
       try {
-        layer = synthetic_layer(scheme, shape, args.seed);
+        layer = synthetic_layer(base_scheme, shape, args.seed);
+        if (args.f16) layer = as_f16_model(std::move(layer));
       } catch (const Error& e) {
         fmt::print("{:<16} {:<12} skipped: {}\n", model, scheme, e.what());
         continue;
@@ -98,6 +100,7 @@ int run_bench(const BenchArgs& args) {
         nlohmann::ordered_json counts = nlohmann::ordered_json::array();
         for (int r = 0; r < args.rotations; ++r) {
           synthetic_inputs(layer, tokens, args.seed * 7919 + r, args.skew, hidden[r], logits[r]);
+          if (args.f16) hidden[r] = bf16_to_f16(hidden[r]);
           const routing::TopK topk = routing::route(logits[r].data<float>(), tokens, layer.num_experts, layer.top_k,
                                                     layer.routing, nullptr);
           std::vector<int> per_expert(layer.num_experts, 0);
@@ -118,7 +121,7 @@ int run_bench(const BenchArgs& args) {
           const double bytes = unique_experts * static_cast<double>(expert_bytes);
           const double flops = 2.0 * tokens * layer.top_k * (3.0 * layer.inter * layer.hidden);
           const double gemm_s = std::max(t.gemm_us(), 1e-3) * 1e-6;
-          const double floor_s = std::max(bytes / (copy_gbs * 1e9), flops / (peak_tflops(scheme) * 1e12));
+          const double floor_s = std::max(bytes / (copy_gbs * 1e9), flops / (peak_tflops(base_scheme) * 1e12));
           const double roofline = floor_s / gemm_s;
           fmt::print("{:<16} {:<12} {:<9} {:>6} {:>11.1f} {:>11.1f} {:>10.1f} {:>8.2f} {:>9.1f} {:>8.2f}\n", model, scheme,
                      path, tokens, t.forward_us, t.gemm_us(), bytes / 1e6, bytes / gemm_s / 1e12,

@@ -66,6 +66,7 @@ struct BenchArgs {
   int replays = 20;
   uint64_t seed = 1;
   bool skew = false;
+  bool f16 = false;  // f16 models (as_f16_model) with f16 hidden states
   std::string gemm_paths = "auto";  // comma list of auto, decode, prefill
   std::string json;
 };

@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
   bench->add_option("--replays", bench_args.replays, "timed graph replays (median)")->check(CLI::Range(1, 10000));
   bench->add_option("--seed", bench_args.seed, "seed of weights and inputs");
   bench->add_flag("--skew", bench_args.skew, "skewed (Zipf-like) routing instead of uniform");
+  bench->add_flag("--f16", bench_args.f16,
+                  "f16 models: the schemes' bf16 scales and dense weights as f16, f16 hidden states (rows "
+                  "labelled f16:<scheme>)");
   bench->add_option("--gemm-paths", bench_args.gemm_paths,
                     "comma list of GEMM kernel paths to time: auto (by token count), decode, prefill, prefill:<tile> (0 medium, 1 large, 2 small, 3 huge, 4 tiny, 5 tiny48: GroupedTile in src/config/gemm_plan.h says what each is per kernel)");
   bench->add_option("--json", bench_args.json, "write all rows (with per-expert token counts) to this file");

@@ -35,4 +35,11 @@ MoeLayer synthetic_layer(const std::string& scheme, const MoeShape& shape, uint6
 // or with `skew` a Zipf-like preference for low expert ids.
 void synthetic_inputs(const MoeLayer& layer, int64_t tokens, uint64_t seed, bool skew, Tensor& hidden, Tensor& logits);
 
+// An f16 model of `layer`: its bf16 weight scales and dense bf16 weights as f16 (rounded; other
+// tensors as they are), as an f16 checkpoint of the same scheme would store them. Pair it with
+// f16 hidden states (bf16_to_f16 of synthetic_inputs' hidden states).
+MoeLayer as_f16_model(MoeLayer layer);
+// A bf16 tensor as f16 (each value rounded to nearest even); other dtypes are returned as they are.
+Tensor bf16_to_f16(const Tensor& t);
+
 }  // namespace qmoe

@@ -131,6 +131,8 @@ std::string to_string(GroupedKernel k) {
     case GroupedKernel::kMxfp4Bf16: return "grouped wgmma (BF16) on MXFP4 weights dequantized in registers";
     case GroupedKernel::kNvfp4Bf16: return "grouped wgmma (BF16) on NVFP4 weights dequantized in registers";
     case GroupedKernel::kInt4RegsBf16: return "grouped wgmma (BF16) on INT4 weights dequantized in registers";
+    case GroupedKernel::kF16: return "grouped wgmma (F16)";
+    case GroupedKernel::kDequantF16: return "grouped wgmma (F16) on weights dequantized to an F16 workspace";
   }
   return "?";
 }
@@ -165,6 +167,7 @@ GroupedKernel native_grouped_kernel(const GemmLayout& L, bool has_g_idx, const G
       return GroupedKernel::kInt8;
     return GroupedKernel::kNone;
   }
+  if (in.act_kind == 1 && in.act_quant == 0 && L.format == kDense && L.data_kind == 1) return GroupedKernel::kF16;
   if (in.act_kind != 0 || in.act_quant != 0) return GroupedKernel::kNone;  // bf16 inputs from here on
   if (L.format == kDense && L.data_kind == 0) return GroupedKernel::kBf16;
   // Weight-only: bf16 scales rounded as the decode kernels round them.
@@ -201,6 +204,9 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const Gem
   if (bf16_rows && L.format != kDense && chunks_fit &&
       (dequantizes_to_bf16_exactly(L) || (!has_g_idx && dequant_divides_by_global_scale(L))))
     return GroupedKernel::kDequantBf16;
+  // f16 models: weight-only integer and FP8 layouts whose every dequantized value is an f16.
+  const bool f16_rows = in.act_quant == 0 && in.act_kind == 1 && in.exactly_16_bit;
+  if (f16_rows && L.format != kDense && chunks_fit && dequantizes_to_f16_exactly(L)) return GroupedKernel::kDequantF16;
   return GroupedKernel::kNone;
 }
 
@@ -224,6 +230,16 @@ bool dequantizes_to_bf16_exactly(const GemmLayout& L) {
   }
 }
 
+bool dequantizes_to_f16_exactly(const GemmLayout& L) {
+  switch (L.format) {
+    case kIntPacked:
+    case kIntUnpacked:
+    case kFp8: return L.round_to_scale_dtype && L.scale_kind == 1;
+    case kDense: return L.data_kind == 1;
+    default: return false;  // (MXFP4's and NVFP4's scales reach beyond f16's range)
+  }
+}
+
 bool dequant_divides_by_global_scale(const GemmLayout& L) {
   // (Groups of whole 8-column chunks: the dequantization kernel's fast path, which leaves the
   // global divisor out; its per-element fallback would apply it.)
@@ -235,6 +251,16 @@ int dequant_batch_experts(int64_t expert_bytes, int num_experts, int64_t workspa
   return static_cast<int>(std::clamp<int64_t>(fit, 1, std::max(num_experts, 1)));
 }
 
+bool dequantizes_to_workspace(GroupedKernel kind) {
+  return kind == GroupedKernel::kDequantBf16 || kind == GroupedKernel::kDequantF16;
+}
+
+GroupedKernel gemm_of(GroupedKernel kind) {
+  return kind == GroupedKernel::kDequantBf16 ? GroupedKernel::kBf16
+         : kind == GroupedKernel::kDequantF16 ? GroupedKernel::kF16
+                                              : kind;
+}
+
 bool dequantizes_weights(GroupedKernel kind) {
   return kind == GroupedKernel::kInt4Bf16 || kind == GroupedKernel::kInt8Bf16 || kind == GroupedKernel::kInt4Codes;
 }
@@ -244,8 +270,8 @@ bool dequantizes_in_registers(GroupedKernel kind) {
 }
 
 bool takes_16bit_rows(GroupedKernel kind) {
-  return kind == GroupedKernel::kBf16 || kind == GroupedKernel::kDequantBf16 || dequantizes_in_registers(kind) ||
-         dequantizes_weights(kind);
+  return gemm_of(kind) == GroupedKernel::kBf16 || gemm_of(kind) == GroupedKernel::kF16 ||
+         dequantizes_in_registers(kind) || dequantizes_weights(kind);
 }
 
 int64_t grouped_scales_per_row(GroupedKernel kind, int64_t k) {
@@ -278,7 +304,7 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
   if (dequantizes_in_registers(kind))
     return t == GroupedTile::kSmall ? "persistent 128x128 (weight rows x input rows)"
                                     : "persistent 128x256 (weight rows x input rows)";
-  if (kind == GroupedKernel::kDequantBf16) kind = GroupedKernel::kBf16;
+  kind = gemm_of(kind);
   if (dequantizes_weights(kind)) {
     switch (t) {
       case GroupedTile::kSmall: return "coop 128x128 (weight rows x input rows)";
@@ -303,7 +329,8 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
 }
 
 GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_experts) {
-  if (kind == GroupedKernel::kDequantBf16) kind = GroupedKernel::kBf16;  // the same kernel
+  // The dequantizing kernels run their GEMM's tiles; f16's are bf16's (same MMA rate, not swept apart).
+  kind = gemm_of(kind) == GroupedKernel::kF16 ? GroupedKernel::kBf16 : gemm_of(kind);
   const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_experts, 1);
   if (dequantizes_in_registers(kind))
     return rows_per_expert <= kMxfp4MaxRowsFor128 ? GroupedTile::kSmall : GroupedTile::kLarge;
@@ -327,7 +354,8 @@ namespace {
 int min_rows_per_expert(GroupedKernel kind, bool few) {
   switch (kind) {
     // Dequantizing costs a pass over every expert's weights, so it pays only with many rows each.
-    case GroupedKernel::kDequantBf16: return kGroupedMinRowsPerExpertDequant;
+    case GroupedKernel::kDequantBf16:
+    case GroupedKernel::kDequantF16: return kGroupedMinRowsPerExpertDequant;
     case GroupedKernel::kMxfp4Bf16: return few ? kGroupedMinRowsPerExpertMxfp4FewExperts : kGroupedMinRowsPerExpertMxfp4;
     case GroupedKernel::kNvfp4Bf16: return few ? kGroupedMinRowsPerExpertNvfp4FewExperts : kGroupedMinRowsPerExpertNvfp4;
     case GroupedKernel::kInt4RegsBf16:
@@ -347,7 +375,8 @@ int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {
     case GroupedKernel::kFp8: return kGroupedMinTokensFp8;
     case GroupedKernel::kFp8Block: return kGroupedMinTokensFp8Block;
     case GroupedKernel::kInt8: return kGroupedMinTokensInt8;
-    case GroupedKernel::kBf16: return kGroupedMinTokensBf16;
+    case GroupedKernel::kBf16:
+    case GroupedKernel::kF16: return kGroupedMinTokensBf16;  // (f16's crossover not measured apart)
     case GroupedKernel::kNone: return std::numeric_limits<int64_t>::max();
     default: break;
   }
@@ -424,7 +453,7 @@ int64_t repacked_weight_bytes(GroupedKernel kind, const GemmLayout& L) {
 DequantBatches plan_dequant_batches(const LayerGemmPlan& plan, int num_experts, int64_t budget_bytes) {
   DequantBatches b;
   for (auto [kind, L, batch] : {std::tuple{plan.g1, &plan.w13, &b.w13}, std::tuple{plan.g2, &plan.w2, &b.w2}}) {
-    if (kind != GroupedKernel::kDequantBf16) continue;
+    if (!dequantizes_to_workspace(kind)) continue;
     const int64_t expert_bytes = 2 * L->rows * L->cols;
     *batch = dequant_batch_experts(expert_bytes, num_experts, budget_bytes);
     b.workspace_bytes = std::max(b.workspace_bytes, *batch * expert_bytes);

@@ -82,11 +82,20 @@ enum class GroupedKernel {
   kInt4RegsBf16,  // the same kernel on INT4 weights with bf16 scales (groups of a multiple of 16 or
                   // per row, zero points) that kInt4Bf16 does not take (groups of 32, zero points):
                   // RNE_bf16((q - z) * s) in registers
+  kF16,           // f16 inputs x f16 weights (unquantized experts of f16 models)
+  kDequantF16,    // f16 inputs x integer or FP8 weight-only weights with f16 scales rounded to f16
+                  // (GPTQ / AWQ-like f16 checkpoints): dequantized into an f16 workspace, a batch of
+                  // experts at a time, then the kF16 kernel on them
 };
 std::string to_string(GroupedKernel k);
 // Whether prefill kernel `kind` takes bf16 input rows (else 8-bit codes with a scale per row, or per
 // row and 128 columns: grouped_scales_per_row).
 bool takes_16bit_rows(GroupedKernel kind);
+// Whether it dequantizes a batch of experts into a workspace before its GEMM (kDequantBf16,
+// kDequantF16).
+bool dequantizes_to_workspace(GroupedKernel kind);
+// The GEMM instance a prefill kernel runs: kBf16 for kDequantBf16, kF16 for kDequantF16, else itself.
+GroupedKernel gemm_of(GroupedKernel kind);
 // Whether it is a mixed-input kernel (weight-only codes dequantized in the mainloop; transposed).
 bool dequantizes_weights(GroupedKernel kind);
 // Whether it is our 4-bit kernel that dequantizes in registers (kMxfp4Bf16, kNvfp4Bf16,
@@ -96,6 +105,8 @@ bool dequantizes_in_registers(GroupedKernel kind);
 // value that bf16 holds exactly, so that a bf16 GEMM on the dequantized weights has the CPU's
 // products: integer and FP8 codes times bf16 scales rounded to bf16, MXFP4, NVFP4 rounded to bf16.
 bool dequantizes_to_bf16_exactly(const GemmLayout& L);
+// The same for f16: integer and FP8 codes times f16 scales rounded to f16, dense f16.
+bool dequantizes_to_f16_exactly(const GemmLayout& L);
 // NVFP4 scaled in fp32 (vLLM's weight-only NVFP4): e2m1 * fp8(s) is a bf16 exactly, and the global
 // divisor is applied to the GEMM's output rows instead (as the decode kernels apply it after their
 // sums), so kDequantBf16 takes it too.

@@ -215,4 +215,21 @@ void synthetic_inputs(const MoeLayer& layer, int64_t tokens, uint64_t seed, bool
           normal(gen) + (skew ? -2.0f * std::log1p(static_cast<float>(e)) : 0.0f);
 }
 
+Tensor bf16_to_f16(const Tensor& t) {
+  if (t.dtype() != DType::kBF16) return t;
+  Tensor out(DType::kF16, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    out.data<uint16_t>()[i] = quant::float_to_f16(quant::bf16_to_float(t.data<uint16_t>()[i]));
+  return out;
+}
+
+MoeLayer as_f16_model(MoeLayer layer) {
+  for (ExpertWeights& ew : layer.experts)
+    for (QuantWeight* w : {&ew.w13, &ew.w2}) {
+      w->scale = bf16_to_f16(w->scale);
+      if (w->format == WeightFormat::kDense) w->data = bf16_to_f16(w->data);
+    }
+  return layer;
+}
+
 }  // namespace qmoe

@@ -96,7 +96,7 @@ struct PrefillGemm {
   cuda::GroupedTcBuffers buf;
   std::unique_ptr<cuda::GroupedTcGemm> gemm[kGroupedTiles];  // by GroupedTile
   int64_t n = 0, k = 0;
-  int batch_experts = 0;  // kDequantBf16: experts per dequantized batch (0: no workspace)
+  int batch_experts = 0;  // kDequantBf16 / kDequantF16: experts per dequantized batch (0: no workspace)
   GemmLayout layout;
   const cuda::ExpertTensors* experts = nullptr;  // (device)
   bool has_bias = false;  // added to the output rows after the GEMM
@@ -167,7 +167,7 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
   g.layout = L;
   g.experts = experts;
   g.has_bias = !host.empty() && host[0].bias != nullptr;
-  g.divide_by_global = kind == GroupedKernel::kDequantBf16 && dequant_divides_by_global_scale(L);
+  g.divide_by_global = dequantizes_to_workspace(kind) && dequant_divides_by_global_scale(L);
   if (dequantizes_in_registers(kind)) return;  // its weights are repacked where the path is taken
   const size_t ptrs = sizeof(void*) * E;
   g.arrays = DeviceBuffer(sizeof(int32_t) * 3 * E + 6 * ptrs);
@@ -184,7 +184,7 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
   for (int e = 0; e < E; ++e) data[e] = host[e].data;
   check(cudaMemcpy(g.buf.b, data.data(), ptrs, cudaMemcpyHostToDevice), "upload");
   int64_t group_size = 0;
-  if (kind == GroupedKernel::kBf16 || kind == GroupedKernel::kDequantBf16) {  // unscaled
+  if (gemm_of(kind) == GroupedKernel::kBf16 || gemm_of(kind) == GroupedKernel::kF16) {  // unscaled
     g.buf.a_scale = nullptr;
     g.buf.b_scale = nullptr;
     g.buf.b_group_scale = nullptr;
@@ -230,6 +230,8 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
         case GroupedKernel::kInt8: g.gemm[t] = cuda::make_grouped_int8(tile, g.buf, E, g.n, g.k, num_sms); break;
         case GroupedKernel::kBf16:
         case GroupedKernel::kDequantBf16: g.gemm[t] = cuda::make_grouped_bf16(tile, g.buf, E, g.n, g.k, num_sms); break;
+        case GroupedKernel::kF16:
+        case GroupedKernel::kDequantF16: g.gemm[t] = cuda::make_grouped_f16(tile, g.buf, E, g.n, g.k, num_sms); break;
         case GroupedKernel::kInt4Bf16:
         case GroupedKernel::kInt4Codes:
           g.gemm[t] = cuda::make_grouped_int4_bf16(tile, g.buf, E, g.n, g.k, group_size, num_sms);
@@ -285,7 +287,7 @@ struct CudaMoeLayer::Impl {
   // GEMM2 output row is.
   PrefillGemm prefill1, prefill2;
   DeviceBuffer sorted_rows, sorted_scales, slot_position;
-  // kDequantBf16's bf16 weights of one batch of experts (either projection's).
+  // kDequantBf16's bf16 (kDequantF16's f16) weights of one batch of experts (either projection's).
   DeviceBuffer dequantized;
   int64_t weight_bytes = 0;
 };
@@ -359,22 +361,30 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequan
   check(cudaMemset(m.active.get<int32_t>(), 0, sizeof(int32_t) * std::max(E, 1)), "cudaMemset");
   m.num_active = DeviceBuffer(sizeof(int32_t));
 
-  // Prefill kernels for the projections that have one (the plans agree across dtypes on this).
-  GroupedKernel g1 = GroupedKernel::kNone, g2 = GroupedKernel::kNone;
+  // Prefill kernels for the projections that have one. A projection has one prefill kernel whatever
+  // the hidden dtype: the dtypes that do not plan it run the decode kernels.
+  LayerGemmPlan prefill_plan = m.plans[0][1];  // (the layouts are the same in every plan)
+  prefill_plan.g1 = prefill_plan.g2 = GroupedKernel::kNone;
   for (const auto& by_kind : m.plans)
-    for (const LayerGemmPlan& p : by_kind) {
-      g1 = std::max(g1, p.g1);
-      g2 = std::max(g2, p.g2);
-    }
+    for (const LayerGemmPlan& p : by_kind)
+      for (auto [want, have] : {std::pair{&prefill_plan.g1, p.g1}, std::pair{&prefill_plan.g2, p.g2}}) {
+        if (have != GroupedKernel::kNone && *want != GroupedKernel::kNone && have != *want)
+          throw Error("CudaMoeLayer: hidden dtypes plan different prefill kernels (" + to_string(*want) + ", " +
+                      to_string(have) + ")");
+        if (have != GroupedKernel::kNone) *want = have;
+      }
+  const GroupedKernel g1 = prefill_plan.g1, g2 = prefill_plan.g2;
   if (g1 != GroupedKernel::kNone)
-    make_prefill_gemm(m.prefill1, g1, m.plans[0][1].w13, m.w13_experts.get<cuda::ExpertTensors>(), w13, m.num_sms);
+    make_prefill_gemm(m.prefill1, g1, prefill_plan.w13, m.w13_experts.get<cuda::ExpertTensors>(), w13, m.num_sms);
   if (g2 != GroupedKernel::kNone)
-    make_prefill_gemm(m.prefill2, g2, m.plans[0][1].w2, m.w2_experts.get<cuda::ExpertTensors>(), w2, m.num_sms);
-  // kDequantBf16 (bf16 hidden states only): a batch of experts' bf16 weights, only where the
-  // automatic path can pick it (and none for a zero budget: those layers keep the decode kernels).
-  if (dequant_workspace_bytes > 0 &&
-      max_tokens >= grouped_min_tokens(GroupedKernel::kDequantBf16, layer.num_experts, layer.top_k)) {
-    const DequantBatches batches = plan_dequant_batches(m.plans[0][1], E, dequant_workspace_bytes);
+    make_prefill_gemm(m.prefill2, g2, prefill_plan.w2, m.w2_experts.get<cuda::ExpertTensors>(), w2, m.num_sms);
+  // kDequantBf16 / kDequantF16 (bf16 / f16 hidden states only): a batch of experts' 16-bit weights,
+  // only where the automatic path can pick it (and none for a zero budget: those layers keep the
+  // decode kernels).
+  const GroupedKernel dequant = dequantizes_to_workspace(g1) ? g1 : g2;
+  if (dequant_workspace_bytes > 0 && dequantizes_to_workspace(dequant) &&
+      max_tokens >= grouped_min_tokens(dequant, layer.num_experts, layer.top_k)) {
+    const DequantBatches batches = plan_dequant_batches(prefill_plan, E, dequant_workspace_bytes);
     m.prefill1.batch_experts = batches.w13;
     m.prefill2.batch_experts = batches.w2;
     m.dequantized = DeviceBuffer(static_cast<size_t>(batches.workspace_bytes));
@@ -437,14 +447,14 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
                            " kernel");
   // kDequantBf16 without its workspace, the FP4 kernel without its repacked weights.
   auto unprepared = [](const PrefillGemm& g) {
-    return (g.kind == GroupedKernel::kDequantBf16 && g.batch_experts == 0) ||
+    return (dequantizes_to_workspace(g.kind) && g.batch_experts == 0) ||
            (dequantizes_in_registers(g.kind) && g.repacked.bytes() == 0);
   };
   if (options.gemm_path == GemmPath::kPrefill)
     for (const PrefillGemm* g : {&m.prefill1, &m.prefill2})
       if (unprepared(*g))
         throw NotSupported(std::string("prefill GEMMs of this layer ") +
-                           (g->kind == GroupedKernel::kDequantBf16
+                           (dequantizes_to_workspace(g->kind)
                                 ? "dequantize its weights into a workspace"
                                 : "run on a repacked copy of its weights (at most " +
                                       std::to_string(cuda::kMaxFp4GemmExperts) + " local experts)") +
@@ -579,7 +589,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       if (num_slots > 0) check(cuda::launch_fp4_grouped_gemm(fp, stream), "prefill GEMM");
       return;
     }
-    if (g.kind != GroupedKernel::kDequantBf16) {
+    if (!dequantizes_to_workspace(g.kind)) {
       check(cuda::launch_grouped_setup(sp, stream), "prefill setup");
       if (num_slots > 0) check(g.gemm[tile]->run(stream), "prefill GEMM");
       finish_rows(g, d);
@@ -591,13 +601,14 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     dq.experts = g.experts;
     dq.expert_offsets = gp.expert_offsets;
     dq.out = m.dequantized.get<uint16_t>();
+    dq.f16 = g.kind == GroupedKernel::kDequantF16;
     cuda::DequantBatch batch;
     batch.b_rows = dq.out;
     batch.b_group_bytes = 2 * g.n * g.k;
     for (int first = 0; first < E && num_slots > 0; first += g.batch_experts) {
       dq.first = first;
       dq.count = std::min(g.batch_experts, E - first);
-      check(cuda::launch_dequantize_bf16(dq, stream), "weight dequantization");
+      check(cuda::launch_dequantize(dq, stream), "weight dequantization");
       batch.begin = first;
       batch.end = first + dq.count;
       check(cuda::launch_grouped_setup_batch(sp, batch, stream), "prefill setup");

@@ -50,6 +50,8 @@ std::unique_ptr<GroupedTcGemm> make_grouped_int8(GroupedTile tile, const Grouped
                                                  int64_t k, int num_sms);
 std::unique_ptr<GroupedTcGemm> make_grouped_bf16(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
                                                  int64_t k, int num_sms);
+std::unique_ptr<GroupedTcGemm> make_grouped_f16(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
+                                                int64_t k, int num_sms);
 // INT4 and INT8 weights dequantized in the mainloop (grouped_sm90_int4.cu, grouped_sm90_int8w.cu;
 // transposed: problem_mnk holds (n, m_e, k)): D_e = (A_e * dequant(B_e)^T) * a_scale_e (rows; W4A8's
 // activation codes, else a null array) with B_e signed int4 / int8 codes [n, k] and bf16 scales

@@ -883,10 +883,14 @@ __device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
 // Weights [col, col + 8) of one row as bf16 bits (pairs in 32-bit words), each the bf16 that the
 // CPU's dequantization rounds to, element by element through `dequant` (weight_access.cuh): the
 // layouts that the bit-level path below does not take (act order, groups not a multiple of 8).
-__device__ uint4 dequantize8_bf16(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col) {
+template <bool kF16>
+__device__ uint4 dequantize8(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col) {
   uint32_t h[8];
 #pragma unroll
-  for (int j = 0; j < 8; ++j) h[j] = quant::float_to_bf16(dequant(L, w, row, col + j));
+  for (int j = 0; j < 8; ++j) {
+    const float v = dequant(L, w, row, col + j);
+    h[j] = kF16 ? quant::float_to_f16(v) : quant::float_to_bf16(v);
+  }
   return make_uint4(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16), h[6] | (h[7] << 16));
 }
 
@@ -929,13 +933,14 @@ __device__ __forceinline__ int group_columns(const WeightLayout& L) {
   return static_cast<int>(L.strategy == kBlock ? L.block_cols : L.group_size);
 }
 
-// Whether 8-column chunks of this layout take the bit-level conversions: the common formats, no act
-// order, every chunk inside one group.
+// Whether 8-column chunks of this layout take the chunk-wise conversions: the common formats, no act
+// order, every chunk inside one group (f16 output: integer and FP8 codes with f16 scales).
+template <bool kF16>
 __device__ __forceinline__ bool common_chunks(const WeightLayout& L, const ExpertTensors& w) {
-  const bool to_bf16 = L.round_to_scale_dtype && L.scale_kind == 0;
-  const bool format = (L.format == kIntPacked && (L.bits == 4 || L.bits == 8) && to_bf16) ||
-                      (L.format == kIntUnpacked && to_bf16) || (L.format == kFp8 && to_bf16) ||
-                      L.format == kMxfp4 || L.format == kNvfp4;
+  const bool to_out = L.round_to_scale_dtype && L.scale_kind == (kF16 ? 1 : 0);
+  const bool format = (L.format == kIntPacked && (L.bits == 4 || L.bits == 8) && to_out) ||
+                      (L.format == kIntUnpacked && to_out) || (L.format == kFp8 && to_out) ||
+                      (!kF16 && (L.format == kMxfp4 || L.format == kNvfp4));
   return format && !w.g_idx && group_columns(L) % 8 == 0;
 }
 
@@ -968,9 +973,12 @@ __device__ __forceinline__ Codes8 load_codes8(const WeightLayout& L, const Exper
 // payloads. Products that are exact in bf16, or that overflow to the same infinity in fp32 and
 // bf16, take bf16x2 arithmetic (the _rn forms: never contracted into an FMA); those that could be
 // subnormal or NaN-producing take the float path, whose RNE is the CPU's.
+// With kF16 (integer and FP8 codes only), the float path with one RNE to f16, as the CPU's rounding
+// to an f16 scale dtype: (q - z) * s and fp8 * s are exact in fp32 (at most 20 significant bits).
+template <bool kF16>
 __device__ __forceinline__ uint4 convert_codes8(const WeightLayout& L, const ExpertTensors& w, const Codes8& c) {
   uint32_t p[4];
-  if (L.format == kMxfp4 || L.format == kNvfp4) {
+  if (!kF16 && (L.format == kMxfp4 || L.format == kNvfp4)) {
     const uint32_t sb = c.scale_code;
     // bf16 scale exactly: MXFP4 2^(sb - 127) (products are normal from sb 2; from sb 253 they may
     // reach 2^128, +-inf in fp32 as in bf16; 255 is +inf), NVFP4 scaled in fp32: fp8(s) (e2m1 * fp8
@@ -999,7 +1007,7 @@ __device__ __forceinline__ uint4 convert_codes8(const WeightLayout& L, const Exp
     return make_uint4(p[0], p[1], p[2], p[3]);
   }
   const bool int4 = L.format == kIntPacked && L.bits == 4;
-  if (int4 && fabsf(c.scale) >= 0x1p-100f && fabsf(c.scale) <= 0x1p100f && c.zero >= -64 && c.zero <= 64) {
+  if (!kF16 && int4 && fabsf(c.scale) >= 0x1p-100f && fabsf(c.scale) <= 0x1p100f && c.zero >= -64 && c.zero <= 64) {
     // Device codes are t = u ^ 8 (q = u - 8). 128 + u is exact in bf16 (0x4300 | u); minus 136 + z
     // gives q - z exactly, then one rounding: RNE_bf16((q - z) * s), as quant::dequant_int. Only for
     // normal, finite products.
@@ -1028,6 +1036,11 @@ __device__ __forceinline__ uint4 convert_codes8(const WeightLayout& L, const Exp
       v[j] = __fmul_rn(small_int_value(q - c.zero), c.scale);
     }
   }
+  if constexpr (kF16) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) p[j] = quant::float_to_f16(v[2 * j]) | static_cast<uint32_t>(quant::float_to_f16(v[2 * j + 1])) << 16;
+    return make_uint4(p[0], p[1], p[2], p[3]);
+  }
   return make_uint4(bf16x2_bits(v[0], v[1]), bf16x2_bits(v[2], v[3]), bf16x2_bits(v[4], v[5]), bf16x2_bits(v[6], v[7]));
 }
 
@@ -1047,7 +1060,8 @@ struct ChunkDivider {
 // grid x: the flattened chunks / (kDequantThreads * kDequantChunksPerThread), y: experts of the
 // batch. Each thread loads the codes of its kDequantChunksPerThread chunks first, then converts and
 // stores them.
-__global__ void __launch_bounds__(kDequantThreads) dequantize_bf16_kernel(DequantParams p, ChunkDivider div) {
+template <bool kF16>
+__global__ void __launch_bounds__(kDequantThreads) dequantize_kernel(DequantParams p, ChunkDivider div) {
   const WeightLayout& L = p.layout;
   const int e = p.first + static_cast<int>(blockIdx.y);
   if (p.expert_offsets[e] == p.expert_offsets[e + 1]) return;  // no slots: not read by the GEMM
@@ -1064,11 +1078,11 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_bf16_kernel(Dequan
     rows[k] = static_cast<uint32_t>((i * div.multiplier) >> div.shift);
     cols[k] = (i - rows[k] * div.chunks) * 8;
   }
-  if (!common_chunks(L, w)) {  // the rest: element by element
+  if (!common_chunks<kF16>(L, w)) {  // the rest: element by element
 #pragma unroll
     for (int k = 0; k < kDequantChunksPerThread; ++k) {
       const uint32_t i = first + k * kDequantThreads;
-      if (i < total) out[i] = dequantize8_bf16(L, w, rows[k], cols[k]);
+      if (i < total) out[i] = dequantize8<kF16>(L, w, rows[k], cols[k]);
     }
     return;
   }
@@ -1079,7 +1093,7 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_bf16_kernel(Dequan
 #pragma unroll
   for (int k = 0; k < kDequantChunksPerThread; ++k) {
     const uint32_t i = first + k * kDequantThreads;
-    if (i < total) out[i] = convert_codes8(L, w, codes[k]);
+    if (i < total) out[i] = convert_codes8<kF16>(L, w, codes[k]);
   }
 }
 
@@ -1241,7 +1255,7 @@ cudaError_t launch_finish_expert_rows(const ExpertRowsParams& p, cudaStream_t st
   return cudaGetLastError();
 }
 
-cudaError_t launch_dequantize_bf16(const DequantParams& p, cudaStream_t stream) {
+cudaError_t launch_dequantize(const DequantParams& p, cudaStream_t stream) {
   if (p.layout.cols % 8 != 0 || p.count > 65535) return cudaErrorInvalidValue;
   if (p.count == 0 || p.layout.rows == 0 || p.layout.cols == 0) return cudaSuccess;
   const int64_t chunks = p.layout.cols / 8, total = p.layout.rows * chunks;
@@ -1254,7 +1268,10 @@ cudaError_t launch_dequantize_bf16(const DequantParams& p, cudaStream_t stream) 
   div.multiplier = ((uint64_t{1} << div.shift) + chunks - 1) / chunks;  // shift <= 59
   const int64_t per_block = int64_t{kDequantThreads} * kDequantChunksPerThread;
   const dim3 grid(static_cast<unsigned>((total + per_block - 1) / per_block), static_cast<unsigned>(p.count));
-  dequantize_bf16_kernel<<<grid, kDequantThreads, 0, stream>>>(p, div);
+  if (p.f16)
+    dequantize_kernel<true><<<grid, kDequantThreads, 0, stream>>>(p, div);
+  else
+    dequantize_kernel<false><<<grid, kDequantThreads, 0, stream>>>(p, div);
   return cudaGetLastError();
 }
 

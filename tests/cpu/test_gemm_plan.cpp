@@ -3,6 +3,7 @@
 // themselves are tested on the GPU (tests/cuda).
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 #include "config/gemm_plan.h"
@@ -315,8 +316,8 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
     EXPECT_EQ(p.g1, want) << scheme;
     EXPECT_EQ(p.g2, want) << scheme;
   }
-  // bf16 with fp32 intermediates: GEMM2's input is not 16-bit, so only GEMM1 has one; f16 models
-  // have none yet.
+  // bf16 with fp32 intermediates: GEMM2's input is not 16-bit, so only GEMM1 has one; bf16 weights
+  // with f16 hidden states have none (F16ModelsPrefillKernels has the f16 models).
   const MoeLayer bf16 = synthetic_layer("bf16", {"small", 4, 2, 256, 128}, 7, 1);
   EXPECT_EQ(plan_layer_gemms(bf16, 0, false).g1, GroupedKernel::kBf16);
   EXPECT_EQ(plan_layer_gemms(bf16, 0, false).g2, GroupedKernel::kNone);
@@ -525,6 +526,83 @@ TEST(GemmPlan, Int4PrefillKernelNeedsItsLayout) {
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt8Bf16));
   EXPECT_TRUE(dequantizes_weights(GroupedKernel::kInt8Bf16));
   EXPECT_FALSE(dequantizes_weights(GroupedKernel::kBf16));
+}
+
+TEST(GemmPlan, F16ModelsPrefillKernels) {
+  // f16 models (f16 scales, dense f16 weights, f16 hidden states): unquantized experts take the f16
+  // kernel, integer and FP8 weight-only layouts the f16 kernel on weights dequantized to f16, the
+  // activation-quantizing schemes their code kernels (the hidden dtype only feeds the quantization);
+  // MXFP4 and NVFP4 (scales beyond f16's range) keep the decode kernels.
+  for (const std::string& scheme : synthetic_schemes()) {
+    const MoeLayer bf16 = synthetic_layer(scheme, {"small", 4, 2, 256, 128}, 7, 1);
+    const MoeLayer f16 = as_f16_model(bf16);
+    const LayerGemmPlan p = plan_layer_gemms(f16, 1, true), codes = plan_layer_gemms(bf16, 0, true);
+    const GroupedKernel want = scheme == "bf16" ? GroupedKernel::kF16
+                               : scheme == "w4a16_g128" || scheme == "w4a16_g32" || scheme == "w4a16_asym_g128" ||
+                                         scheme == "w8a16"
+                                   ? GroupedKernel::kDequantF16
+                               : scheme == "mxfp4" || scheme == "nvfp4a16" || scheme == "nvfp4_w4a4" ? GroupedKernel::kNone
+                                                                                                    : codes.g1;
+    EXPECT_EQ(p.g1, want) << scheme;
+    EXPECT_EQ(p.g2, want) << scheme;
+    // Each projection has one prefill kernel whatever the hidden dtype (CudaMoeLayer builds one): the
+    // other dtypes plan it too or none.
+    for (const MoeLayer* layer : {&bf16, &f16}) {
+      std::set<GroupedKernel> g1, g2;
+      for (int kind = 0; kind < 3; ++kind)
+        for (bool round : {true, false}) {
+          const LayerGemmPlan q = plan_layer_gemms(*layer, kind, round);
+          if (q.g1 != GroupedKernel::kNone) g1.insert(q.g1);
+          if (q.g2 != GroupedKernel::kNone) g2.insert(q.g2);
+        }
+      EXPECT_LE(g1.size(), 1u) << scheme << (layer == &f16 ? " f16" : " bf16");
+      EXPECT_LE(g2.size(), 1u) << scheme << (layer == &f16 ? " f16" : " bf16");
+    }
+  }
+  // The f16 kernels take f16 rows and no scales; the dequantizing one runs the f16 GEMM's tiles.
+  EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kF16));
+  EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kDequantF16));
+  EXPECT_TRUE(dequantizes_to_workspace(GroupedKernel::kDequantF16));
+  EXPECT_FALSE(dequantizes_to_workspace(GroupedKernel::kF16));
+  EXPECT_EQ(gemm_of(GroupedKernel::kDequantF16), GroupedKernel::kF16);
+  EXPECT_EQ(gemm_of(GroupedKernel::kDequantBf16), GroupedKernel::kBf16);
+  EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kF16, 256), 0);
+  EXPECT_EQ(tile_config(GroupedKernel::kDequantF16, GroupedTile::kLarge), tile_config(GroupedKernel::kF16, GroupedTile::kLarge));
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kF16, 4096 * 2, 8), plan_grouped_tile(GroupedKernel::kBf16, 4096 * 2, 8));
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantF16, 8, 2), grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 2));
+  // Exactly f16: integer / FP8 codes times f16 scales rounded to f16; not bf16 scales, unrounded
+  // products, FP4 formats; and only with f16 inputs that are exactly f16.
+  const GemmKernel mma = GemmKernel::kTensorCore16;
+  const GemmInput f16_in{0, 0, 1, true};
+  GemmLayout g32 = layout_of_scheme("w4a16_g32"), fp8 = layout_of_scheme("fp8_channel");
+  g32.scale_kind = 1;
+  fp8.scale_kind = 1;
+  fp8.round_to_scale_dtype = true;
+  EXPECT_TRUE(dequantizes_to_f16_exactly(g32));
+  EXPECT_TRUE(dequantizes_to_f16_exactly(fp8));
+  EXPECT_FALSE(dequantizes_to_bf16_exactly(g32));
+  EXPECT_EQ(plan_grouped_kernel(g32, false, f16_in, mma), GroupedKernel::kDequantF16);
+  EXPECT_EQ(plan_grouped_kernel(g32, true, f16_in, GemmKernel::kCudaCore), GroupedKernel::kDequantF16);  // act order
+  EXPECT_EQ(plan_grouped_kernel(fp8, false, f16_in, mma), GroupedKernel::kDequantF16);
+  EXPECT_EQ(plan_grouped_kernel(g32, false, GemmInput{}, mma), GroupedKernel::kNone);      // bf16 inputs
+  EXPECT_EQ(plan_grouped_kernel(g32, false, {0, 0, 1, false}, mma), GroupedKernel::kNone);  // not exactly f16
+  GemmLayout unrounded = g32, bf16_scales = g32;
+  unrounded.round_to_scale_dtype = false;
+  bf16_scales.scale_kind = 0;
+  EXPECT_FALSE(dequantizes_to_f16_exactly(unrounded));
+  EXPECT_FALSE(dequantizes_to_f16_exactly(bf16_scales));
+  EXPECT_FALSE(dequantizes_to_f16_exactly(layout_of_scheme("mxfp4")));
+  EXPECT_EQ(plan_grouped_kernel(unrounded, false, f16_in, mma), GroupedKernel::kNone);
+  GemmLayout dense = layout_of_scheme("bf16");
+  EXPECT_EQ(plan_grouped_kernel(dense, false, f16_in, mma), GroupedKernel::kNone);  // bf16 weights
+  dense.data_kind = 1;
+  EXPECT_EQ(plan_grouped_kernel(dense, false, f16_in, mma), GroupedKernel::kF16);
+  EXPECT_EQ(plan_grouped_kernel(dense, false, GemmInput{}, GemmKernel::kCudaCore), GroupedKernel::kNone);
+  // The workspace is sized as bf16's (2 bytes a weight).
+  const MoeLayer f16_g32 = as_f16_model(synthetic_layer("w4a16_g32", {"small", 4, 2, 256, 128}, 7, 1));
+  const DequantBatches b = plan_dequant_batches(plan_layer_gemms(f16_g32, 1, true), 4, int64_t{1} << 30);
+  EXPECT_EQ(b.w13, 4);
+  EXPECT_EQ(b.workspace_bytes, 4 * 2 * 256 * 256);
 }
 
 TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {

@@ -23,6 +23,7 @@
 #include "qmoe/cuda.h"
 #include "qmoe/error.h"
 #include "qmoe/moe.h"
+#include "qmoe/synthetic.h"
 #include "quant/formats.h"
 #include "routing/routing.h"
 #include "gpu_test_util.h"
@@ -294,25 +295,13 @@ INSTANTIATE_TEST_SUITE_P(Formats, RandomLayers,
                                            Scheme::kDense, Scheme::kW4A8Fp8, Scheme::kW4A8Int8),
                          [](const ::testing::TestParamInfo<Scheme>& info) { return std::string(name_of(info.param)); });
 
-// F16 models: f16 hidden states and f16 scales (or dense f16 weights), so the GEMMs run in f16.
-Tensor bf16_to_f16(const Tensor& t) {
-  if (t.dtype() != DType::kBF16) return t;
-  Tensor out(DType::kF16, t.shape());
-  for (int64_t i = 0; i < t.numel(); ++i)
-    out.data<uint16_t>()[i] = quant::float_to_f16(quant::bf16_to_float(t.data<uint16_t>()[i]));
-  return out;
-}
-
+// F16 models: f16 hidden states and f16 scales (or dense f16 weights), so the GEMMs run in f16
+// (as_f16_model, qmoe/synthetic.h).
 TEST(RandomLayerEdges, HalfPrecisionModels) {
   REQUIRE_GPU();
   for (Scheme s : {Scheme::kW4A16G128, Scheme::kW4A16AsymG32, Scheme::kW8A16AsymG64, Scheme::kW8A16Int8Storage,
                    Scheme::kDense}) {
-    MoeLayer layer = random_layer(s, {16, 4, 1024, 512});
-    for (ExpertWeights& ew : layer.experts)
-      for (QuantWeight* w : {&ew.w13, &ew.w2}) {
-        w->scale = bf16_to_f16(w->scale);
-        w->data = bf16_to_f16(w->data);
-      }
+    const MoeLayer layer = as_f16_model(random_layer(s, {16, 4, 1024, 512}));
     for (int64_t tokens : {1, 20}) {
       Tensor x, logits;
       random_inputs(tokens, layer, x, logits);
@@ -572,12 +561,12 @@ void forward_eager_and_replayed(const CudaMoeLayer& dev, const Tensor& x, const 
   cudaMemset(d_graph, 0xFF, out_bytes);
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_eager), T, stream, options);
+  dev.forward(d_x, x.dtype(), static_cast<float*>(d_logits), static_cast<float*>(d_eager), T, stream, options);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  dev.forward(d_x, DType::kBF16, static_cast<float*>(d_logits), static_cast<float*>(d_graph), T, stream, options);
+  dev.forward(d_x, x.dtype(), static_cast<float*>(d_logits), static_cast<float*>(d_graph), T, stream, options);
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   for (int i = 0; i < replays; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
@@ -635,6 +624,7 @@ TEST(DequantizedPrefill, WeightsAreTheCpusBitForBit) {
     std::string name;
     QuantWeight w;
     bool round = true;
+    bool f16 = false;  // f16 scales dequantized to f16 (kDequantF16)
   };
   std::vector<Case> cases;
   QuantWeight g32 = random_weight(Scheme::kW4A16AsymG32, 96, 2880);
@@ -676,13 +666,31 @@ TEST(DequantizedPrefill, WeightsAreTheCpusBitForBit) {
   for (int64_t i = 0; i < nv_codes.scale.numel(); ++i) nv_codes.scale.data<uint8_t>()[i] = static_cast<uint8_t>(i % 256);
   cases.push_back({"nvfp4 scaled in fp32, every scale code", nv_codes, false});
   cases.push_back({"nvfp4 rounded to bf16, every scale code", nv_codes});
+  // f16 models: the integer and FP8 layouts above with f16 scales, to f16; f16 edge scales (products
+  // that are subnormal in f16, or overflow it).
+  for (size_t i = 0, n = cases.size(); i < n; ++i) {
+    const QuantWeight& w = cases[i].w;
+    if (w.format == WeightFormat::kMxfp4 || w.format == WeightFormat::kNvfp4 || w.scale.dtype() != DType::kBF16) continue;
+    QuantWeight f16 = w;
+    f16.scale = bf16_to_f16(w.scale);
+    if (cases[i].name.find("edges") != std::string::npos) {
+      const float f16_edges[] = {1e-7f, -0.01f, 3000.0f, 60000.0f, 0.003f, -6e-8f, 1e-5f, 65504.0f, INFINITY};
+      for (int64_t j = 0; j < f16.scale.numel(); ++j) f16.scale.data<uint16_t>()[j] = quant::float_to_f16(f16_edges[j % 9]);
+    }
+    cases.push_back({cases[i].name + ", f16", f16, true, true});
+  }
   // Bits equal, or both NaN (the GPU's NaN payloads may differ from the CPU's).
-  auto is_nan_bf16 = [](uint16_t b) { return (b & 0x7F80) == 0x7F80 && (b & 0x7F) != 0; };
+  auto is_nan = [](uint16_t b, bool f16) {
+    return f16 ? (b & 0x7C00) == 0x7C00 && (b & 0x3FF) != 0 : (b & 0x7F80) == 0x7F80 && (b & 0x7F) != 0;
+  };
   for (const Case& c : cases) {
     const GemmLayout L = gemm_layout_of(c.w, c.round);
     // NVFP4 scaled in fp32: e2m1 * fp8(s) (its global divisor comes after the GEMM).
     const bool times_global = dequant_divides_by_global_scale(L);
-    ASSERT_TRUE(dequantizes_to_bf16_exactly(L) || times_global) << c.name;
+    if (c.f16)
+      ASSERT_TRUE(dequantizes_to_f16_exactly(L)) << c.name;
+    else
+      ASSERT_TRUE(dequantizes_to_bf16_exactly(L) || times_global) << c.name;
     // Three experts of the same weights; expert 1 has no slots, so its part of the output stays
     // poisoned. The batch is experts [1, 3).
     std::vector<void*> owned;
@@ -721,11 +729,12 @@ TEST(DequantizedPrefill, WeightsAreTheCpusBitForBit) {
     p.first = 1;
     p.count = 2;
     p.out = static_cast<uint16_t*>(out);
-    ASSERT_EQ(cuda::launch_dequantize_bf16(p, nullptr), cudaSuccess);
+    p.f16 = c.f16;
+    ASSERT_EQ(cuda::launch_dequantize(p, nullptr), cudaSuccess);
     std::vector<uint16_t> got(2 * c.w.rows * c.w.cols);
     ASSERT_EQ(cudaMemcpy(got.data(), out, 2 * expert_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
     std::vector<float> row(c.w.cols);
-    int64_t mismatches = 0, not_bf16 = 0, untouched = 0;
+    int64_t mismatches = 0, not_exact = 0, untouched = 0, specials = 0;
     for (int64_t r = 0; r < c.w.rows; ++r) {
       dequantize_row(c.w, r, c.round, row.data());
       if (times_global)
@@ -735,14 +744,18 @@ TEST(DequantizedPrefill, WeightsAreTheCpusBitForBit) {
           row[k] = quant::e2m1_to_float(k % 2 == 0 ? byte & 0xF : byte >> 4) * quant::fp8e4m3_to_float(s8);
         }
       for (int64_t k = 0; k < c.w.cols; ++k) {
-        const uint16_t want = quant::float_to_bf16(row[k]);
+        const uint16_t want = c.f16 ? quant::float_to_f16(row[k]) : quant::float_to_bf16(row[k]);
         const uint16_t have = got[c.w.rows * c.w.cols + r * c.w.cols + k];
-        not_bf16 += !is_nan_bf16(want) && quant::bf16_to_float(want) != row[k];
+        const float back = c.f16 ? quant::f16_to_float(want) : quant::bf16_to_float(want);
+        not_exact += !is_nan(want, c.f16) && back != row[k];
+        specials += is_nan(want, c.f16) || std::isinf(back) || (c.f16 && back != 0.0f && std::fabs(back) < 0x1p-14f);
         untouched += got[r * c.w.cols + k] != 0xFFFF;
-        mismatches += have != want && !(is_nan_bf16(have) && is_nan_bf16(want));
+        mismatches += have != want && !(is_nan(have, c.f16) && is_nan(want, c.f16));
       }
     }
-    EXPECT_EQ(not_bf16, 0) << c.name << ": the CPU's values are not all bf16s";
+    EXPECT_EQ(not_exact, 0) << c.name << ": the CPU's values are not all " << (c.f16 ? "f16s" : "bf16s");
+    // The f16 edge scales must reach f16's specials (subnormals, infinities), or they test nothing.
+    if (c.f16 && c.name.find("edges") != std::string::npos) EXPECT_GT(specials, 0) << c.name;
     EXPECT_EQ(untouched, 0) << c.name << ": an expert without slots was dequantized";
     EXPECT_EQ(mismatches, 0) << c.name << seed_note();
     for (void* d : owned) cudaFree(d);
@@ -788,6 +801,50 @@ TEST(DequantizedPrefill, MatchesTheCpuBackend) {
                                                    c.layer.num_local_experts, workspace)));
       // The automatic path past the crossover, through the host API.
       if (tokens == 300) expect_cuda_matches_cpu(c.layer, x, logits, "auto " + c.name + " tokens 300");
+    }
+  }
+}
+
+// f16 models on the prefill path: unquantized f16 experts on the f16 kernel, GPTQ / AWQ-like layouts
+// with f16 scales (groups, zero points, act order, 8-bit) on it after dequantization to f16, eager and
+// replayed (bit for bit), with every expert in one batch and one expert per batch; then the automatic
+// path past the crossover.
+TEST(DequantizedPrefill, HalfPrecisionModels) {
+  REQUIRE_GPU();
+  ForwardOptions prefill;
+  prefill.gemm_path = GemmPath::kPrefill;
+  const LayerShape shape{16, 4, 1024, 512};
+  struct Case {
+    std::string name;
+    MoeLayer layer;
+    GroupedKernel kernel;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"dense", random_layer(Scheme::kDense, shape), GroupedKernel::kF16});
+  cases.push_back({"w4a16_g128", random_layer(Scheme::kW4A16G128, shape), GroupedKernel::kDequantF16});
+  cases.push_back({"w4a16_g128 act order", with_act_order(random_layer(Scheme::kW4A16G128, shape)), GroupedKernel::kDequantF16});
+  cases.push_back({"w4a16_asym_g32", random_layer(Scheme::kW4A16AsymG32, shape), GroupedKernel::kDequantF16});
+  cases.push_back({"w8a16_asym_g64", random_layer(Scheme::kW8A16AsymG64, shape), GroupedKernel::kDequantF16});
+  cases.push_back({"w8a16_int8_storage", random_layer(Scheme::kW8A16Int8Storage, shape), GroupedKernel::kDequantF16});
+  for (Case& c : cases) {
+    c.layer = as_f16_model(std::move(c.layer));
+    const LayerGemmPlan plan = plan_layer_gemms(c.layer, 1, true);
+    ASSERT_EQ(plan.g1, c.kernel) << c.name;
+    ASSERT_EQ(plan.g2, c.kernel) << c.name;
+    const int64_t expert_bytes = int64_t{2} * c.layer.hidden * c.layer.inter * 2;  // w13's f16 weights
+    for (int64_t tokens : {3, 400}) {
+      Tensor x, logits;
+      random_inputs(tokens, c.layer, x, logits);
+      x = bf16_to_f16(x);
+      const Tensor want = make_backend("cpu")->forward(c.layer, x, logits, prefill);
+      const int max_t = std::max<int>(static_cast<int>(tokens), 400);
+      for (int64_t workspace : {int64_t{1} << 30, expert_bytes})
+        expect_dequantized_prefill_matches_cpu(c.layer, x, logits, want, prefill, max_t, workspace,
+                                               "f16 prefill " + c.name + " tokens " + std::to_string(tokens) +
+                                                   " batch " + std::to_string(dequant_batch_experts(expert_bytes,
+                                                   c.layer.num_local_experts, workspace)));
+      ASSERT_TRUE(use_grouped_kernel(c.kernel, 400, c.layer.num_experts, c.layer.top_k)) << c.name;
+      if (tokens == 400) expect_cuda_matches_cpu(c.layer, x, logits, "f16 auto " + c.name + " tokens 400");
     }
   }
 }
