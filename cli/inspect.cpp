@@ -35,6 +35,7 @@ struct LayerReport {
   std::vector<MethodParam> params;
   std::optional<CudaPlanSummary> cuda_plan;
   int cuda_plan_layer = -1;  // the layer whose expert 0 the plan was built from
+  int cuda_plan_act_kind = 0;  // the hidden dtype planned for (implied_act_kind: 0 bf16, 1 f16)
   std::string cuda_plan_error;
 };
 
@@ -66,6 +67,7 @@ void add_cuda_plans(const Checkpoint& ckpt, const ModelConfig& config, std::vect
       r.cuda_plan = it->second->cuda_plan;
       r.cuda_plan_layer = it->second->cuda_plan_layer;
       r.cuda_plan_error = it->second->cuda_plan_error;
+      r.cuda_plan_act_kind = it->second->cuda_plan_act_kind;
       continue;
     }
     LoadOptions options;
@@ -75,7 +77,8 @@ void add_cuda_plans(const Checkpoint& ckpt, const ModelConfig& config, std::vect
       if (options.expert_map.empty()) throw Error("the layer has no experts");
       options.expert_map[0] = 0;
       const MoeLayer layer = load_moe_layer(ckpt, config, r.layer, options);
-      r.cuda_plan = summarize_cuda_plan(layer, 0);  // bf16 hidden states
+      r.cuda_plan_act_kind = implied_act_kind(layer);  // the checkpoint's dtype, from its scales
+      r.cuda_plan = summarize_cuda_plan(layer, r.cuda_plan_act_kind);
     } catch (const std::exception& e) {
       r.cuda_plan_error = e.what();
     }
@@ -175,7 +178,7 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
         if (cuda_plan) {
           nlohmann::ordered_json c;
           c["from_layer"] = r.cuda_plan_layer;
-          c["hidden_dtype"] = "bf16";
+          c["hidden_dtype"] = r.cuda_plan_act_kind == 1 ? "f16" : "bf16";
           if (r.cuda_plan) {
             c["w13"] = gemm_json(r.cuda_plan->w13);
             c["w2"] = gemm_json(r.cuda_plan->w2);
@@ -228,7 +231,8 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
       fmt::print("  cuda plan  unavailable: {}\n", r.cuda_plan_error);
       continue;
     }
-    fmt::print("  cuda plan  bf16 hidden states, vLLM rounding (layouts of expert 0 of layer {})\n", r.cuda_plan_layer);
+    fmt::print("  cuda plan  {} hidden states, vLLM rounding (layouts of expert 0 of layer {})\n",
+               r.cuda_plan_act_kind == 1 ? "f16" : "bf16", r.cuda_plan_layer);
     for (const auto& [name, g] : {std::pair{"w13", &r.cuda_plan->w13}, std::pair{"w2", &r.cuda_plan->w2}}) {
       fmt::print("    {:<4} decode: {}; {}\n", name, g->decode, prefill_from(*g));
       if (g->prefill_from_tokens >= 0) fmt::print("         prefill: {}\n", g->prefill);

@@ -132,6 +132,8 @@ std::string to_string(GroupedKernel k) {
     case GroupedKernel::kNvfp4Bf16: return "grouped wgmma (BF16) on NVFP4 weights dequantized in registers";
     case GroupedKernel::kInt4RegsBf16: return "grouped wgmma (BF16) on INT4 weights dequantized in registers";
     case GroupedKernel::kF16: return "grouped wgmma (F16)";
+    case GroupedKernel::kInt4F16: return "grouped wgmma (INT4 weights dequantized to F16)";
+    case GroupedKernel::kInt8F16: return "grouped wgmma (INT8 weights dequantized to F16)";
     case GroupedKernel::kDequantF16: return "grouped wgmma (F16) on weights dequantized to an F16 workspace";
   }
   return "?";
@@ -167,7 +169,15 @@ GroupedKernel native_grouped_kernel(const GemmLayout& L, bool has_g_idx, const G
       return GroupedKernel::kInt8;
     return GroupedKernel::kNone;
   }
-  if (in.act_kind == 1 && in.act_quant == 0 && L.format == kDense && L.data_kind == 1) return GroupedKernel::kF16;
+  // f16 models: unquantized f16 experts; INT4 and INT8 with f16 scales rounded as the decode kernels
+  // round them.
+  if (in.act_kind == 1 && in.act_quant == 0) {
+    if (L.format == kDense && L.data_kind == 1) return GroupedKernel::kF16;
+    if (!mixed_fits || L.scale_kind != 1 || !L.round_to_scale_dtype) return GroupedKernel::kNone;
+    if (L.format == kIntPacked && L.bits == 4 && L.cols % 32 == 0) return GroupedKernel::kInt4F16;
+    if ((L.format == kIntPacked || L.format == kIntUnpacked) && L.bits == 8) return GroupedKernel::kInt8F16;
+    return GroupedKernel::kNone;
+  }
   if (in.act_kind != 0 || in.act_quant != 0) return GroupedKernel::kNone;  // bf16 inputs from here on
   if (L.format == kDense && L.data_kind == 0) return GroupedKernel::kBf16;
   // Weight-only: bf16 scales rounded as the decode kernels round them.
@@ -262,7 +272,8 @@ GroupedKernel gemm_of(GroupedKernel kind) {
 }
 
 bool dequantizes_weights(GroupedKernel kind) {
-  return kind == GroupedKernel::kInt4Bf16 || kind == GroupedKernel::kInt8Bf16 || kind == GroupedKernel::kInt4Codes;
+  return kind == GroupedKernel::kInt4Bf16 || kind == GroupedKernel::kInt8Bf16 || kind == GroupedKernel::kInt4Codes ||
+         kind == GroupedKernel::kInt4F16 || kind == GroupedKernel::kInt8F16;
 }
 
 bool dequantizes_in_registers(GroupedKernel kind) {
@@ -354,17 +365,20 @@ namespace {
 int min_rows_per_expert(GroupedKernel kind, bool few) {
   switch (kind) {
     // Dequantizing costs a pass over every expert's weights, so it pays only with many rows each.
-    case GroupedKernel::kDequantBf16:
-    case GroupedKernel::kDequantF16: return kGroupedMinRowsPerExpertDequant;
+    case GroupedKernel::kDequantBf16: return kGroupedMinRowsPerExpertDequant;
+    case GroupedKernel::kDequantF16: return kGroupedMinRowsPerExpertDequantF16;
     case GroupedKernel::kMxfp4Bf16: return few ? kGroupedMinRowsPerExpertMxfp4FewExperts : kGroupedMinRowsPerExpertMxfp4;
     case GroupedKernel::kNvfp4Bf16: return few ? kGroupedMinRowsPerExpertNvfp4FewExperts : kGroupedMinRowsPerExpertNvfp4;
     case GroupedKernel::kInt4RegsBf16:
       return few ? kGroupedMinRowsPerExpertInt4RegsFewExperts : kGroupedMinRowsPerExpertInt4Regs;
     // The decode kernels stream each expert's weights once per pass of slots; the mixed-input
     // kernel converts them in every tile, so it pays only with enough rows per expert.
-    case GroupedKernel::kInt4Bf16: return few ? kGroupedMinRowsPerExpertInt4FewExperts : kGroupedMinRowsPerExpertInt4;
+    case GroupedKernel::kInt4Bf16:
+    case GroupedKernel::kInt4F16:  // (the same kernel in f16; its crossover not measured apart)
+      return few ? kGroupedMinRowsPerExpertInt4FewExperts : kGroupedMinRowsPerExpertInt4;
     case GroupedKernel::kInt4Codes: return few ? kGroupedMinRowsPerExpertW4A8FewExperts : kGroupedMinRowsPerExpertW4A8;
-    case GroupedKernel::kInt8Bf16: return few ? kGroupedMinRowsPerExpertInt8FewExperts : kGroupedMinRowsPerExpertInt8;
+    case GroupedKernel::kInt8Bf16:
+    case GroupedKernel::kInt8F16: return few ? kGroupedMinRowsPerExpertInt8FewExperts : kGroupedMinRowsPerExpertInt8;
     default: return 0;
   }
 }
@@ -415,6 +429,13 @@ LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_i
   p.g1 = plan_grouped_kernel(p.w13, p.w13_has_g_idx, p.in1, p.k1);
   p.g2 = plan_grouped_kernel(p.w2, p.w2_has_g_idx, p.in2, p.k2);
   return p;
+}
+
+int implied_act_kind(const MoeLayer& layer) {
+  if (layer.experts.empty()) return 0;
+  const QuantWeight& w = layer.experts[0].w13;
+  const bool f16 = w.format == WeightFormat::kDense ? w.data.dtype() == DType::kF16 : w.scale.dtype() == DType::kF16;
+  return f16 ? 1 : 0;
 }
 
 CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {

@@ -83,6 +83,9 @@ enum class GroupedKernel {
                   // per row, zero points) that kInt4Bf16 does not take (groups of 32, zero points):
                   // RNE_bf16((q - z) * s) in registers
   kF16,           // f16 inputs x f16 weights (unquantized experts of f16 models)
+  kInt4F16,       // f16 inputs x symmetric INT4 weights with f16 group (>= 64) or channel scales (W4A16
+                  // of f16 models): kInt4Bf16's mixed-input kernel with f16 types, RNE_f16(q * s)
+  kInt8F16,       // the same for symmetric INT8 weights (W8A16 of f16 models): kInt8Bf16's in f16
   kDequantF16,    // f16 inputs x integer or FP8 weight-only weights with f16 scales rounded to f16
                   // (GPTQ / AWQ-like f16 checkpoints): dequantized into an f16 workspace, a batch of
                   // experts at a time, then the kF16 kernel on them
@@ -181,6 +184,9 @@ struct CudaPlanSummary {
   // allocated under the same conditions (0: no projection takes that path).
   int64_t repacked_weight_bytes = 0;
 };
+// The hidden-state dtype a checkpoint's layer implies (0 bf16, 1 f16): f16 where its experts' weight
+// scales or dense weights are f16 (llm-compressor stores them in the model's dtype), else bf16.
+int implied_act_kind(const MoeLayer& layer);
 CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind);
 
 // The bytes of one expert's 4-bit weight (layout L) repacked for the register kernel `kind`: rows

@@ -91,6 +91,19 @@ inline constexpr int kGroupedMinRowsPerExpertW4A8FewExperts = 8;
 //   run) with the prefill slope from 96 to 128 rows: ~74 (extrapolated).
 // At 76 the slower kernel costs at most ~4% on either side (interpolated).
 inline constexpr int kGroupedMinRowsPerExpertDequant = 76;
+// kDequantF16 (f16 models' integer weight-only layouts dequantized to f16): later, as the decode
+// kernels of f16 models are faster than the dequantized path for longer. GEMM us decode vs prefill,
+// same run, H200, 2026-11-30 (bench/runs/2026-11-30_session18/f16/extra/sweep_*.log), crossings
+// interpolated linearly in rows per expert:
+// - W4A16 g128 (dequantized; since on kInt4F16, the layouts left are act order, groups of 32, zero
+//   points): Mixtral 3282 vs 3671 at 128 rows, 6454 vs 3922 at 256: ~145; DeepSeek-V3 7225 vs
+//   25525 at 32, 25246 vs 28232 at 128: ~147 (extrapolated); Qwen3-30B-A3B 805 vs 1437 at 64,
+//   3117 vs 1805 at 256: ~127;
+// - W8A16: Mixtral 2252 vs 3305 at 64 rows, 4276 vs 3701 at 128: ~105; Qwen3-30B-A3B 1018 vs 1452
+//   at 64, 4148 vs 1825 at 256: ~94.
+// One switch for both code widths: at 128 the slower kernel costs up to ~12% (W4A16 at 128-145
+// rows, prefill) and ~15% (W8A16 at 105-127 rows, decode).
+inline constexpr int kGroupedMinRowsPerExpertDequantF16 = 128;
 // MXFP4 weight-only (kMxfp4Bf16, its codes dequantized in registers), rows per expert from which it
 // beats the decode kernels (GEMM us, same run, 6fdd5c2): Mixtral-8x7B 700 vs 715 at 24 rows, 926 vs
 // 677 at 32 (~25 interpolated); gpt-oss-120b 1392 vs 1482 at 16, 1793 vs 1500 at 24 (~18). Few

@@ -189,7 +189,7 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
     g.buf.b_scale = nullptr;
     g.buf.b_group_scale = nullptr;
   } else if (dequantizes_weights(kind)) {
-    // Scales in the dequantizing mainloop: each expert's [n, k / group] scales as bf16 [k / group, n]
+    // Scales in the dequantizing mainloop: each expert's [n, k / group] scales as bf16 (f16 models: f16) [k / group, n]
     // (n-contiguous); W4A8's input rows keep their scale (the epilogue's), the others have none.
     if (kind != GroupedKernel::kInt4Codes) g.buf.a_scale = nullptr;
     g.buf.b_scale = nullptr;
@@ -197,7 +197,8 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
     const int64_t groups_k = L.strategy == static_cast<int>(Strategy::kChannel) ? 1 : L.scale_cols;
     const int64_t per_expert = groups_k * L.rows;
     g.group_scale = DeviceBuffer(sizeof(uint16_t) * E * per_expert);
-    check(cuda::launch_group_scales_bf16(L, experts, E, g.group_scale.get<uint16_t>(), nullptr), "weight scales");
+    const bool f16_scales = kind == GroupedKernel::kInt4F16 || kind == GroupedKernel::kInt8F16;
+    check(cuda::launch_group_scales(L, experts, E, f16_scales, g.group_scale.get<uint16_t>(), nullptr), "weight scales");
     std::vector<const void*> scales(E);
     for (int e = 0; e < E; ++e) scales[e] = g.group_scale.get<uint16_t>() + e * per_expert;
     check(cudaMemcpy(g.buf.b_group_scale, scales.data(), ptrs, cudaMemcpyHostToDevice), "upload");
@@ -242,6 +243,12 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
         case GroupedKernel::kInt4RegsBf16: break;
         case GroupedKernel::kInt8Bf16:
           g.gemm[t] = cuda::make_grouped_int8_bf16(tile, g.buf, E, g.n, g.k, group_size, num_sms);
+          break;
+        case GroupedKernel::kInt4F16:
+          g.gemm[t] = cuda::make_grouped_int4_f16(tile, g.buf, E, g.n, g.k, group_size, num_sms);
+          break;
+        case GroupedKernel::kInt8F16:
+          g.gemm[t] = cuda::make_grouped_int8_f16(tile, g.buf, E, g.n, g.k, group_size, num_sms);
           break;
         case GroupedKernel::kNone: break;
       }

@@ -60,6 +60,11 @@ std::unique_ptr<GroupedTcGemm> make_grouped_int4_bf16(GroupedTile tile, const Gr
                                                       int64_t n, int64_t k, int64_t group_size, int num_sms);
 std::unique_ptr<GroupedTcGemm> make_grouped_int8_bf16(GroupedTile tile, const GroupedTcBuffers& buf, int groups,
                                                       int64_t n, int64_t k, int64_t group_size, int num_sms);
+// The same for f16 models: f16 inputs, f16 scales (grouped_sm90_int4_f16.cu, grouped_sm90_int8w_f16.cu).
+std::unique_ptr<GroupedTcGemm> make_grouped_int4_f16(GroupedTile tile, const GroupedTcBuffers& buf, int groups,
+                                                     int64_t n, int64_t k, int64_t group_size, int num_sms);
+std::unique_ptr<GroupedTcGemm> make_grouped_int8_f16(GroupedTile tile, const GroupedTcBuffers& buf, int groups,
+                                                     int64_t n, int64_t k, int64_t group_size, int num_sms);
 // FP8 with 128 x 128 weight blocks and inputs in groups of 128 columns (grouped_sm90_fp8_block.cu):
 // D_e[m, n] = sum over 128-column blocks b of a_scale_e[m, b] * b_scale_e[n / 128, b] *
 // sum_{k in b} A_e[m, k] B_e[n, k], the inner sums in the FP8 MMA's (reduced-precision) accumulator,

@@ -259,11 +259,11 @@ cudaError_t launch_input_rows(const InputRowsParams& p, cudaStream_t stream);
 // place, at load.
 cudaError_t launch_codes_to_signed(int32_t* words, int64_t num_words, int bits, cudaStream_t stream);
 
-// Every local expert's group (or channel) weight scales as bf16, n-contiguous: out [experts, groups,
-// rows] from the canonical [rows, groups] tensors of any scale dtype; at load, for the mixed-input
-// prefill kernels.
-cudaError_t launch_group_scales_bf16(const WeightLayout& L, const ExpertTensors* experts, int num_experts,
-                                     uint16_t* out, cudaStream_t stream);
+// Every local expert's group (or channel) weight scales as bf16 (or, with `f16`, f16), n-contiguous:
+// out [experts, groups, rows] from the canonical [rows, groups] tensors of any scale dtype; at load,
+// for the mixed-input prefill kernels.
+cudaError_t launch_group_scales(const WeightLayout& L, const ExpertTensors* experts, int num_experts, bool f16,
+                                uint16_t* out, cudaStream_t stream);
 
 // FP32 128 x 128 block weight scales of every local expert ([experts, ceil(rows / 128), ceil(cols /
 // 128)]) from the canonical block scale tensors (any scale dtype), for the FP8 block prefill kernel.

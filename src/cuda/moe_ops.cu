@@ -1141,12 +1141,13 @@ __global__ void codes_to_signed_kernel(int32_t* words, int64_t num_words, uint32
 }
 
 // One thread per output scale of the [experts, groups, rows] bf16 array.
-__global__ void group_scales_bf16_kernel(WeightLayout L, const ExpertTensors* experts, int num_experts, int64_t groups,
-                                         uint16_t* out) {
+__global__ void group_scales_kernel(WeightLayout L, const ExpertTensors* experts, int num_experts, int64_t groups,
+                                    bool f16, uint16_t* out) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= num_experts * groups * L.rows) return;
   const int64_t e = i / (groups * L.rows), g = i / L.rows % groups, row = i % L.rows;
-  out[i] = quant::float_to_bf16(scale_at(L, experts[e], row, g));
+  const float s = scale_at(L, experts[e], row, g);
+  out[i] = f16 ? quant::float_to_f16(s) : quant::float_to_bf16(s);
 }
 
 int blocks_for(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
@@ -1283,13 +1284,13 @@ cudaError_t launch_codes_to_signed(int32_t* words, int64_t num_words, int bits, 
   return cudaGetLastError();
 }
 
-cudaError_t launch_group_scales_bf16(const WeightLayout& L, const ExpertTensors* experts, int num_experts,
-                                     uint16_t* out, cudaStream_t stream) {
+cudaError_t launch_group_scales(const WeightLayout& L, const ExpertTensors* experts, int num_experts, bool f16,
+                                uint16_t* out, cudaStream_t stream) {
   if (L.strategy != kGroup && L.strategy != kChannel) return cudaErrorInvalidValue;
   const int64_t groups = L.strategy == kChannel ? 1 : L.scale_cols;
   const int64_t n = num_experts * groups * L.rows;
   if (n == 0) return cudaSuccess;
-  group_scales_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(L, experts, num_experts, groups, out);
+  group_scales_kernel<<<blocks_for(n), kThreads, 0, stream>>>(L, experts, num_experts, groups, f16, out);
   return cudaGetLastError();
 }
 

@@ -530,17 +530,18 @@ TEST(GemmPlan, Int4PrefillKernelNeedsItsLayout) {
 
 TEST(GemmPlan, F16ModelsPrefillKernels) {
   // f16 models (f16 scales, dense f16 weights, f16 hidden states): unquantized experts take the f16
-  // kernel, integer and FP8 weight-only layouts the f16 kernel on weights dequantized to f16, the
+  // kernel, symmetric INT4 / INT8 with groups of >= 64 the mixed-input kernels in f16, the other integer and
+  // FP8 weight-only layouts the f16 kernel on weights dequantized to f16, the
   // activation-quantizing schemes their code kernels (the hidden dtype only feeds the quantization);
   // MXFP4 and NVFP4 (scales beyond f16's range) keep the decode kernels.
   for (const std::string& scheme : synthetic_schemes()) {
     const MoeLayer bf16 = synthetic_layer(scheme, {"small", 4, 2, 256, 128}, 7, 1);
     const MoeLayer f16 = as_f16_model(bf16);
     const LayerGemmPlan p = plan_layer_gemms(f16, 1, true), codes = plan_layer_gemms(bf16, 0, true);
-    const GroupedKernel want = scheme == "bf16" ? GroupedKernel::kF16
-                               : scheme == "w4a16_g128" || scheme == "w4a16_g32" || scheme == "w4a16_asym_g128" ||
-                                         scheme == "w8a16"
-                                   ? GroupedKernel::kDequantF16
+    const GroupedKernel want = scheme == "bf16"         ? GroupedKernel::kF16
+                               : scheme == "w4a16_g128" ? GroupedKernel::kInt4F16
+                               : scheme == "w8a16"      ? GroupedKernel::kInt8F16
+                               : scheme == "w4a16_g32" || scheme == "w4a16_asym_g128" ? GroupedKernel::kDequantF16
                                : scheme == "mxfp4" || scheme == "nvfp4a16" || scheme == "nvfp4_w4a4" ? GroupedKernel::kNone
                                                                                                     : codes.g1;
     EXPECT_EQ(p.g1, want) << scheme;
@@ -563,13 +564,19 @@ TEST(GemmPlan, F16ModelsPrefillKernels) {
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kF16));
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kDequantF16));
   EXPECT_TRUE(dequantizes_to_workspace(GroupedKernel::kDequantF16));
+  EXPECT_TRUE(dequantizes_weights(GroupedKernel::kInt4F16));
+  EXPECT_TRUE(dequantizes_weights(GroupedKernel::kInt8F16));
+  EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt4F16));
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4F16, 8, 2), grouped_min_tokens(GroupedKernel::kInt4Bf16, 8, 2));
   EXPECT_FALSE(dequantizes_to_workspace(GroupedKernel::kF16));
   EXPECT_EQ(gemm_of(GroupedKernel::kDequantF16), GroupedKernel::kF16);
   EXPECT_EQ(gemm_of(GroupedKernel::kDequantBf16), GroupedKernel::kBf16);
   EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kF16, 256), 0);
   EXPECT_EQ(tile_config(GroupedKernel::kDequantF16, GroupedTile::kLarge), tile_config(GroupedKernel::kF16, GroupedTile::kLarge));
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kF16, 4096 * 2, 8), plan_grouped_tile(GroupedKernel::kBf16, 4096 * 2, 8));
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantF16, 8, 2), grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 2));
+  // (The f16 dequantized path's switch is its own: 128 rows per expert.)
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantF16, 8, 2), kGroupedMinRowsPerExpertDequantF16 * 8 / 2);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kF16, 8, 2), grouped_min_tokens(GroupedKernel::kBf16, 8, 2));
   // Exactly f16: integer / FP8 codes times f16 scales rounded to f16; not bf16 scales, unrounded
   // products, FP4 formats; and only with f16 inputs that are exactly f16.
   const GemmKernel mma = GemmKernel::kTensorCore16;
@@ -582,6 +589,13 @@ TEST(GemmPlan, F16ModelsPrefillKernels) {
   EXPECT_TRUE(dequantizes_to_f16_exactly(fp8));
   EXPECT_FALSE(dequantizes_to_bf16_exactly(g32));
   EXPECT_EQ(plan_grouped_kernel(g32, false, f16_in, mma), GroupedKernel::kDequantF16);
+  GemmLayout g128 = layout_of_scheme("w4a16_g128"), g128_asym = g128;
+  g128.scale_kind = 1;
+  g128_asym.scale_kind = 1;
+  g128_asym.has_zero_point = true;
+  EXPECT_EQ(plan_grouped_kernel(g128, false, f16_in, mma), GroupedKernel::kInt4F16);
+  EXPECT_EQ(plan_grouped_kernel(g128_asym, false, f16_in, mma), GroupedKernel::kDequantF16);  // zero points
+  EXPECT_EQ(plan_grouped_kernel(g128, false, GemmInput{}, mma), GroupedKernel::kNone);       // bf16 inputs
   EXPECT_EQ(plan_grouped_kernel(g32, true, f16_in, GemmKernel::kCudaCore), GroupedKernel::kDequantF16);  // act order
   EXPECT_EQ(plan_grouped_kernel(fp8, false, f16_in, mma), GroupedKernel::kDequantF16);
   EXPECT_EQ(plan_grouped_kernel(g32, false, GemmInput{}, mma), GroupedKernel::kNone);      // bf16 inputs
@@ -598,6 +612,11 @@ TEST(GemmPlan, F16ModelsPrefillKernels) {
   dense.data_kind = 1;
   EXPECT_EQ(plan_grouped_kernel(dense, false, f16_in, mma), GroupedKernel::kF16);
   EXPECT_EQ(plan_grouped_kernel(dense, false, GemmInput{}, GemmKernel::kCudaCore), GroupedKernel::kNone);
+  // A checkpoint's hidden dtype follows its scales (or dense weights): f16 models plan f16.
+  EXPECT_EQ(implied_act_kind(as_f16_model(synthetic_layer("w4a16_g128", {"small", 4, 2, 256, 128}, 7, 1))), 1);
+  EXPECT_EQ(implied_act_kind(as_f16_model(synthetic_layer("bf16", {"small", 4, 2, 256, 128}, 7, 1))), 1);
+  EXPECT_EQ(implied_act_kind(synthetic_layer("w4a16_g128", {"small", 4, 2, 256, 128}, 7, 1)), 0);
+  EXPECT_EQ(implied_act_kind(synthetic_layer("mxfp4", {"small", 4, 2, 256, 128}, 7, 1)), 0);
   // The workspace is sized as bf16's (2 bytes a weight).
   const MoeLayer f16_g32 = as_f16_model(synthetic_layer("w4a16_g32", {"small", 4, 2, 256, 128}, 7, 1));
   const DequantBatches b = plan_dequant_batches(plan_layer_gemms(f16_g32, 1, true), 4, int64_t{1} << 30);

@@ -805,8 +805,9 @@ TEST(DequantizedPrefill, MatchesTheCpuBackend) {
   }
 }
 
-// f16 models on the prefill path: unquantized f16 experts on the f16 kernel, GPTQ / AWQ-like layouts
-// with f16 scales (groups, zero points, act order, 8-bit) on it after dequantization to f16, eager and
+// f16 models on the prefill path: unquantized f16 experts on the f16 kernel, symmetric INT4 g128 and
+// INT8 on the mixed-input kernels in f16, GPTQ / AWQ-like layouts with f16 scales (groups of 32, zero
+// points, act order) on the f16 kernel after dequantization to f16, eager and
 // replayed (bit for bit), with every expert in one batch and one expert per batch; then the automatic
 // path past the crossover.
 TEST(DequantizedPrefill, HalfPrecisionModels) {
@@ -821,30 +822,31 @@ TEST(DequantizedPrefill, HalfPrecisionModels) {
   };
   std::vector<Case> cases;
   cases.push_back({"dense", random_layer(Scheme::kDense, shape), GroupedKernel::kF16});
-  cases.push_back({"w4a16_g128", random_layer(Scheme::kW4A16G128, shape), GroupedKernel::kDequantF16});
+  cases.push_back({"w4a16_g128", random_layer(Scheme::kW4A16G128, shape), GroupedKernel::kInt4F16});
   cases.push_back({"w4a16_g128 act order", with_act_order(random_layer(Scheme::kW4A16G128, shape)), GroupedKernel::kDequantF16});
   cases.push_back({"w4a16_asym_g32", random_layer(Scheme::kW4A16AsymG32, shape), GroupedKernel::kDequantF16});
   cases.push_back({"w8a16_asym_g64", random_layer(Scheme::kW8A16AsymG64, shape), GroupedKernel::kDequantF16});
-  cases.push_back({"w8a16_int8_storage", random_layer(Scheme::kW8A16Int8Storage, shape), GroupedKernel::kDequantF16});
+  cases.push_back({"w8a16_int8_storage", random_layer(Scheme::kW8A16Int8Storage, shape), GroupedKernel::kInt8F16});
+  cases.push_back({"w8a16 packed, channel", random_layer(Scheme::kW8A16Channel, shape), GroupedKernel::kInt8F16});
   for (Case& c : cases) {
     c.layer = as_f16_model(std::move(c.layer));
     const LayerGemmPlan plan = plan_layer_gemms(c.layer, 1, true);
     ASSERT_EQ(plan.g1, c.kernel) << c.name;
     ASSERT_EQ(plan.g2, c.kernel) << c.name;
     const int64_t expert_bytes = int64_t{2} * c.layer.hidden * c.layer.inter * 2;  // w13's f16 weights
-    for (int64_t tokens : {3, 400}) {
+    for (int64_t tokens : {3, 520}) {
       Tensor x, logits;
       random_inputs(tokens, c.layer, x, logits);
       x = bf16_to_f16(x);
       const Tensor want = make_backend("cpu")->forward(c.layer, x, logits, prefill);
-      const int max_t = std::max<int>(static_cast<int>(tokens), 400);
+      const int max_t = std::max<int>(static_cast<int>(tokens), 520);
       for (int64_t workspace : {int64_t{1} << 30, expert_bytes})
         expect_dequantized_prefill_matches_cpu(c.layer, x, logits, want, prefill, max_t, workspace,
                                                "f16 prefill " + c.name + " tokens " + std::to_string(tokens) +
                                                    " batch " + std::to_string(dequant_batch_experts(expert_bytes,
                                                    c.layer.num_local_experts, workspace)));
-      ASSERT_TRUE(use_grouped_kernel(c.kernel, 400, c.layer.num_experts, c.layer.top_k)) << c.name;
-      if (tokens == 400) expect_cuda_matches_cpu(c.layer, x, logits, "f16 auto " + c.name + " tokens 400");
+      ASSERT_TRUE(use_grouped_kernel(c.kernel, 520, c.layer.num_experts, c.layer.top_k)) << c.name;
+      if (tokens == 520) expect_cuda_matches_cpu(c.layer, x, logits, "f16 auto " + c.name + " tokens 520");
     }
   }
 }
