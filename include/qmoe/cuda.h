@@ -24,11 +24,12 @@ class CudaMoeLayer {
   // (layers do not share it yet).
   // Weight-only layouts without a prefill kernel of their own (act order, 8-bit zero points, k not a
   // multiple of 64, among others: `qmoe inspect --cuda-plan` names each GEMM's) run large batches
-  // as bf16 GEMMs on their weights dequantized a batch of experts at a time into a workspace of at
-  // most `dequant_workspace_bytes` (at least one expert's bf16 weights), allocated only when
-  // max_tokens reaches the batch where the automatic path takes that route. Only bf16 hidden states
-  // take it. Each layer has its own: an engine short of memory (or running f16 or f32 hidden states)
-  // passes less (more, smaller batches) or 0 (those layers keep the decode kernels at every size).
+  // as bf16 GEMMs (f16 for f16 models) on their weights dequantized a batch of experts at a time
+  // into a workspace of at most `dequant_workspace_bytes` (at least one expert's 16-bit weights),
+  // allocated only when max_tokens reaches the batch where the automatic path takes that route.
+  // Only 16-bit hidden states of the weights' dtype take it. Each layer has its own: an engine short
+  // of memory (or running f32 hidden states) passes less (more, smaller batches) or 0 (those layers
+  // keep the decode kernels at every size).
   // MXFP4, NVFP4 weight-only and INT4 layers with groups of 32 or zero points (k a multiple of 64)
   // have a prefill kernel of their own instead, which reads a copy of their weights repacked at
   // load (codes as many bytes again as the checkpoint's, scales as 32-bit words), allocated under
