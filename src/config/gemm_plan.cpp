@@ -149,7 +149,7 @@ GroupedKernel native_grouped_kernel(const GemmLayout& L, bool has_g_idx, const G
   const bool fp8_rows = in.act_quant == static_cast<int>(ActQuant::kFp8PerToken) ||
                         in.act_quant == static_cast<int>(ActQuant::kFp8PerTensorDynamic) ||
                         in.act_quant == static_cast<int>(ActQuant::kFp8Static);
-  // W4A16 / W8A16 / W4A8: the mixed-input kernel applies one bf16 scale per (row, group of k), in
+  // W4A16 / W8A16 / W4A8: the mixed-input kernel applies one bf16 (f16) scale per (row, group of k), in
   // k-tiles of 64 (a group is k, or a multiple of 64); 16-byte code rows; n-contiguous scales need
   // 16-byte alignment. Zero points: not in CUTLASS 4.2's grouped kernel.
   const bool group_fits = L.strategy == kChannel || (L.strategy == kGroup && L.group_size % 64 == 0);

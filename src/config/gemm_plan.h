@@ -91,8 +91,8 @@ enum class GroupedKernel {
                   // experts at a time, then the kF16 kernel on them
 };
 std::string to_string(GroupedKernel k);
-// Whether prefill kernel `kind` takes bf16 input rows (else 8-bit codes with a scale per row, or per
-// row and 128 columns: grouped_scales_per_row).
+// Whether prefill kernel `kind` takes 16-bit input rows, bf16 (f16 for the f16 kernels) (else 8-bit
+// codes with a scale per row, or per row and 128 columns: grouped_scales_per_row).
 bool takes_16bit_rows(GroupedKernel kind);
 // Whether it dequantizes a batch of experts into a workspace before its GEMM (kDequantBf16,
 // kDequantF16).

@@ -98,7 +98,7 @@ inline constexpr int kGroupedMinRowsPerExpertDequant = 76;
 // - W4A16 g128 (dequantized; since on kInt4F16, the layouts left are act order, groups of 32, zero
 //   points): Mixtral 3282 vs 3671 at 128 rows, 6454 vs 3922 at 256: ~145; DeepSeek-V3 7225 vs
 //   25525 at 32, 25246 vs 28232 at 128: ~147 (extrapolated); Qwen3-30B-A3B 805 vs 1437 at 64,
-//   3117 vs 1805 at 256: ~127;
+//   3117 vs 1805 at 256: ~126;
 // - W8A16: Mixtral 2252 vs 3305 at 64 rows, 4276 vs 3701 at 128: ~105; Qwen3-30B-A3B 1018 vs 1452
 //   at 64, 4148 vs 1825 at 256: ~94.
 // One switch for both code widths: at 128 the slower kernel costs up to ~12% (W4A16 at 128-145

@@ -452,7 +452,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
         throw NotSupported("prefill tile " + to_string(static_cast<GroupedTile>(options.prefill_tile)) + " (" +
                            std::to_string(options.prefill_tile) + ") is not built for the " + to_string(g) +
                            " kernel");
-  // kDequantBf16 without its workspace, the FP4 kernel without its repacked weights.
+  // kDequantBf16 / kDequantF16 without its workspace, the FP4 kernel without its repacked weights.
   auto unprepared = [](const PrefillGemm& g) {
     return (dequantizes_to_workspace(g.kind) && g.batch_experts == 0) ||
            (dequantizes_in_registers(g.kind) && g.repacked.bytes() == 0);

@@ -1,8 +1,7 @@
 // The prefill grouped GEMM for weight-only quantized experts on Hopper: CUTLASS's pointer-array
-// mixed-input grouped GEMM. The quantized weights are dequantized to bf16 (f16 for f16 models, the
-// same with f16 for bf16 below) in registers inside the
+// mixed-input grouped GEMM. The quantized weights are dequantized to bf16 in registers inside the
 // mainloop (RS warpgroup MMA: only operand A may come from registers), so the product is computed
-// transposed, with the weights as A:
+// transposed, with the weights as A (the f16 instances of f16 models: f16 for bf16 throughout):
 //
 //   per group (local expert) e with m_e rows:  D_e^T[n, m] = sum_k W_e[n, k] * X_e[m, k]
 //
@@ -37,12 +36,13 @@ namespace qmoe::cuda::sm90 {
 
 using namespace cute;
 
-// The CUTLASS types of one configuration; X: the inputs' and the weight scales' type (bf16 or f16).
-template <class Config, class X>
+// The CUTLASS types of one configuration; InputT: the inputs' and the weight scales' type (bf16 or
+// f16).
+template <class Config, class InputT>
 struct MixedTypes {
   using ElementW = typename Config::ElementIn;  // the weight codes
-  using ElementX = X;
-  using ElementScale = X;
+  using ElementX = InputT;
+  using ElementScale = InputT;
   using ElementD = float;
   using TileShape = typename Config::TileShape;
   using ClusterShape = typename Config::ClusterShape;
@@ -71,9 +71,9 @@ struct MixedTypes {
   using Kernel = typename Gemm::GemmKernel;
 };
 
-template <class Config, class X>
-class MixedGroupedGemm final : public CutlassGrouped<typename MixedTypes<Config, X>::Gemm> {
-  using T = MixedTypes<Config, X>;
+template <class Config, class InputT>
+class MixedGroupedGemm final : public CutlassGrouped<typename MixedTypes<Config, InputT>::Gemm> {
+  using T = MixedTypes<Config, InputT>;
   using StrideW = typename T::Kernel::InternalStrideA;
   using StrideX = typename T::Kernel::InternalStrideB;
   using StrideD = typename T::Kernel::InternalStrideD;
@@ -115,7 +115,7 @@ class MixedGroupedGemm final : public CutlassGrouped<typename MixedTypes<Config,
 // 128 x 48 for a few rows per expert, 128 x 128 for some more; 128 x 192 and 128 x 256 for many, in clusters of 2 along the weight rows (the
 // pair shares its input tile through TMA multicast: 2-10% faster on the model shapes). k-tiles of 64
 // (128 bytes of bf16 input per row).
-template <class ElementW, class X = cutlass::bfloat16_t>
+template <class ElementW, class InputT = cutlass::bfloat16_t>
 std::unique_ptr<GroupedTcGemm> make_mixed_grouped(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
                                                   int64_t k, int64_t group_size, int num_sms) {
   using Coop = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
@@ -126,11 +126,11 @@ std::unique_ptr<GroupedTcGemm> make_mixed_grouped(GroupedTile tile, const Groupe
   using Tiny = GroupedConfig<ElementW, float, Shape<_128, _32, _64>, Shape<_1, _1, _1>, Coop, EpiCoop>;
   using Tiny48 = GroupedConfig<ElementW, float, Shape<_128, _48, _64>, Shape<_1, _1, _1>, Coop, EpiCoop>;
   switch (tile) {
-    case GroupedTile::kTiny48: return std::make_unique<MixedGroupedGemm<Tiny48, X>>(buf, groups, n, k, group_size, num_sms);
-    case GroupedTile::kTiny: return std::make_unique<MixedGroupedGemm<Tiny, X>>(buf, groups, n, k, group_size, num_sms);
-    case GroupedTile::kSmall: return std::make_unique<MixedGroupedGemm<Small, X>>(buf, groups, n, k, group_size, num_sms);
-    case GroupedTile::kMedium: return std::make_unique<MixedGroupedGemm<Medium, X>>(buf, groups, n, k, group_size, num_sms);
-    case GroupedTile::kLarge: return std::make_unique<MixedGroupedGemm<Large, X>>(buf, groups, n, k, group_size, num_sms);
+    case GroupedTile::kTiny48: return std::make_unique<MixedGroupedGemm<Tiny48, InputT>>(buf, groups, n, k, group_size, num_sms);
+    case GroupedTile::kTiny: return std::make_unique<MixedGroupedGemm<Tiny, InputT>>(buf, groups, n, k, group_size, num_sms);
+    case GroupedTile::kSmall: return std::make_unique<MixedGroupedGemm<Small, InputT>>(buf, groups, n, k, group_size, num_sms);
+    case GroupedTile::kMedium: return std::make_unique<MixedGroupedGemm<Medium, InputT>>(buf, groups, n, k, group_size, num_sms);
+    case GroupedTile::kLarge: return std::make_unique<MixedGroupedGemm<Large, InputT>>(buf, groups, n, k, group_size, num_sms);
     case GroupedTile::kHuge: return nullptr;  // not built (grouped_tile_built)
   }
   throw std::invalid_argument("mixed-input grouped GEMM: unknown tile configuration");

@@ -880,9 +880,9 @@ __device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// Weights [col, col + 8) of one row as bf16 bits (pairs in 32-bit words), each the bf16 that the
-// CPU's dequantization rounds to, element by element through `dequant` (weight_access.cuh): the
-// layouts that the bit-level path below does not take (act order, groups not a multiple of 8).
+// Weights [col, col + 8) of one row as bf16 (kF16: f16) bits (pairs in 32-bit words), each the value
+// the CPU's dequantization gives, element by element through `dequant` (weight_access.cuh): the
+// layouts that the chunk-wise path below does not take (act order, groups not a multiple of 8).
 template <bool kF16>
 __device__ uint4 dequantize8(const WeightLayout& L, const ExpertTensors& w, int64_t row, int64_t col) {
   uint32_t h[8];
@@ -1038,7 +1038,8 @@ __device__ __forceinline__ uint4 convert_codes8(const WeightLayout& L, const Exp
   }
   if constexpr (kF16) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) p[j] = quant::float_to_f16(v[2 * j]) | static_cast<uint32_t>(quant::float_to_f16(v[2 * j + 1])) << 16;
+    for (int j = 0; j < 4; ++j)
+      p[j] = quant::float_to_f16(v[2 * j]) | static_cast<uint32_t>(quant::float_to_f16(v[2 * j + 1])) << 16;
     return make_uint4(p[0], p[1], p[2], p[3]);
   }
   return make_uint4(bf16x2_bits(v[0], v[1]), bf16x2_bits(v[2], v[3]), bf16x2_bits(v[4], v[5]), bf16x2_bits(v[6], v[7]));
@@ -1140,7 +1141,7 @@ __global__ void codes_to_signed_kernel(int32_t* words, int64_t num_words, uint32
     words[i] ^= static_cast<int32_t>(sign_bits);
 }
 
-// One thread per output scale of the [experts, groups, rows] bf16 array.
+// One thread per output scale of the [experts, groups, rows] bf16 (f16) array.
 __global__ void group_scales_kernel(WeightLayout L, const ExpertTensors* experts, int num_experts, int64_t groups,
                                     bool f16, uint16_t* out) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -1258,6 +1259,10 @@ cudaError_t launch_finish_expert_rows(const ExpertRowsParams& p, cudaStream_t st
 
 cudaError_t launch_dequantize(const DequantParams& p, cudaStream_t stream) {
   if (p.layout.cols % 8 != 0 || p.count > 65535) return cudaErrorInvalidValue;
+  // Only layouts whose values the output type holds exactly (else a second rounding).
+  const bool exact = p.f16 ? dequantizes_to_f16_exactly(p.layout)
+                           : dequantizes_to_bf16_exactly(p.layout) || dequant_divides_by_global_scale(p.layout);
+  if (!exact) return cudaErrorInvalidValue;
   if (p.count == 0 || p.layout.rows == 0 || p.layout.cols == 0) return cudaSuccess;
   const int64_t chunks = p.layout.cols / 8, total = p.layout.rows * chunks;
   if (total >= (int64_t{1} << 31)) return cudaErrorInvalidValue;

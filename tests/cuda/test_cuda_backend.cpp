@@ -840,13 +840,31 @@ TEST(DequantizedPrefill, HalfPrecisionModels) {
       x = bf16_to_f16(x);
       const Tensor want = make_backend("cpu")->forward(c.layer, x, logits, prefill);
       const int max_t = std::max<int>(static_cast<int>(tokens), 520);
-      for (int64_t workspace : {int64_t{1} << 30, expert_bytes})
+      // (All experts in one dequantization batch and one per batch; one run for the other kernels.)
+      std::vector<int64_t> workspaces = {int64_t{1} << 30};
+      if (dequantizes_to_workspace(c.kernel)) workspaces.push_back(expert_bytes);
+      for (int64_t workspace : workspaces)
         expect_dequantized_prefill_matches_cpu(c.layer, x, logits, want, prefill, max_t, workspace,
                                                "f16 prefill " + c.name + " tokens " + std::to_string(tokens) +
                                                    " batch " + std::to_string(dequant_batch_experts(expert_bytes,
                                                    c.layer.num_local_experts, workspace)));
-      ASSERT_TRUE(use_grouped_kernel(c.kernel, 520, c.layer.num_experts, c.layer.top_k)) << c.name;
-      if (tokens == 520) expect_cuda_matches_cpu(c.layer, x, logits, "f16 auto " + c.name + " tokens 520");
+      if (tokens != 520) continue;
+      // The automatic path: against the CPU, and bit for bit the forced prefill path's output (so it
+      // ran the prefill kernels: the decode kernels' output differs, which is checked too).
+      expect_cuda_matches_cpu(c.layer, x, logits, "f16 auto " + c.name + " tokens 520");
+      const CudaMoeLayer dev(c.layer, max_t);
+      Tensor by_path[3], replay;
+      ForwardOptions decode = prefill, automatic = prefill;
+      decode.gemm_path = GemmPath::kDecode;
+      automatic.gemm_path = GemmPath::kAuto;
+      forward_eager_and_replayed(dev, x, logits, automatic, 1, &by_path[0], &replay);
+      forward_eager_and_replayed(dev, x, logits, prefill, 1, &by_path[1], &replay);
+      forward_eager_and_replayed(dev, x, logits, decode, 1, &by_path[2], &replay);
+      if (by_path[2].empty()) return;  // a failed assertion above
+      EXPECT_EQ(0, std::memcmp(by_path[0].raw(), by_path[1].raw(), by_path[0].size_bytes()))
+          << c.name << ": the automatic path at 520 tokens did not run the prefill kernels";
+      EXPECT_NE(0, std::memcmp(by_path[2].raw(), by_path[1].raw(), by_path[2].size_bytes()))
+          << c.name << ": decode and prefill outputs are identical, so the check above proves nothing";
     }
   }
 }
