@@ -5,12 +5,14 @@
 
 #include <array>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include "config/gemm_plan.h"
 #include "config/gemm_tuning.h"
 #include "qmoe/checkpoint.h"
+#include "qmoe/synthetic.h"
 #include "test_util.h"
 
 namespace qmoe {
@@ -225,6 +227,34 @@ TEST(Cli, InspectCudaPlan) {
   EXPECT_THAT(text.out, HasSubstr("prefill kernel from 1 token\n"));
   const Result plain = run_cli("inspect " + test::fixture_dir("mixtral_fp8_dynamic") + " --json");
   EXPECT_FALSE(nlohmann::json::parse(plain.out).at("layers").at(0).contains("cuda_plan"));
+}
+
+// An f16 checkpoint (the w4a16_g128 fixture with its bf16 weight scales stored as f16): the plan is
+// for f16 hidden states, with the f16 prefill kernels.
+TEST(Cli, InspectCudaPlanOfAnF16Checkpoint) {
+  test::TempDir dir("cli_f16");
+  test::copy_fixture("w4a16_g128", dir);
+  std::map<std::string, Tensor> tensors = read_safetensors(dir.file("model.safetensors"));
+  int converted = 0;
+  for (auto& [name, t] : tensors)
+    if (t.dtype() == DType::kBF16 && name.find("experts") != std::string::npos && name.find("weight_scale") != std::string::npos) {
+      t = bf16_to_f16(t);
+      ++converted;
+    }
+  ASSERT_GT(converted, 0);
+  std::vector<std::pair<std::string, const Tensor*>> list;
+  for (const auto& [name, t] : tensors) list.emplace_back(name, &t);
+  write_safetensors(dir.file("model.safetensors"), list);
+  const Result r = run_cli("inspect " + dir.path() + " --json --cuda-plan");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto plan = nlohmann::json::parse(r.out).at("layers").at(0).at("cuda_plan");
+  EXPECT_EQ(plan.at("hidden_dtype").get<std::string>(), "f16");
+  EXPECT_EQ(plan.at("w13").at("prefill").get<std::string>(), to_string(GroupedKernel::kInt4F16));
+  EXPECT_EQ(plan.at("w2").at("prefill").get<std::string>(), to_string(GroupedKernel::kInt4F16));
+  const Result text = run_cli("inspect " + dir.path() + " --cuda-plan");
+  EXPECT_THAT(text.out, HasSubstr("cuda plan  f16 hidden states"));
+  const Result bf16 = run_cli("inspect " + test::fixture_dir("w4a16_g128") + " --json --cuda-plan");
+  EXPECT_EQ(nlohmann::json::parse(bf16.out).at("layers").at(0).at("cuda_plan").at("hidden_dtype").get<std::string>(), "bf16");
 }
 
 TEST(Cli, W4A8IntOnSm90ReportsVllmRejection) {
