@@ -15,13 +15,32 @@ namespace qmoe {
 // Number of CUDA devices visible (0 without a driver or device, or in a CPU-only build).
 int cuda_device_count();
 
+// Device scratch that the layers of a model share when their forwards run one after the other on
+// one stream: a forward reads nothing an earlier forward left in it. Size it with the largest
+// CudaMoeLayer::workspace_bytes of the layers; allocated on the current device.
+class CudaWorkspace {
+ public:
+  explicit CudaWorkspace(int64_t bytes);
+  ~CudaWorkspace();
+  CudaWorkspace(const CudaWorkspace&) = delete;
+  CudaWorkspace& operator=(const CudaWorkspace&) = delete;
+  int64_t bytes() const { return bytes_; }
+  int device() const { return device_; }
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  int64_t bytes_ = 0;
+  int device_ = 0;
+};
+
 class CudaMoeLayer {
  public:
   // Uploads the layer's weights expert by expert (device memory grows by one expert at a time
   // beyond the final weights) and allocates the workspace for up to `max_tokens` tokens. That
-  // workspace is per layer and grows with max_tokens * top_k * (inter + hidden), mostly fp32
-  // intermediates: at 8192 tokens ~4.2 GB for a Mixtral-8x7B layer, ~1.6 GB for Qwen3-30B-A3B
-  // (layers do not share it yet).
+  // workspace grows with max_tokens * top_k * (inter + hidden), mostly fp32 intermediates: at 8192
+  // tokens ~4.2 GB for a Mixtral-8x7B layer, ~1.6 GB for Qwen3-30B-A3B; the layers of a model can
+  // share one (CudaWorkspace).
   // Weight-only layouts without a prefill kernel of their own (act order, 8-bit zero points, k not a
   // multiple of 64, among others: `qmoe inspect --cuda-plan` names each GEMM's) run large batches
   // as bf16 GEMMs (f16 for f16 models) on their weights dequantized a batch of experts at a time
@@ -37,6 +56,15 @@ class CudaMoeLayer {
   // not bound it).
   static constexpr int64_t kDefaultDequantWorkspaceBytes = int64_t{1} << 30;
   CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes = kDefaultDequantWorkspaceBytes);
+  // The same with `workspace` (at least workspace_bytes of this layer, on the current device) as its
+  // scratch instead of an allocation of its own; layers sharing one must not run forwards
+  // concurrently. Throws qmoe::Error, before uploading anything, if it is too small or elsewhere.
+  CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_ptr<CudaWorkspace> workspace,
+               int64_t dequant_workspace_bytes = kDefaultDequantWorkspaceBytes);
+  // The scratch a layer with these arguments uses (its own allocation, or what it needs of a shared
+  // CudaWorkspace); the weights and their repacked copies are not in it.
+  static int64_t workspace_bytes(const MoeLayer& layer, int max_tokens,
+                                 int64_t dequant_workspace_bytes = kDefaultDequantWorkspaceBytes);
   ~CudaMoeLayer();
   CudaMoeLayer(const CudaMoeLayer&) = delete;
   CudaMoeLayer& operator=(const CudaMoeLayer&) = delete;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "qmoe/error.h"
 #include "qmoe/moe.h"
 
 namespace qmoe {
@@ -429,6 +430,64 @@ LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_i
   p.g1 = plan_grouped_kernel(p.w13, p.w13_has_g_idx, p.in1, p.k1);
   p.g2 = plan_grouped_kernel(p.w2, p.w2_has_g_idx, p.in2, p.k2);
   return p;
+}
+
+LayerGemmPlan plan_prefill_kernels(const MoeLayer& layer) {
+  LayerGemmPlan chosen = plan_layer_gemms(layer, 0, true);
+  chosen.g1 = chosen.g2 = GroupedKernel::kNone;
+  for (int kind = 0; kind < 3; ++kind)
+    for (bool round : {true, false}) {
+      const LayerGemmPlan p = plan_layer_gemms(layer, kind, round);
+      for (auto [want, have] : {std::pair{&chosen.g1, p.g1}, std::pair{&chosen.g2, p.g2}}) {
+        if (have != GroupedKernel::kNone && *want != GroupedKernel::kNone && have != *want)
+          throw Error("hidden dtypes plan different prefill kernels (" + to_string(*want) + ", " + to_string(have) + ")");
+        if (have != GroupedKernel::kNone) *want = have;
+      }
+    }
+  return chosen;
+}
+
+LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64_t dequant_budget_bytes) {
+  using W = LayerWorkspace;
+  W w;
+  const int64_t T = std::max(max_tokens, 0), k = layer.top_k, H = layer.hidden, I = layer.inter;
+  const int64_t S = layer.gated() ? 2 : 1, E = std::max(layer.num_local_experts, 1);
+  w.bytes[W::kX] = 4 * T * H;
+  w.bytes[W::kX16] = 2 * T * H;
+  // Input scales: one per row, or one per group of at least 64 columns (the tensor-core kernels'
+  // per-group mode).
+  w.bytes[W::kXScale] = 4 * T * ((H + 63) / 64);
+  w.bytes[W::kU] = 4 * T * k * S * I;
+  w.bytes[W::kAct] = 4 * T * k * I;
+  w.bytes[W::kAct16] = 2 * T * k * I;
+  w.bytes[W::kActScale] = 4 * T * k * ((I + 63) / 64);
+  w.bytes[W::kY] = 4 * T * k * H;
+  w.bytes[W::kIds] = w.bytes[W::kRouterWeights] = w.bytes[W::kSortedSlots] = w.bytes[W::kSlotExpert] = 4 * T * k;
+  w.bytes[W::kCounts] = w.bytes[W::kActive] = 4 * E;
+  w.bytes[W::kOffsets] = 4 * (E + 1);
+  w.bytes[W::kAmax] = w.bytes[W::kNumActive] = 4;
+  const LayerGemmPlan plan = plan_prefill_kernels(layer);
+  const GroupedKernel g1 = plan.g1, g2 = plan.g2;
+  // kDequantBf16 / kDequantF16: a batch of experts' 16-bit weights, only where the automatic path
+  // can pick it (none for a zero budget: those layers keep the decode kernels).
+  const GroupedKernel dequant = dequantizes_to_workspace(g1) ? g1 : g2;
+  if (dequant_budget_bytes > 0 && dequantizes_to_workspace(dequant) &&
+      max_tokens >= grouped_min_tokens(dequant, layer.num_experts, layer.top_k)) {
+    w.dequant = plan_dequant_batches(plan, layer.num_local_experts, dequant_budget_bytes);
+    w.bytes[W::kDequantized] = w.dequant.workspace_bytes;
+  }
+  if (g1 != GroupedKernel::kNone || g2 != GroupedKernel::kNone) {
+    const int64_t elem_bytes = takes_16bit_rows(g1) || takes_16bit_rows(g2) ? 2 : 1;  // 16-bit rows or codes
+    w.bytes[W::kSortedRows] = T * k * std::max(H, I) * elem_bytes;
+    const int64_t scales_per_row = std::max({int64_t{1}, grouped_scales_per_row(g1, H), grouped_scales_per_row(g2, I)});
+    w.bytes[W::kSortedScales] = 4 * T * k * scales_per_row;
+    w.bytes[W::kSlotPosition] = 4 * T * k;
+  }
+  for (int p = 0; p < W::kPieces; ++p) {
+    w.offset[p] = w.total_bytes;
+    w.total_bytes += (w.bytes[p] + 255) / 256 * 256;
+  }
+  return w;
 }
 
 int implied_act_kind(const MoeLayer& layer) {

@@ -205,6 +205,26 @@ struct DequantBatches {
 };
 DequantBatches plan_dequant_batches(const LayerGemmPlan& plan, int num_experts, int64_t budget_bytes);
 
+// Each projection's prefill kernel whatever the hidden dtype (g1, g2; the dtypes that do not plan
+// it run the decode kernels; the layouts as plan_layer_gemms gives them). Throws qmoe::Error where
+// two hidden dtypes would plan different ones.
+LayerGemmPlan plan_prefill_kernels(const MoeLayer& layer);
+
+// The device scratch of a CudaMoeLayer for up to max_tokens tokens: every piece's bytes and offset
+// in one allocation (256-byte aligned; absent pieces 0 bytes), with the dequantization batches
+// (dequant_budget_bytes as CudaMoeLayer takes it).
+struct LayerWorkspace {
+  enum Piece {
+    kX, kX16, kXScale, kU, kAct, kAct16, kActScale, kY, kIds, kRouterWeights, kCounts, kOffsets, kSortedSlots,
+    kSlotExpert, kAmax, kActive, kNumActive, kSortedRows, kSortedScales, kSlotPosition, kDequantized, kPieces
+  };
+  int64_t bytes[kPieces] = {};
+  int64_t offset[kPieces] = {};
+  int64_t total_bytes = 0;
+  DequantBatches dequant;  // experts per dequantized batch of each projection (0: none)
+};
+LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64_t dequant_budget_bytes);
+
 // The tensor-core kernel's shape: 8 warps per block, each owning kMmaTilesPerWarp tiles of 16 rows;
 // a step is 4 lanes x one 16-byte chunk of a row.
 inline constexpr int kMmaWarps = 8;

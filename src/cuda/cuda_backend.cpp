@@ -47,6 +47,20 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// A piece of a workspace (the layer's own allocation or a shared CudaWorkspace); null when empty.
+class DeviceSpan {
+ public:
+  DeviceSpan() = default;
+  DeviceSpan(void* ptr, size_t bytes) : ptr_(bytes ? ptr : nullptr), bytes_(bytes) {}
+  template <class T = void>
+  T* get() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 DeviceBuffer upload(const void* src, size_t bytes) {
   DeviceBuffer b(bytes);
   if (bytes) check(cudaMemcpy(b.get(), src, bytes, cudaMemcpyHostToDevice), "upload");
@@ -288,25 +302,63 @@ struct CudaMoeLayer::Impl {
   LayerGemmPlan plans[3][2];
   int num_sms = 1;  // of the device current at load
   DeviceBuffer expert_map, correction_bias;
-  // Workspace (max_tokens).
-  DeviceBuffer x, x16, x_scale, u, act, act16, act_scale, y, ids, weights_buf, counts, offsets, sorted_slots, slot_expert, amax, active, num_active;
+  // Workspace (max_tokens): pieces of `own_workspace` or of `shared_workspace` (plan_layer_workspace).
+  DeviceBuffer own_workspace;
+  std::shared_ptr<CudaWorkspace> shared_workspace;
+  DeviceSpan x, x16, x_scale, u, act, act16, act_scale, y, ids, weights_buf, counts, offsets, sorted_slots, slot_expert, amax, active, num_active;
   // Prefill path: each GEMM's input rows in expert order with their scales, and where each slot's
   // GEMM2 output row is.
   PrefillGemm prefill1, prefill2;
-  DeviceBuffer sorted_rows, sorted_scales, slot_position;
+  DeviceSpan sorted_rows, sorted_scales, slot_position;
   // kDequantBf16's bf16 (kDequantF16's f16) weights of one batch of experts (either projection's).
-  DeviceBuffer dequantized;
+  DeviceSpan dequantized;
   int64_t weight_bytes = 0;
 };
 
 static_assert(CudaMoeLayer::kDefaultDequantWorkspaceBytes == kDefaultDequantWorkspaceBytes,
               "qmoe inspect reports the workspace of the default budget");
 
+CudaWorkspace::CudaWorkspace(int64_t bytes) : bytes_(bytes) {
+  if (cuda_device_count() == 0) throw NotSupported("no CUDA device is available");
+  if (bytes < 0) throw Error("CudaWorkspace: negative size");
+  check(cudaGetDevice(&device_), "cudaGetDevice");
+  if (bytes == 0) return;
+  check(cudaMalloc(&data_, static_cast<size_t>(bytes)), "cudaMalloc (shared workspace)");
+  // Defined contents before any layer's forward (see CudaMoeLayer's own workspace).
+  check(cudaMemset(data_, 0, static_cast<size_t>(bytes)), "cudaMemset");
+  check(cudaDeviceSynchronize(), "cudaMemset");
+}
+
+CudaWorkspace::~CudaWorkspace() {
+  if (data_) cudaFree(data_);
+}
+
+int64_t CudaMoeLayer::workspace_bytes(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes) {
+  return plan_layer_workspace(layer, max_tokens, dequant_workspace_bytes).total_bytes;
+}
+
 CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes)
+    : CudaMoeLayer(layer, max_tokens, nullptr, dequant_workspace_bytes) {}
+
+CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_ptr<CudaWorkspace> workspace,
+                           int64_t dequant_workspace_bytes)
     : impl_(std::make_unique<Impl>()) {
   if (cuda_device_count() == 0) throw NotSupported("no CUDA device is available");
   if (max_tokens <= 0) throw Error("CudaMoeLayer: max_tokens must be positive");
   Impl& m = *impl_;
+  // The workspace first: a shared one too small, or on another device, fails before any upload.
+  const LayerWorkspace ws = plan_layer_workspace(layer, max_tokens, dequant_workspace_bytes);
+  if (workspace) {
+    int device = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    if (workspace->device() != device)
+      throw Error("CudaMoeLayer: the shared workspace is on device " + std::to_string(workspace->device()) +
+                  ", the current device is " + std::to_string(device));
+    if (workspace->bytes() < ws.total_bytes)
+      throw Error("CudaMoeLayer: the shared workspace holds " + std::to_string(workspace->bytes()) +
+                  " bytes, this layer needs " + std::to_string(ws.total_bytes) + " (CudaMoeLayer::workspace_bytes)");
+    m.shared_workspace = std::move(workspace);
+  }
   m.layer = &layer;
   m.max_tokens = max_tokens;
   const int E = layer.num_local_experts;
@@ -345,57 +397,49 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequan
   if (!layer.correction_bias.empty())
     m.correction_bias = upload(layer.correction_bias.raw(), layer.correction_bias.size_bytes());
 
-  const int64_t T = max_tokens, k = layer.top_k, H = layer.hidden, I = layer.inter, S = layer.gated() ? 2 : 1;
-  m.x = DeviceBuffer(sizeof(float) * T * H);
-  m.u = DeviceBuffer(sizeof(float) * T * k * S * I);
-  m.act = DeviceBuffer(sizeof(float) * T * k * I);
-  m.x16 = DeviceBuffer(sizeof(uint16_t) * T * H);
-  m.act16 = DeviceBuffer(sizeof(uint16_t) * T * k * I);
-  // Input scales: one per row, or one per group of at least 64 columns (the tensor-core kernels'
-  // per-group mode).
-  m.x_scale = DeviceBuffer(sizeof(float) * T * ((H + 63) / 64));
-  m.act_scale = DeviceBuffer(sizeof(float) * T * k * ((I + 63) / 64));
-  m.y = DeviceBuffer(sizeof(float) * T * k * H);
-  m.ids = DeviceBuffer(sizeof(int32_t) * T * k);
-  m.weights_buf = DeviceBuffer(sizeof(float) * T * k);
-  m.counts = DeviceBuffer(sizeof(int32_t) * std::max(E, 1));
-  m.offsets = DeviceBuffer(sizeof(int32_t) * (E + 1));
-  m.sorted_slots = DeviceBuffer(sizeof(int32_t) * T * k);
-  m.slot_expert = DeviceBuffer(sizeof(int32_t) * T * k);
-  m.amax = DeviceBuffer(sizeof(float));
-  m.active = DeviceBuffer(sizeof(int32_t) * std::max(E, 1));
-  // Defined contents: the GEMM blocks read their entry before checking it against the active count.
-  check(cudaMemset(m.active.get<int32_t>(), 0, sizeof(int32_t) * std::max(E, 1)), "cudaMemset");
-  m.num_active = DeviceBuffer(sizeof(int32_t));
+  const int64_t I = layer.inter;
+  if (!m.shared_workspace) m.own_workspace = DeviceBuffer(static_cast<size_t>(ws.total_bytes));
+  char* base = m.shared_workspace ? static_cast<char*>(m.shared_workspace->data()) : m.own_workspace.get<char>();
+  auto piece = [&](LayerWorkspace::Piece p) {
+    return DeviceSpan(base + ws.offset[p], static_cast<size_t>(ws.bytes[p]));
+  };
+  using W = LayerWorkspace;
+  m.x = piece(W::kX);
+  m.x16 = piece(W::kX16);
+  m.x_scale = piece(W::kXScale);
+  m.u = piece(W::kU);
+  m.act = piece(W::kAct);
+  m.act16 = piece(W::kAct16);
+  m.act_scale = piece(W::kActScale);
+  m.y = piece(W::kY);
+  m.ids = piece(W::kIds);
+  m.weights_buf = piece(W::kRouterWeights);
+  m.counts = piece(W::kCounts);
+  m.offsets = piece(W::kOffsets);
+  m.sorted_slots = piece(W::kSortedSlots);
+  m.slot_expert = piece(W::kSlotExpert);
+  m.amax = piece(W::kAmax);
+  m.active = piece(W::kActive);
+  m.num_active = piece(W::kNumActive);
+  m.sorted_rows = piece(W::kSortedRows);
+  m.sorted_scales = piece(W::kSortedScales);
+  m.slot_position = piece(W::kSlotPosition);
+  m.dequantized = piece(W::kDequantized);
+  // Defined contents in a workspace of its own: the GEMM blocks read their entry before checking it
+  // against the active count (a shared workspace is zeroed when made, then holds what forwards left).
+  if (!m.shared_workspace) check(cudaMemset(m.active.get(), 0, m.active.bytes()), "cudaMemset");
 
-  // Prefill kernels for the projections that have one. A projection has one prefill kernel whatever
-  // the hidden dtype: the dtypes that do not plan it run the decode kernels.
-  LayerGemmPlan prefill_plan = m.plans[0][1];  // (the layouts are the same in every plan)
-  prefill_plan.g1 = prefill_plan.g2 = GroupedKernel::kNone;
-  for (const auto& by_kind : m.plans)
-    for (const LayerGemmPlan& p : by_kind)
-      for (auto [want, have] : {std::pair{&prefill_plan.g1, p.g1}, std::pair{&prefill_plan.g2, p.g2}}) {
-        if (have != GroupedKernel::kNone && *want != GroupedKernel::kNone && have != *want)
-          throw Error("CudaMoeLayer: hidden dtypes plan different prefill kernels (" + to_string(*want) + ", " +
-                      to_string(have) + ")");
-        if (have != GroupedKernel::kNone) *want = have;
-      }
+  // Prefill kernels for the projections that have one (plan_prefill_kernels: one whatever the
+  // hidden dtype; the dtypes that do not plan it run the decode kernels).
+  const LayerGemmPlan prefill_plan = plan_prefill_kernels(layer);
   const GroupedKernel g1 = prefill_plan.g1, g2 = prefill_plan.g2;
   if (g1 != GroupedKernel::kNone)
     make_prefill_gemm(m.prefill1, g1, prefill_plan.w13, m.w13_experts.get<cuda::ExpertTensors>(), w13, m.num_sms);
   if (g2 != GroupedKernel::kNone)
     make_prefill_gemm(m.prefill2, g2, prefill_plan.w2, m.w2_experts.get<cuda::ExpertTensors>(), w2, m.num_sms);
-  // kDequantBf16 / kDequantF16 (bf16 / f16 hidden states only): a batch of experts' 16-bit weights,
-  // only where the automatic path can pick it (and none for a zero budget: those layers keep the
-  // decode kernels).
-  const GroupedKernel dequant = dequantizes_to_workspace(g1) ? g1 : g2;
-  if (dequant_workspace_bytes > 0 && dequantizes_to_workspace(dequant) &&
-      max_tokens >= grouped_min_tokens(dequant, layer.num_experts, layer.top_k)) {
-    const DequantBatches batches = plan_dequant_batches(prefill_plan, E, dequant_workspace_bytes);
-    m.prefill1.batch_experts = batches.w13;
-    m.prefill2.batch_experts = batches.w2;
-    m.dequantized = DeviceBuffer(static_cast<size_t>(batches.workspace_bytes));
-  }
+  // kDequantBf16 / kDequantF16: the batches its workspace piece holds (0: the decode kernels).
+  m.prefill1.batch_experts = ws.dequant.w13;
+  m.prefill2.batch_experts = ws.dequant.w2;
   // The 4-bit register kernel (bf16 hidden states only): the repacked weights, under the same conditions.
   for (auto [g, host] : {std::pair{&m.prefill1, &w13}, std::pair{&m.prefill2, &w2}})
     if (dequantizes_in_registers(g->kind) && dequant_workspace_bytes > 0 && E <= cuda::kMaxFp4GemmExperts &&
@@ -403,13 +447,6 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequan
       repack_4bit(*g, *host, g == &m.prefill1 && layer.gated() ? I : 0);
       m.weight_bytes += static_cast<int64_t>(g->repacked.bytes());
     }
-  if (g1 != GroupedKernel::kNone || g2 != GroupedKernel::kNone) {
-    const int64_t elem_bytes = takes_16bit_rows(g1) || takes_16bit_rows(g2) ? 2 : 1;
-    m.sorted_rows = DeviceBuffer(T * k * std::max(H, I) * elem_bytes);  // codes or bf16
-    const int64_t scales_per_row = std::max({int64_t{1}, grouped_scales_per_row(g1, H), grouped_scales_per_row(g2, I)});
-    m.sorted_scales = DeviceBuffer(sizeof(float) * T * k * scales_per_row);
-    m.slot_position = DeviceBuffer(sizeof(int32_t) * T * k);
-  }
 }
 
 CudaMoeLayer::~CudaMoeLayer() = default;

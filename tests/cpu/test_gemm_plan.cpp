@@ -624,6 +624,42 @@ TEST(GemmPlan, F16ModelsPrefillKernels) {
   EXPECT_EQ(b.workspace_bytes, 4 * 2 * 256 * 256);
 }
 
+// A CudaMoeLayer's scratch: every piece sized from the layer and max_tokens, aligned, disjoint; the
+// prefill pieces only where a prefill kernel exists; the dequantized batches only past their switch.
+TEST(GemmPlan, LayerWorkspacePieces) {
+  using W = LayerWorkspace;
+  const MoeLayer fp8 = synthetic_layer("fp8_channel", {"small", 4, 2, 256, 128}, 7, 1);
+  const W w = plan_layer_workspace(fp8, 8, int64_t{1} << 30);
+  EXPECT_EQ(w.bytes[W::kX], 4 * 8 * 256);
+  EXPECT_EQ(w.bytes[W::kU], 4 * 8 * 2 * 2 * 128);  // gated: gate and up
+  EXPECT_EQ(w.bytes[W::kY], 4 * 8 * 2 * 256);
+  EXPECT_EQ(w.bytes[W::kSortedRows], 8 * 2 * 256);  // FP8 codes, one byte each
+  EXPECT_EQ(w.bytes[W::kCounts], 4 * 4);
+  EXPECT_EQ(w.bytes[W::kDequantized], 0);
+  int64_t end = 0;
+  for (int p = 0; p < W::kPieces; ++p) {
+    EXPECT_EQ(w.offset[p] % 256, 0) << p;
+    EXPECT_GE(w.offset[p], end) << p;
+    end = w.offset[p] + w.bytes[p];
+  }
+  EXPECT_GE(w.total_bytes, end);
+  EXPECT_LT(w.total_bytes, end + 256 * W::kPieces);
+  EXPECT_GT(plan_layer_workspace(fp8, 64, 0).total_bytes, w.total_bytes);  // grows with max_tokens
+  // No prefill kernel (NVFP4 activations): no sorted rows.
+  const MoeLayer w4a4 = synthetic_layer("nvfp4_w4a4", {"small", 4, 2, 256, 128}, 7, 1);
+  EXPECT_EQ(plan_layer_workspace(w4a4, 8, int64_t{1} << 30).bytes[W::kSortedRows], 0);
+  // 16-bit rows for bf16 prefill; the dequantized batches past the switch and with a budget only.
+  const MoeLayer g32 = as_f16_model(synthetic_layer("w4a16_g32", {"small", 4, 2, 256, 128}, 7, 1));
+  const int from = static_cast<int>(grouped_min_tokens(GroupedKernel::kDequantF16, 4, 2));
+  EXPECT_EQ(plan_layer_workspace(g32, from - 1, int64_t{1} << 30).bytes[W::kDequantized], 0);
+  const W dq = plan_layer_workspace(g32, from, int64_t{1} << 30);
+  EXPECT_EQ(dq.bytes[W::kDequantized], 4 * 2 * 256 * 256);  // every expert's w13 in f16
+  EXPECT_EQ(dq.dequant.w13, 4);
+  EXPECT_EQ(dq.bytes[W::kSortedRows], int64_t{from} * 2 * 256 * 2);
+  EXPECT_EQ(plan_layer_workspace(g32, from, 0).bytes[W::kDequantized], 0);
+  EXPECT_EQ(plan_layer_workspace(g32, from, 0).dequant.w13, 0);
+}
+
 TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {
   // Every dequantized weight must be a bf16 (the CPU's value), and the input rows exactly bf16.
   const GemmKernel mma = GemmKernel::kTensorCore16;

@@ -1233,6 +1233,118 @@ TEST(CudaMoeLayerApi, PoisonedOutputIsFullyWrittenAndGraphReplayMatchesEager) {
   expect_graph_replay_matches_eager(random_layer(Scheme::kW4A16G128, {16, 4, 1024, 512}), 200, prefill);
 }
 
+// Layers sharing one workspace (CudaWorkspace), their forwards back to back on one stream, eager and
+// as one captured graph, give bit for bit the outputs of the same layers with workspaces of their
+// own: decode and prefill paths, every kind of prefill scratch (sorted rows, dequantized batches,
+// repacked 4-bit kernels), bf16 and f16 hidden states, a layer with a smaller max_tokens, and a
+// workspace of exactly one layer's size. The shared workspace starts poisoned (0xFF), so a forward
+// that read what it did not write would show. Too small a workspace is an error before any upload.
+TEST(CudaMoeLayerApi, LayersSharingAWorkspaceMatchTheirOwn) {
+  REQUIRE_GPU();
+  const LayerShape shape{16, 4, 1024, 512};
+  struct Case {
+    std::string name;
+    MoeLayer layer;
+    int max_tokens;
+    bool f16 = false;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"fp8 channel", random_layer(Scheme::kFp8Channel, shape), 400});
+  cases.push_back({"mxfp4", random_layer(Scheme::kMxfp4, shape), 400});
+  cases.push_back({"w4a16 asym g32", random_layer(Scheme::kW4A16AsymG32, shape), 400});
+  cases.push_back({"w4a16 g128 act order", with_act_order(random_layer(Scheme::kW4A16G128, shape)), 400});
+  cases.push_back({"fp8 block", random_layer(Scheme::kFp8Block, shape), 100});
+  cases.push_back({"f16 w8a16 asym g64", as_f16_model(random_layer(Scheme::kW8A16AsymG64, shape)), 600, true});
+  int64_t largest = 0;
+  for (const Case& c : cases) largest = std::max(largest, CudaMoeLayer::workspace_bytes(c.layer, c.max_tokens));
+  auto shared = std::make_shared<CudaWorkspace>(largest);
+  ASSERT_EQ(cudaMemset(shared->data(), 0xFF, static_cast<size_t>(largest)), cudaSuccess);
+  std::vector<std::unique_ptr<CudaMoeLayer>> own, in_shared;
+  size_t free_before = 0, free_after = 0, total = 0;
+  // Device memory each construction takes: the shared layer takes its own layer's less the workspace.
+  auto allocated_by = [&](auto make) {
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+    make();
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+    return static_cast<int64_t>(free_before) - static_cast<int64_t>(free_after);
+  };
+  for (const Case& c : cases) {
+    const int64_t own_bytes = allocated_by([&] { own.push_back(std::make_unique<CudaMoeLayer>(c.layer, c.max_tokens)); });
+    const int64_t shared_bytes =
+        allocated_by([&] { in_shared.push_back(std::make_unique<CudaMoeLayer>(c.layer, c.max_tokens, shared)); });
+    const int64_t workspace = CudaMoeLayer::workspace_bytes(c.layer, c.max_tokens);
+    EXPECT_GE(own_bytes - shared_bytes, workspace - (int64_t{4} << 20))
+        << c.name << ": own " << own_bytes << ", shared " << shared_bytes << ", workspace " << workspace;
+  }
+  // One forward of every layer, back to back on one stream, into outputs poisoned with NaN.
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  for (int tokens : {1, 7, 100, 400}) {
+    std::vector<Tensor> x(cases.size()), logits(cases.size());
+    std::vector<void*> d_x(cases.size()), d_logits(cases.size()), d_out(cases.size() * 3);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const int T = std::min(tokens, cases[i].max_tokens);
+      random_inputs(T, cases[i].layer, x[i], logits[i]);
+      if (cases[i].f16) x[i] = bf16_to_f16(x[i]);
+      ASSERT_EQ(cudaMalloc(&d_x[i], x[i].size_bytes()), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_logits[i], logits[i].size_bytes()), cudaSuccess);
+      cudaMemcpy(d_x[i], x[i].raw(), x[i].size_bytes(), cudaMemcpyHostToDevice);
+      cudaMemcpy(d_logits[i], logits[i].raw(), logits[i].size_bytes(), cudaMemcpyHostToDevice);
+      for (int j = 0; j < 3; ++j) {
+        ASSERT_EQ(cudaMalloc(&d_out[3 * i + j], sizeof(float) * T * shape.hidden), cudaSuccess);
+        cudaMemset(d_out[3 * i + j], 0xFF, sizeof(float) * T * shape.hidden);
+      }
+    }
+    auto run_all = [&](const std::vector<std::unique_ptr<CudaMoeLayer>>& layers, int out) {
+      for (size_t i = 0; i < cases.size(); ++i)
+        layers[i]->forward(d_x[i], x[i].dtype(), static_cast<const float*>(d_logits[i]),
+                           static_cast<float*>(d_out[3 * i + out]), static_cast<int>(x[i].dim(0)), stream,
+                           ForwardOptions{});
+    };
+    run_all(own, 0);
+    run_all(in_shared, 1);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    run_all(in_shared, 2);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int r = 0; r < 2; ++r) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const size_t n = static_cast<size_t>(x[i].dim(0)) * shape.hidden;
+      std::vector<float> got[3];
+      for (int j = 0; j < 3; ++j) {
+        got[j].resize(n);
+        cudaMemcpy(got[j].data(), d_out[3 * i + j], sizeof(float) * n, cudaMemcpyDeviceToHost);
+      }
+      for (float v : got[0]) ASSERT_TRUE(std::isfinite(v)) << cases[i].name << " " << tokens;
+      EXPECT_EQ(0, std::memcmp(got[0].data(), got[1].data(), sizeof(float) * n))
+          << cases[i].name << ", " << tokens << " tokens: shared workspace differs from its own";
+      EXPECT_EQ(0, std::memcmp(got[0].data(), got[2].data(), sizeof(float) * n))
+          << cases[i].name << ", " << tokens << " tokens: graph replay in the shared workspace differs";
+      cudaFree(d_x[i]);
+      cudaFree(d_logits[i]);
+      for (int j = 0; j < 3; ++j) cudaFree(d_out[3 * i + j]);
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  cudaStreamDestroy(stream);
+  // A workspace of exactly one layer's size serves it; a byte less is refused before any upload.
+  const Case& c = cases[1];
+  const int64_t need = CudaMoeLayer::workspace_bytes(c.layer, c.max_tokens);
+  EXPECT_NO_THROW(CudaMoeLayer(c.layer, c.max_tokens, std::make_shared<CudaWorkspace>(need)));
+  auto small = std::make_shared<CudaWorkspace>(need - 1);
+  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  EXPECT_THROW(CudaMoeLayer(c.layer, c.max_tokens, small), Error);
+  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+  EXPECT_EQ(free_before, free_after) << "the refused layer uploaded something";
+}
+
 // Chained launches change only when kernels start, never what they compute: decode forwards,
 // chained and plain (an outer ChainedLaunchScope(false)), bit for bit, over fresh inputs (a
 // missing wait would show as a stale or partial input in some repetitions).
