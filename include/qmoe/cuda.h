@@ -16,7 +16,8 @@ namespace qmoe {
 int cuda_device_count();
 
 // Device scratch that the layers of a model share when their forwards run one after the other on
-// one stream: a forward reads nothing an earlier forward left in it. Size it with the largest
+// one stream: a forward uses nothing an earlier forward left in it (the GEMMs read their active-expert
+// entries before the bound check that discards stale ones). Size it with the largest
 // CudaMoeLayer::workspace_bytes of the layers; allocated on the current device.
 class CudaWorkspace {
  public:
