@@ -22,32 +22,8 @@ void check(cudaError_t err, const char* what) {
   if (err != cudaSuccess) throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(err));
 }
 
-// A device allocation freed with the owner.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes) check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
-  }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    std::swap(ptr_, o.ptr_);
-    std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-  ~DeviceBuffer() {
-    if (ptr_) cudaFree(ptr_);
-  }
-  template <class T = void>
-  T* get() const { return static_cast<T*>(ptr_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-// A piece of a workspace (the layer's own allocation or a shared CudaWorkspace); null when empty.
+// A piece of device memory (a workspace's: the layer's own allocation or a shared CudaWorkspace);
+// null when empty.
 class DeviceSpan {
  public:
   DeviceSpan() = default;
@@ -56,9 +32,28 @@ class DeviceSpan {
   T* get() const { return static_cast<T*>(ptr_); }
   size_t bytes() const { return bytes_; }
 
- private:
+ protected:
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+};
+
+// A device allocation freed with the owner.
+class DeviceBuffer : public DeviceSpan {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) {
+    bytes_ = bytes;
+    if (bytes) check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : DeviceSpan(o) { o.ptr_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
 };
 
 DeviceBuffer upload(const void* src, size_t bytes) {
