@@ -570,9 +570,15 @@ MmaLaunch plan_mma_launch(const GemmLayout& L, int64_t num_slots, int num_local_
     const int64_t rows_per_block = 16 * kMmaTilesPerWarp * m.m_tiles;
     m.row_blocks = (L.rows + rows_per_block - 1) / rows_per_block;
   };
-  shape(kMmaLongSlice);
-  const double blocks = static_cast<double>(m.row_blocks) * expected_active_experts(num_slots, num_local_experts);
-  if (blocks < static_cast<double>(kMmaMinWaves) * kMmaBlocksPerSm * std::max(num_sms, 1)) shape(kMmaShortSlice);
+  const double active = expected_active_experts(num_slots, num_local_experts);
+  const double wave = static_cast<double>(kMmaBlocksPerSm) * std::max(num_sms, 1);
+  auto blocks = [&] { return static_cast<double>(m.row_blocks) * active; };
+  int slice = kMmaLongSlice;
+  shape(slice);
+  if (blocks() < kMmaMinWaves * wave) shape(slice = kMmaShortSlice);
+  // A grid of less than kMmaMinGridWaves of a wave: shorter slices still (more warps per row tile,
+  // so more, smaller row blocks) while that adds blocks.
+  while (blocks() < kMmaMinGridWaves * wave && slice > 1 && m.k_splits < kMmaWarps) shape(slice /= 2);
   // Slots per pass: the mean per expert plus kMmaSlotSigmas standard deviations of a uniform routing.
   const double mean = static_cast<double>(num_slots) / std::max(num_local_experts, 1);
   const int expected = static_cast<int>(

@@ -127,18 +127,20 @@ TEST(GemmPlan, LaunchShapeOfModelProjections) {
   EXPECT_EQ(mma_elems_per_chunk(fp8), 16);
   EXPECT_EQ(mma_elems_per_chunk(layout_of_scheme("bf16")), 8);
   // Qwen3-30B-A3B w13 at 1 token: 2048 / 32 = 64 chunks, 16 steps of 4 chunks. Slices of 8 steps
-  // would leave 12 blocks x ~7.8 experts, far below 3 waves: short slices, 4 warps per row tile
-  // keep 4 steps each; 2 tiles of 32 rows per block; 1536 / 64 = 24 blocks.
+  // would leave 12 blocks x ~7.8 experts, far below 3 waves: short slices (4 warps per row tile, 24
+  // blocks of 64 rows) still leave ~187 blocks, under half a wave: 2-step slices, all 8 warps on one
+  // row tile of 32 rows, 1536 / 32 = 48 blocks.
   MmaLaunch m = plan_mma_launch(sized(int4, 1536, 2048), 8, 128, kH200Sms);
+  EXPECT_EQ(m.k_splits, 8);
+  EXPECT_EQ(m.m_tiles, 1);
+  EXPECT_EQ(m.row_blocks, 48);
+  EXPECT_EQ(m.slots_per_pass, 8);
+  // Its w2: 768 columns are 6 steps: single-step slices, 4 warps per row tile, 2 tiles per block,
+  // 2048 / 64 = 32 blocks (8 with 4-step slices).
+  m = plan_mma_launch(sized(int4, 2048, 768), 8, 128, kH200Sms);
   EXPECT_EQ(m.k_splits, 4);
   EXPECT_EQ(m.m_tiles, 2);
-  EXPECT_EQ(m.row_blocks, 24);
-  EXPECT_EQ(m.slots_per_pass, 8);
-  // Its w2: 768 columns are 6 steps, too few to split: 8 tiles per block, 2048 / 256 = 8 blocks.
-  m = plan_mma_launch(sized(int4, 2048, 768), 8, 128, kH200Sms);
-  EXPECT_EQ(m.k_splits, 1);
-  EXPECT_EQ(m.m_tiles, 8);
-  EXPECT_EQ(m.row_blocks, 8);
+  EXPECT_EQ(m.row_blocks, 32);
   // Mixtral w2 FP8: 14336 / 16 = 896 chunks, 224 steps: all 8 warps split the reduction.
   m = plan_mma_launch(sized(fp8, 4096, 14336), 2, 8, kH200Sms);
   EXPECT_EQ(m.k_splits, 8);
@@ -186,6 +188,41 @@ TEST(GemmPlan, SliceLengthFollowsTheGridSize) {
   EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 2, 8, 16).k_splits, 4);
 }
 
+// Grids under half a wave split the reduction further, down to single-step slices: Qwen3-30B-A3B's
+// w2 (2048 x 768: 6 steps) at 1 token, 8 of 128 experts: 4-step slices leave one warp per row tile
+// (256 rows per block, 8 x 8 = 64 blocks), 2-step slices 128 blocks, single steps 4 warps per tile
+// (64 rows, 256 blocks, ~0.65 of a wave).
+TEST(GemmPlan, GridsUnderHalfAWaveSplitTheReductionFurther) {
+  const GemmLayout int4 = layout_of_scheme("w4a16_g128");
+  ASSERT_EQ(kMmaMinGridWaves, 0.5);
+  MmaLaunch m = plan_mma_launch(sized(int4, 2048, 768), 8, 128, kH200Sms);
+  EXPECT_EQ(m.k_splits, 4);
+  EXPECT_EQ(m.row_blocks, 2048 / 64);
+  // w13 (1536 x 2048: 16 steps): 4-step slices give 24 x 8 = 192 blocks (< 198), 2-step slices 48 x 8.
+  m = plan_mma_launch(sized(int4, 1536, 2048), 8, 128, kH200Sms);
+  EXPECT_EQ(m.k_splits, 8);
+  EXPECT_EQ(m.row_blocks, 1536 / 32);
+  // 2 tokens (~15.1 experts): w13's 24 row blocks make ~362 blocks, over half a wave: 4-step slices;
+  // w2's 8 row blocks (~121) go to 2-step slices (16 row blocks, ~242).
+  m = plan_mma_launch(sized(int4, 1536, 2048), 16, 128, kH200Sms);
+  EXPECT_EQ(m.k_splits, 4);
+  m = plan_mma_launch(sized(int4, 2048, 768), 16, 128, kH200Sms);
+  EXPECT_EQ(m.k_splits, 2);
+  EXPECT_EQ(m.row_blocks, 2048 / 128);
+  // DeepSeek-V3 at TP8, w2 (7168 x 256: 2 steps) at 1 token: 28 x 8 = 224 blocks, over half a wave.
+  EXPECT_EQ(plan_mma_launch(sized(int4, 7168, 256), 8, 256, kH200Sms).k_splits, 1);
+  // Mixtral's w2 (4096 x 14336) at 1 token is under half a wave too, but already at 8 warps per tile.
+  m = plan_mma_launch(sized(int4, 4096, 14336), 2, 8, kH200Sms);
+  EXPECT_EQ(m.k_splits, 8);
+  EXPECT_EQ(m.row_blocks, 4096 / 32);
+  // Every launch keeps at least one step per warp and all warps of a block busy.
+  for (int64_t cols : {256, 512, 768, 2048}) {
+    const MmaLaunch l = plan_mma_launch(sized(int4, 2048, cols), 1, 128, kH200Sms);
+    EXPECT_EQ(l.k_splits * l.m_tiles, kMmaWarps);
+    EXPECT_GE((cols / 32 + 3) / 4, l.k_splits) << cols;
+  }
+}
+
 TEST(GemmPlan, ChainedDecodeGemmsReleaseLateUpToSixteenTokens) {
   EXPECT_TRUE(mma_release_late(1, 8));
   EXPECT_TRUE(mma_release_late(int64_t{kReleaseLateMaxTokens} * 8, 8));
@@ -210,9 +247,9 @@ TEST(GemmPlan, LaunchShapeInvariants) {
         const int64_t steps = (cols / 32 + 3) / 4;
         EXPECT_EQ(m.k_splits * m.m_tiles, kMmaWarps);
         EXPECT_EQ(m.k_splits & (m.k_splits - 1), 0);
-        // The split keeps at least one of the two slice lengths per warp.
-        const int min_steps = m.k_splits > 1 && steps >= int64_t{m.k_splits} * kMmaLongSlice ? kMmaLongSlice : kMmaShortSlice;
-        if (m.k_splits > 1) EXPECT_GE(steps, int64_t{m.k_splits} * min_steps);
+        // The split keeps at least one step per warp (kMmaLongSlice or kMmaShortSlice ones unless the
+        // grid is under half a wave: GridsUnderHalfAWaveSplitTheReductionFurther).
+        if (m.k_splits > 1) EXPECT_GE(steps, int64_t{m.k_splits});
         if (m.k_splits < kMmaWarps) EXPECT_LT(steps, int64_t{2} * m.k_splits * kMmaLongSlice);
         const int64_t rows_per_block = 16 * kMmaTilesPerWarp * m.m_tiles;
         EXPECT_GE(m.row_blocks * rows_per_block, rows);
