@@ -16,13 +16,13 @@ inline constexpr int kMmaMinWaves = 3;
 inline constexpr int kMmaBlocksPerSm = 3;  // the pipelined one-n-tile kernels' occupancy (moe_mma.cu;
                                            // the per-step-scaled ones run 2, the rule keeps 3)
 // Below this fraction of a wave (kMmaBlocksPerSm blocks per SM) the reduction is split further,
-// down to single-step slices while that adds blocks: the 1-2-token grids of Qwen3-30B-A3B (its w2
+// down to single-step slices while that adds blocks: the 1-3-token grids of Qwen3-30B-A3B (its w2
 // at 1 token had 64 blocks of 256 rows, one warp per row tile) and gpt-oss-120b's w2 at 1 token.
 // Same-binary A/B on the H200 (2026-11-30, bench/runs/2026-11-30_session19/slice_rule_ab/, decode
 // GEMM µs, old -> new): Qwen3-30B-A3B at 1 token W4A16 18.1 -> 13.5, MXFP4 19.8 -> 14.5, NVFP4 19.8
-// -> 14.9, W4A8-FP8 27.5 -> 21.5, FP8 21.1 -> 19.1, INT8 21.4 -> 19.6; at 2 tokens 0.90-0.91x for the
-// 4-bit formats; gpt-oss-120b MXFP4 32.1 -> 29.9; DeepSeek-V3 at TP8, Kimi-K2 at TP8 and the other
-// rows within 2%, except Qwen3 W4A8-FP8 at 3 tokens, 4% slower (47.9 -> 49.9: its per-step-scaled
+// -> 14.9, W4A8-FP8 27.5 -> 21.5, FP8 21.1 -> 19.1, INT8 21.4 -> 19.6; at 2-3 tokens 0.90-0.95x for
+// the 4-bit formats; gpt-oss-120b MXFP4 32.1 -> 29.9; DeepSeek-V3 at TP8, Kimi-K2 at TP8 and the
+// other rows within 2%, except Qwen3 W4A8-FP8 at 3 tokens, 4% slower (47.9 -> 49.9: its per-step-scaled
 // kernel runs 2 blocks per SM, the rule counts 3). Splitting every grid under 3 waves this far was
 // up to 1.19x slower (slice_lengths/).
 inline constexpr double kMmaMinGridWaves = 0.5;
