@@ -211,7 +211,8 @@ TEST(GemmPlan, GridsUnderHalfAWaveSplitTheReductionFurther) {
   EXPECT_EQ(m.row_blocks, 2048 / 128);
   // DeepSeek-V3 at TP8, w2 (7168 x 256: 2 steps) at 1 token: 28 x 8 = 224 blocks, over half a wave.
   EXPECT_EQ(plan_mma_launch(sized(int4, 7168, 256), 8, 256, kH200Sms).k_splits, 1);
-  // Mixtral's w2 (4096 x 14336) at 1 token is under half a wave too, but already at 8 warps per tile.
+  // Mixtral's w2 (4096 x 14336) at 1 token: 128 x ~1.9 = 240 blocks, over half a wave (and already
+  // at 8 warps per tile): unchanged.
   m = plan_mma_launch(sized(int4, 4096, 14336), 2, 8, kH200Sms);
   EXPECT_EQ(m.k_splits, 8);
   EXPECT_EQ(m.row_blocks, 4096 / 32);
