@@ -560,9 +560,16 @@ double expected_active_experts(int64_t num_slots, int num_local_experts) {
   return E * (1.0 - std::pow(1.0 - 1.0 / E, static_cast<double>(std::max<int64_t>(num_slots, 0))));
 }
 
-MmaLaunch plan_mma_launch(const GemmLayout& L, int64_t num_slots, int num_local_experts, int num_sms) {
+MmaLaunch plan_mma_launch(const GemmLayout& L, int64_t num_slots, int num_local_experts, int num_sms,
+                          bool step_scaled) {
   MmaLaunch m;
-  const int64_t steps = (L.cols / mma_elems_per_chunk(L) + 3) / 4;
+  // Slots per pass: the mean per expert plus kMmaSlotSigmas standard deviations of a uniform routing.
+  const double mean = static_cast<double>(num_slots) / std::max(num_local_experts, 1);
+  const int expected = static_cast<int>(
+      std::min<double>(mean + kMmaSlotSigmas * std::sqrt(mean) + 1.0, static_cast<double>(num_slots)));
+  m.slots_per_pass = expected <= 8 ? 8 : expected <= 16 ? 16 : 32;
+  const int elems = mma_elems_per_chunk(L);
+  const int64_t steps = (L.cols / elems + 3) / 4;
   auto shape = [&](int min_steps) {
     m.k_splits = kMmaWarps;
     while (m.k_splits > 1 && steps < static_cast<int64_t>(m.k_splits) * min_steps) m.k_splits /= 2;
@@ -571,7 +578,9 @@ MmaLaunch plan_mma_launch(const GemmLayout& L, int64_t num_slots, int num_local_
     m.row_blocks = (L.rows + rows_per_block - 1) / rows_per_block;
   };
   const double active = expected_active_experts(num_slots, num_local_experts);
-  const double wave = static_cast<double>(kMmaBlocksPerSm) * std::max(num_sms, 1);
+  // A wave: the blocks the launched instance keeps resident on every SM.
+  const int per_sm = mma_blocks_per_sm(m.slots_per_pass / 8, elems > 8, step_scaled);
+  const double wave = static_cast<double>(per_sm) * std::max(num_sms, 1);
   auto blocks = [&] { return static_cast<double>(m.row_blocks) * active; };
   int slice = kMmaLongSlice;
   shape(slice);
@@ -579,11 +588,6 @@ MmaLaunch plan_mma_launch(const GemmLayout& L, int64_t num_slots, int num_local_
   // A grid of less than kMmaMinGridWaves of a wave: shorter slices still (more warps per row tile,
   // so more, smaller row blocks) while that adds blocks.
   while (blocks() < kMmaMinGridWaves * wave && slice > 1 && m.k_splits < kMmaWarps) shape(slice /= 2);
-  // Slots per pass: the mean per expert plus kMmaSlotSigmas standard deviations of a uniform routing.
-  const double mean = static_cast<double>(num_slots) / std::max(num_local_experts, 1);
-  const int expected = static_cast<int>(
-      std::min<double>(mean + kMmaSlotSigmas * std::sqrt(mean) + 1.0, static_cast<double>(num_slots)));
-  m.slots_per_pass = expected <= 8 ? 8 : expected <= 16 ? 16 : 32;
   return m;
 }
 

@@ -7,17 +7,16 @@ namespace qmoe {
 // Reduction split: as many warps per row tile as keep at least kMmaLongSlice steps each (a longer
 // slice per warp keeps more loads in flight and amortizes its prologue and reduction: up to 1.3x
 // faster than kMmaShortSlice at 8-128 tokens on the H200), unless the grid would then have fewer
-// than kMmaMinWaves waves of kMmaBlocksPerSm blocks per SM: short grids (1 token on DeepSeek-V3 and
-// Qwen3-30B-A3B) ran up to 1.13x faster with the short slices' smaller, more numerous blocks. Short
-// reductions (w2 of small experts) give rows to more warps instead.
+// than kMmaMinWaves waves (a wave: the launched instance's blocks per SM, mma_blocks_per_sm, on
+// every SM): short grids (1 token on DeepSeek-V3 and Qwen3-30B-A3B) ran up to 1.13x faster with the
+// short slices' smaller, more numerous blocks. Short reductions (w2 of small experts) give rows to
+// more warps instead.
 inline constexpr int kMmaLongSlice = 8;
 inline constexpr int kMmaShortSlice = 4;
 inline constexpr int kMmaMinWaves = 3;
-inline constexpr int kMmaBlocksPerSm = 3;  // the pipelined one-n-tile kernels' occupancy (moe_mma.cu;
-                                           // the per-step-scaled ones run 2, the rule keeps 3)
-// Below this fraction of a wave (kMmaBlocksPerSm blocks per SM) the reduction is split further,
-// down to single-step slices while that adds blocks: the 1-3-token grids of Qwen3-30B-A3B (its w2
-// at 1 token had 64 blocks of 256 rows, one warp per row tile) and gpt-oss-120b's w2 at 1 token.
+// Below this fraction of a wave the reduction is split further, down to single-step slices while
+// that adds blocks: the 1-3-token grids of Qwen3-30B-A3B (its w2 at 1 token had 64 blocks of 256
+// rows, one warp per row tile) and gpt-oss-120b's w2 at 1 token.
 // Same-binary A/B on the H200 (2026-11-30, bench/runs/2026-11-30_session19/slice_rule_ab/, decode
 // GEMM µs, old -> new): Qwen3-30B-A3B at 1 token W4A16 18.1 -> 13.5, MXFP4 19.8 -> 14.5, NVFP4 19.8
 // -> 14.9, W4A8-FP8 27.5 -> 21.5, FP8 21.1 -> 19.1, INT8 21.4 -> 19.6; at 2-3 tokens 0.90-0.95x for
@@ -25,6 +24,15 @@ inline constexpr int kMmaBlocksPerSm = 3;  // the pipelined one-n-tile kernels' 
 // other rows within 2%, except Qwen3 W4A8-FP8 at 3 tokens, 4% slower (47.9 -> 49.9: its per-step-scaled
 // kernel runs 2 blocks per SM, the rule counts 3). Splitting every grid under 3 waves this far was
 // up to 1.19x slower (slice_lengths/).
+// Both rules counted 3 blocks per SM for every instance until the twentieth session; counting each
+// instance's own (2 for per-step scales and for 2-4 n-tiles, 4 for dense weights) changed 32
+// (model, scheme, tokens, projection) plans of the bench shapes at 1-128 tokens. Same-binary A/B on
+// the H200 (bench/runs/2026-11-30_session20/wave_ab/summary.txt, decode GEMM µs, 3 -> own, means of
+// two rounds): DeepSeek-V3 W4A8-FP8 at 2 tokens 204.1 -> 177.2; DeepSeek-V3 and Kimi-K2 at TP8 bf16 at 6
+// tokens 150.8 -> 133.8 and 149.7 -> 133.4; DeepSeek-V3 TP8 W4A8-FP8 at 16 / 24 tokens 198.3 ->
+// 185.8 / 255.2 -> 231.9; Mixtral W4A8-FP8 at 1 token 109.8 -> 103.0; Qwen3-30B-A3B W4A8-FP8 at
+// 3 / 12 / 16 tokens 50.1 -> 48.5 / 104.0 -> 95.8 / 119.6 -> 110.8, bf16 at 1 token 25.1 -> 24.3;
+// every other row within 1.5%.
 inline constexpr double kMmaMinGridWaves = 0.5;
 // Slots per pass over an expert's weights (8, 16 or 32: one, two or four n-tiles): the first that
 // holds the mean slots per expert plus kMmaSlotSigmas standard deviations of a uniform routing, plus
