@@ -137,7 +137,7 @@ int run_run(const RunArgs& args) {
   // The prefill kernel's crossover, or null (JSON) / never for projections without one.
   auto prefill_from = [&](GroupedKernel g) -> nlohmann::ordered_json {
     if (g == GroupedKernel::kNone) return nullptr;
-    return grouped_min_tokens(g, layer.num_experts, layer.top_k);
+    return grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter);
   };
   if (args.json) {
     nlohmann::ordered_json j;
@@ -179,8 +179,8 @@ int run_run(const RunArgs& args) {
     for (const auto& [name, g] : {std::pair{"w13", plan.g1}, std::pair{"w2", plan.g2}})
       if (g != GroupedKernel::kNone)
         fmt::print("cuda gemm {} from {} tokens: {} ({})\n", name,
-                   grouped_min_tokens(g, layer.num_experts, layer.top_k), to_string(g),
-                   use_grouped_kernel(g, x.dim(0), layer.num_experts, layer.top_k) ? "this batch" : "not this batch");
+                   grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter), to_string(g),
+                   use_grouped_kernel(g, x.dim(0), layer.num_experts, layer.top_k, layer.inter) ? "this batch" : "not this batch");
     for (const auto& n : d.notes) fmt::print("note      {}\n", n);
     for (const auto& n : layer.notes) fmt::print("note      {}\n", n);
     fmt::print("weights   {} loaded in {:.3f} s\n", human_bytes(static_cast<uint64_t>(layer.weight_bytes())), load_s);

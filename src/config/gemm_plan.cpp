@@ -362,14 +362,25 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
 
 namespace {
 // Mean rows per expert from which a prefill kernel whose switch goes by them beats the decode
-// kernels ("few": at most kInt4FewExperts experts); 0 for the kernels that switch at a token count.
-int min_rows_per_expert(GroupedKernel kind, bool few) {
+// kernels ("few": at most kInt4FewExperts experts; inter: GEMM2's reduction); 0 for the kernels that
+// switch at a token count.
+int min_rows_per_expert(GroupedKernel kind, bool few, int inter) {
+  // The 4-bit register kernel's switch with many experts moves with GEMM2's reduction (gemm_tuning.h).
+  auto by_reduction = [&](int long_k, int medium_k, int short_k) {
+    return inter >= kRegsLongReduction ? long_k : inter >= kRegsShortReduction ? medium_k : short_k;
+  };
   switch (kind) {
     // Dequantizing costs a pass over every expert's weights, so it pays only with many rows each.
     case GroupedKernel::kDequantBf16: return kGroupedMinRowsPerExpertDequant;
     case GroupedKernel::kDequantF16: return kGroupedMinRowsPerExpertDequantF16;
-    case GroupedKernel::kMxfp4Bf16: return few ? kGroupedMinRowsPerExpertMxfp4FewExperts : kGroupedMinRowsPerExpertMxfp4;
-    case GroupedKernel::kNvfp4Bf16: return few ? kGroupedMinRowsPerExpertNvfp4FewExperts : kGroupedMinRowsPerExpertNvfp4;
+    case GroupedKernel::kMxfp4Bf16:
+      return few ? kGroupedMinRowsPerExpertMxfp4FewExperts
+                 : by_reduction(kGroupedMinRowsPerExpertMxfp4, kGroupedMinRowsPerExpertMxfp4MediumReduction,
+                                kGroupedMinRowsPerExpertMxfp4ShortReduction);
+    case GroupedKernel::kNvfp4Bf16:
+      return few ? kGroupedMinRowsPerExpertNvfp4FewExperts
+                 : by_reduction(kGroupedMinRowsPerExpertNvfp4, kGroupedMinRowsPerExpertNvfp4MediumReduction,
+                                kGroupedMinRowsPerExpertNvfp4ShortReduction);
     case GroupedKernel::kInt4RegsBf16:
       return few ? kGroupedMinRowsPerExpertInt4RegsFewExperts : kGroupedMinRowsPerExpertInt4Regs;
     // The decode kernels stream each expert's weights once per pass of slots; the mixed-input
@@ -385,7 +396,7 @@ int min_rows_per_expert(GroupedKernel kind, bool few) {
 }
 }  // namespace
 
-int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {
+int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k, int inter) {
   switch (kind) {
     case GroupedKernel::kFp8: return kGroupedMinTokensFp8;
     case GroupedKernel::kFp8Block: return kGroupedMinTokensFp8Block;
@@ -395,14 +406,14 @@ int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k) {
     case GroupedKernel::kNone: return std::numeric_limits<int64_t>::max();
     default: break;
   }
-  const int rows = min_rows_per_expert(kind, num_experts <= kInt4FewExperts);
+  const int rows = min_rows_per_expert(kind, num_experts <= kInt4FewExperts, inter);
   if (rows <= 0) return std::numeric_limits<int64_t>::max();  // (a kind without a switch)
   const int64_t slots = int64_t{rows} * std::max(num_experts, 1);
   return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
 }
 
-bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_experts, int top_k) {
-  return tokens >= grouped_min_tokens(kind, num_experts, top_k);
+bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_experts, int top_k, int inter) {
+  return tokens >= grouped_min_tokens(kind, num_experts, top_k, inter);
 }
 
 LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_intermediate) {
@@ -472,7 +483,7 @@ LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64
   // can pick it (none for a zero budget: those layers keep the decode kernels).
   const GroupedKernel dequant = dequantizes_to_workspace(g1) ? g1 : g2;
   if (dequant_budget_bytes > 0 && dequantizes_to_workspace(dequant) &&
-      max_tokens >= grouped_min_tokens(dequant, layer.num_experts, layer.top_k)) {
+      max_tokens >= grouped_min_tokens(dequant, layer.num_experts, layer.top_k, layer.inter)) {
     w.dequant = plan_dequant_batches(plan, layer.num_local_experts, dequant_budget_bytes);
     w.bytes[W::kDequantized] = w.dequant.workspace_bytes;
   }
@@ -504,7 +515,7 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
     g.decode = to_string(decode);
     g.prefill = to_string(prefill);
     if (prefill == GroupedKernel::kNone) return g;
-    g.prefill_from_tokens = grouped_min_tokens(prefill, layer.num_experts, layer.top_k);
+    g.prefill_from_tokens = grouped_min_tokens(prefill, layer.num_experts, layer.top_k, layer.inter);
     // Every batch size in turn (a cheap pure function), so each switch is exact.
     for (int64_t tokens = g.prefill_from_tokens; tokens <= kPlanSummaryMaxTokens; ++tokens) {
       std::string tile = tile_config(prefill, plan_grouped_tile(prefill, tokens * layer.top_k, layer.num_experts));

@@ -147,9 +147,10 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
 // experts (all of them, local or not: each local expert gets tokens * top_k / num_experts rows on
 // average) and top-k routing (the measured crossover, gemm_tuning.h: a token count, or for the
 // mixed-input kernels (W4A16, W8A16, W4A8) mean rows per expert; kNone: never), and whether it does
-// for a batch of `tokens`.
-int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k);
-bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_experts, int top_k);
+// for a batch of `tokens`. `inter`: the layer's intermediate size per partition (GEMM2's reduction),
+// on which the 4-bit register kernel's switch depends.
+int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k, int inter);
+bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_experts, int top_k, int inter);
 
 // Both GEMMs of a layer: layouts (of the first local expert; all share them), inputs and kernels, for
 // hidden states of `act_kind` and the forward's rounding option (ForwardOptions::round_intermediate):

@@ -125,25 +125,46 @@ inline constexpr int kGroupedMinRowsPerExpertDequant = 76;
 inline constexpr int kGroupedMinRowsPerExpertDequantF16 = 128;
 // MXFP4 weight-only (kMxfp4Bf16, its codes dequantized in registers), rows per expert from which it
 // beats the decode kernels (GEMM us, same run, 6fdd5c2): Mixtral-8x7B 700 vs 715 at 24 rows, 926 vs
-// 677 at 32 (~25 interpolated); gpt-oss-120b 1392 vs 1482 at 16, 1793 vs 1500 at 24 (~18). Few
-// experts (at most kInt4FewExperts) take the first.
+// 677 at 32 (~25 interpolated); gpt-oss-120b 1392 vs 1482 at 16, 1793 vs 1500 at 24 (~18; in layer
+// µs ~20, below). Few experts (at most kInt4FewExperts) take the first.
 inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 25;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4 = 18;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4 = 20;
 // The same kernel on NVFP4 weight-only (kNvfp4Bf16; its decode kernels are slower than MXFP4's) and
 // on INT4 with bf16 scales (kInt4RegsBf16: groups of 32, zero points), GEMM us decode vs prefill,
 // same call each, 02bce2d and a24922d (the same kernels; bench/runs/2026-11-30_w4_regs/), crossings
 // interpolated:
 // - NVFP4: Mixtral-8x7B 648 vs 740 at 16 rows, 797 vs 699 at 24 (02bce2d, ~20; a24922d: 736 vs 719
 //   at 20); gpt-oss-120b 1221 vs 1415 at 12, 1547 vs 1403 at 16 (02bce2d, ~14.3), a tie at 13 (1427
-//   vs 1421) and 1463 vs 1417 at 14 (a24922d): from 13.
+//   vs 1421) and 1463 vs 1417 at 14 (a24922d): from 13 (in layer µs from 15, below).
 // - INT4: Mixtral g32 706 vs 732 at 24, 924 vs 699 at 32 (~24.8), asym g128 711 vs 755 at 24, 940 vs
 //   719 at 32 (~25.3); Qwen3-30B-A3B g32 265 vs 322 at 16, 338 vs 319 at 24 (~22), asym g128 262 vs
 //   329 at 16, 336 vs 327 at 24 (~23.0); DeepSeek-V3 TP8 g32 649 vs 861 at 16, 1111 vs 886 at 32
 //   (~23.8); Kimi-K2 TP8 g32 1165 vs 1310 at 21.3, 1682 vs 1325 at 32 (~24.4).
 inline constexpr int kGroupedMinRowsPerExpertNvfp4FewExperts = 20;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4 = 13;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4 = 15;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 25;
 inline constexpr int kGroupedMinRowsPerExpertInt4Regs = 24;
+// With many experts the MXFP4 and NVFP4 switches move with GEMM2's reduction, the layer's
+// intermediate size per partition: the register kernel runs k in 64-column tiles, so with a short k
+// its pipeline's fill and drain weigh more (w2 of the TP8 shapes: 4 k-tiles), while the decode
+// kernels' time per row does not change. Layer µs decode vs prefill, same call, H200, twentieth
+// session (bench/runs/2026-11-30_session20/crossover_4bit/; the values above came from GEMM µs,
+// which leave out the prefill path's fused activation), crossings interpolated:
+// - MXFP4: gpt-oss-120b (intermediate 2880) 1458 vs 1614 at 16 rows, 1637 vs 1624 at 20 (~20);
+//   Qwen3-30B-A3B (768) 351 vs 392 at 20, 395 vs 397 at 24 (~24); DeepSeek-V3 TP8 (256) 999 vs 1095
+//   at 24, 1151 vs 1124 at 28 (~27); Kimi-K2 TP8 (256) 1513 vs 1635 at 24, 1749 vs 1680 at 28 (~26.5).
+// - NVFP4: gpt-oss-120b 1516 vs 1552 at 14, 1626 vs 1562 at 16 (~15); Qwen3-30B-A3B 397 vs 399 at
+//   20, 452 vs 406 at 24 (~20); DeepSeek-V3 TP8 1137 vs 1219 at 24, 1313 vs 1254 at 28 (~26); Kimi-K2
+//   TP8 1708 vs 1827 at 24, 1979 vs 1872 at 28 (~26).
+// The INT4 switch (above) showed no such trend (Qwen3-30B-A3B ~22-23, the TP8 shapes ~24).
+// kGroupedMinRowsPerExpertMxfp4 / Nvfp4 hold from kRegsLongReduction, the Medium values from
+// kRegsShortReduction, the Short values below it.
+inline constexpr int kRegsLongReduction = 2048;
+inline constexpr int kRegsShortReduction = 512;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 24;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 27;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 20;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 26;
 // kMxfp4Bf16's tiles: 128 input rows up to kMxfp4MaxRowsFor128 rows per expert, then 256 (at most
 // 128 rows each tile of 128 is as full as one of 256 can be, and from 129 to 256 both fill the same
 // fraction, where 256's is the faster tile). qmoe_fp4_gemm_bench on gpt-oss-120b's w13 at 6fdd5c2,

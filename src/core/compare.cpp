@@ -60,7 +60,7 @@ GroupedKernel code_moving_prefill(const MoeLayer& layer, const ForwardOptions& o
   const bool runs_prefill =
       options.gemm_path == GemmPath::kPrefill ||
       (options.gemm_path == GemmPath::kAuto &&
-       (tokens < 0 || use_grouped_kernel(prefill, tokens, layer.num_experts, layer.top_k)));
+       (tokens < 0 || use_grouped_kernel(prefill, tokens, layer.num_experts, layer.top_k, layer.inter)));
   return moves_codes(prefill) && runs_prefill ? prefill : GroupedKernel::kNone;
 }
 

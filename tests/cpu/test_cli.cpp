@@ -88,7 +88,7 @@ INSTANTIATE_TEST_SUITE_P(All, CliFixture, ::testing::ValuesIn(fixture_names()),
 TEST(Cli, RunNamesTheCudaPrefillKernelAndItsCrossover) {
   const Result r = run_cli("run " + test::fixture_dir("fp8_dynamic") + " --tokens 3 --seed 1 --repeat 1");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("cuda gemm w13 from " + std::to_string(grouped_min_tokens(GroupedKernel::kFp8, 1, 1)) +
+  EXPECT_THAT(r.out, HasSubstr("cuda gemm w13 from " + std::to_string(grouped_min_tokens(GroupedKernel::kFp8, 1, 1, 128)) +
                                " tokens: grouped wgmma (FP8) (not this batch)"));
   const Result g128 = run_cli("run " + test::fixture_dir("w4a16_g128") + " --tokens 3 --seed 1 --repeat 1 --json");
   ASSERT_EQ(g128.exit_code, 0) << g128.out;
@@ -98,7 +98,7 @@ TEST(Cli, RunNamesTheCudaPrefillKernelAndItsCrossover) {
   // The W4A16 crossover is in rows per expert: tokens * top_k / experts.
   EXPECT_EQ(int4.at("w13_from_tokens").get<int64_t>(),
             grouped_min_tokens(GroupedKernel::kInt4Bf16, g128_json.at("experts").get<int>(),
-                               g128_json.at("top_k").get<int>()));
+                               g128_json.at("top_k").get<int>(), g128_json.at("inter").get<int>()));
   // DeepSeek-V3's 128 x 128 FP8 blocks.
   const Result block = run_cli("run " + test::fixture_dir("deepseek_fp8_block") + " --tokens 3 --seed 1 --repeat 1 --json");
   ASSERT_EQ(block.exit_code, 0) << block.out;
@@ -112,7 +112,8 @@ TEST(Cli, RunNamesTheCudaPrefillKernelAndItsCrossover) {
   const auto prefill = g32_json.at("cuda_prefill_gemms");
   EXPECT_EQ(prefill.at("w13").get<std::string>(), to_string(GroupedKernel::kInt4RegsBf16));
   EXPECT_EQ(prefill.at("w13_from_tokens").get<int64_t>(),
-            grouped_min_tokens(GroupedKernel::kInt4RegsBf16, g32_json.at("experts").get<int>(), g32_json.at("top_k").get<int>()));
+            grouped_min_tokens(GroupedKernel::kInt4RegsBf16, g32_json.at("experts").get<int>(), g32_json.at("top_k").get<int>(),
+                               g32_json.at("inter").get<int>()));
 }
 
 #if defined(QMOE_WITH_CUDA)

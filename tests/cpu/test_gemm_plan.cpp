@@ -426,9 +426,9 @@ TEST(GemmPlan, Int4RegistersPrefillKernel) {
   EXPECT_TRUE(dequantizes_in_registers(GroupedKernel::kInt4RegsBf16));
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt4RegsBf16));
   // Measured crossovers: 25 rows per expert for few experts, 24 otherwise.
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2), 100);     // Mixtral-8x7B
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 384, 8), 1152);  // Kimi-K2
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 128, 8), 384);   // Qwen3-30B-A3B
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336), 100);     // Mixtral-8x7B
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 384, 8, 256), 1152);  // Kimi-K2
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 128, 8, 768), 384);   // Qwen3-30B-A3B
   // Its copy: codes, bf16 scales as words (4 bytes per 32 weights), zero points as many again.
   EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128), 256 * 64 + 256 * 16);
   EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128, true), 256 * 64 + 256 * 32);
@@ -470,10 +470,10 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kMedium), "none");
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kMxfp4Bf16, int64_t{kMxfp4MaxRowsFor128} * 128, 128), GroupedTile::kSmall);
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kMxfp4Bf16, int64_t{kMxfp4MaxRowsFor128} * 128 + 1, 128), GroupedTile::kLarge);
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4), (int64_t{kGroupedMinRowsPerExpertMxfp4} * 128 + 3) / 4);
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2), int64_t{kGroupedMinRowsPerExpertMxfp4FewExperts} * 4);
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2), 100);  // Mixtral-8x7B: 25 rows per expert
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4), 576);  // gpt-oss-120b: 18
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), (int64_t{kGroupedMinRowsPerExpertMxfp4} * 128 + 3) / 4);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), int64_t{kGroupedMinRowsPerExpertMxfp4FewExperts} * 4);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), 100);  // Mixtral-8x7B: 25 rows per expert
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), 640);  // gpt-oss-120b: 20
   // NVFP4 as vLLM's weight-only layers scale it (fp32 products: not rounded to the scale dtype), fp8
   // scales per 16 in order: the same kernel; rounded to bf16, the dequantized path.
   GemmLayout nvfp4 = layout_of_scheme("nvfp4a16");
@@ -496,9 +496,9 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
     EXPECT_EQ(tile_config(GroupedKernel::kNvfp4Bf16, tile), tile_config(GroupedKernel::kMxfp4Bf16, tile));
   }
   // Measured crossovers: 20 rows per expert for few experts, 13 otherwise.
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2), 80);     // Mixtral-8x7B
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 128, 4), 416);  // gpt-oss-120b
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 129, 4), 420);  // (13 * 129 / 4 rounded up)
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2, 14336), 80);     // Mixtral-8x7B
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 128, 4, 2880), 480);  // gpt-oss-120b: 15
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 129, 4, 2880), 484);  // (15 * 129 / 4 rounded up)
   // The repacked copy: rows padded to 128, codes and scales (gpt-oss-120b's w2: 2880 x 2880; NVFP4's
   // scales are bf16 words, 4 bytes per 32 weights).
   EXPECT_EQ(repacked(GroupedKernel::kNvfp4Bf16, 256, 128), 256 * 64 + 256 * 16);
@@ -632,7 +632,7 @@ TEST(GemmPlan, F16ModelsPrefillKernels) {
   EXPECT_TRUE(dequantizes_weights(GroupedKernel::kInt4F16));
   EXPECT_TRUE(dequantizes_weights(GroupedKernel::kInt8F16));
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt4F16));
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4F16, 8, 2), grouped_min_tokens(GroupedKernel::kInt4Bf16, 8, 2));
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4F16, 8, 2, 14336), grouped_min_tokens(GroupedKernel::kInt4Bf16, 8, 2, 14336));
   EXPECT_FALSE(dequantizes_to_workspace(GroupedKernel::kF16));
   EXPECT_EQ(gemm_of(GroupedKernel::kDequantF16), GroupedKernel::kF16);
   EXPECT_EQ(gemm_of(GroupedKernel::kDequantBf16), GroupedKernel::kBf16);
@@ -640,8 +640,8 @@ TEST(GemmPlan, F16ModelsPrefillKernels) {
   EXPECT_EQ(tile_config(GroupedKernel::kDequantF16, GroupedTile::kLarge), tile_config(GroupedKernel::kF16, GroupedTile::kLarge));
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kF16, 4096 * 2, 8), plan_grouped_tile(GroupedKernel::kBf16, 4096 * 2, 8));
   // (The f16 dequantized path's switch is its own: 128 rows per expert.)
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantF16, 8, 2), kGroupedMinRowsPerExpertDequantF16 * 8 / 2);
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kF16, 8, 2), grouped_min_tokens(GroupedKernel::kBf16, 8, 2));
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantF16, 8, 2, 14336), kGroupedMinRowsPerExpertDequantF16 * 8 / 2);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kF16, 8, 2, 14336), grouped_min_tokens(GroupedKernel::kBf16, 8, 2, 14336));
   // Exactly f16: integer / FP8 codes times f16 scales rounded to f16; not bf16 scales, unrounded
   // products, FP4 formats; and only with f16 inputs that are exactly f16.
   const GemmKernel mma = GemmKernel::kTensorCore16;
@@ -715,7 +715,7 @@ TEST(GemmPlan, LayerWorkspacePieces) {
   EXPECT_EQ(plan_layer_workspace(w4a4, 8, int64_t{1} << 30).bytes[W::kSortedRows], 0);
   // 16-bit rows for bf16 prefill; the dequantized batches past the switch and with a budget only.
   const MoeLayer g32 = as_f16_model(synthetic_layer("w4a16_g32", {"small", 4, 2, 256, 128}, 7, 1));
-  const int from = static_cast<int>(grouped_min_tokens(GroupedKernel::kDequantF16, 4, 2));
+  const int from = static_cast<int>(grouped_min_tokens(GroupedKernel::kDequantF16, 4, 2, 128));
   EXPECT_EQ(plan_layer_workspace(g32, from - 1, int64_t{1} << 30).bytes[W::kDequantized], 0);
   const W dq = plan_layer_workspace(g32, from, int64_t{1} << 30);
   EXPECT_EQ(dq.bytes[W::kDequantized], 4 * 2 * 256 * 256);  // every expert's w13 in f16
@@ -777,9 +777,9 @@ TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {
   }
   for (int64_t slots : {64, 1024, 8192, 65536})
     EXPECT_EQ(plan_grouped_tile(GroupedKernel::kDequantBf16, slots, 128), plan_grouped_tile(GroupedKernel::kBf16, slots, 128));
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantBf16, 128, 8),
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantBf16, 128, 8, 768),
             (int64_t{kGroupedMinRowsPerExpertDequant} * 128 + 7) / 8);
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 2), int64_t{kGroupedMinRowsPerExpertDequant} * 4);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 2, 14336), int64_t{kGroupedMinRowsPerExpertDequant} * 4);
 }
 
 TEST(GemmPlan, DequantizedBatchesOfALayer) {
@@ -835,6 +835,39 @@ TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
   EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kInt4Bf16, 4096), 0);
 }
 
+// With many experts the 4-bit register kernel's switch moves with GEMM2's reduction (the layer's
+// intermediate size per partition): later for short reductions, where its pipeline's fill and drain
+// weigh more. Few experts keep one switch whatever the reduction.
+TEST(GemmPlan, RegisterKernelSwitchFollowsTheReduction) {
+  const GroupedKernel mx = GroupedKernel::kMxfp4Bf16, nv = GroupedKernel::kNvfp4Bf16;
+  // gpt-oss-120b (128 experts, top-4, intermediate 2880): 20 and 15 rows per expert.
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 4, 2880), 20 * 128 / 4);
+  EXPECT_EQ(grouped_min_tokens(nv, 128, 4, 2880), 15 * 128 / 4);
+  // Qwen3-30B-A3B (128, top-8, 768): 24 and 20.
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, 768), 24 * 128 / 8);
+  EXPECT_EQ(grouped_min_tokens(nv, 128, 8, 768), 20 * 128 / 8);
+  // DeepSeek-V3 and Kimi-K2 at TP8 (256 / 384, top-8, 256): 27 and 26.
+  EXPECT_EQ(grouped_min_tokens(mx, 256, 8, 256), 27 * 256 / 8);
+  EXPECT_EQ(grouped_min_tokens(nv, 384, 8, 256), 26 * 384 / 8);
+  // The tier edges: kRegsLongReduction and kRegsShortReduction belong to the longer tier.
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, kRegsLongReduction), grouped_min_tokens(mx, 128, 8, 2880));
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, kRegsLongReduction - 1), grouped_min_tokens(mx, 128, 8, 768));
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, kRegsShortReduction), grouped_min_tokens(mx, 128, 8, 768));
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, kRegsShortReduction - 1), grouped_min_tokens(mx, 128, 8, 256));
+  // The switch never comes earlier for a shorter reduction.
+  for (GroupedKernel k : {mx, nv})
+    for (int inter : {64, 256, 511, 512, 768, 2047, 2048, 2880, 8192})
+      EXPECT_LE(grouped_min_tokens(k, 128, 8, 2 * inter), grouped_min_tokens(k, 128, 8, inter)) << inter;
+  // Few experts (Mixtral-8x7B): one switch whatever the reduction.
+  for (int inter : {256, 768, 14336}) {
+    EXPECT_EQ(grouped_min_tokens(mx, 8, 2, inter), kGroupedMinRowsPerExpertMxfp4FewExperts * 4);
+    EXPECT_EQ(grouped_min_tokens(nv, 8, 2, inter), kGroupedMinRowsPerExpertNvfp4FewExperts * 4);
+  }
+  // The INT4 register kernel's switch does not move.
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 256, 8, 256),
+            grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 256, 8, 2880));
+}
+
 TEST(GemmPlan, PrefillFromTheCrossover) {
   // Each prefill kernel from its measured token count, whatever the layer's experts; decode batches
   // below stay on the decode kernels.
@@ -844,36 +877,36 @@ TEST(GemmPlan, PrefillFromTheCrossover) {
   for (const auto& [kind, min_tokens] : crossovers) {
     EXPECT_GT(min_tokens, 1) << to_string(kind);  // one token decodes
     for (auto [experts, top_k] : {std::pair{8, 2}, std::pair{256, 8}}) {
-      EXPECT_EQ(grouped_min_tokens(kind, experts, top_k), min_tokens) << to_string(kind);
-      EXPECT_FALSE(use_grouped_kernel(kind, min_tokens - 1, experts, top_k)) << to_string(kind);
-      EXPECT_TRUE(use_grouped_kernel(kind, min_tokens, experts, top_k)) << to_string(kind);
-      EXPECT_TRUE(use_grouped_kernel(kind, 16384, experts, top_k)) << to_string(kind);
+      EXPECT_EQ(grouped_min_tokens(kind, experts, top_k, 2048), min_tokens) << to_string(kind);
+      EXPECT_FALSE(use_grouped_kernel(kind, min_tokens - 1, experts, top_k, 2048)) << to_string(kind);
+      EXPECT_TRUE(use_grouped_kernel(kind, min_tokens, experts, top_k, 2048)) << to_string(kind);
+      EXPECT_TRUE(use_grouped_kernel(kind, 16384, experts, top_k, 2048)) << to_string(kind);
     }
   }
-  EXPECT_FALSE(use_grouped_kernel(GroupedKernel::kNone, 16384, 8, 2));
+  EXPECT_FALSE(use_grouped_kernel(GroupedKernel::kNone, 16384, 8, 2, 14336));
   // FP8 128 x 128 blocks: the blockwise prefill kernel from one token (it was faster at 1-64).
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kFp8Block, 256, 8), kGroupedMinTokensFp8Block);
-  EXPECT_TRUE(use_grouped_kernel(GroupedKernel::kFp8Block, 1, 256, 8));
-  EXPECT_FALSE(use_grouped_kernel(GroupedKernel::kFp8Block, 0, 256, 8));
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kFp8Block, 256, 8, 2048), kGroupedMinTokensFp8Block);
+  EXPECT_TRUE(use_grouped_kernel(GroupedKernel::kFp8Block, 1, 256, 8, 2048));
+  EXPECT_FALSE(use_grouped_kernel(GroupedKernel::kFp8Block, 0, 256, 8, 2048));
   // W4A16 from kGroupedMinRowsPerExpertInt4 mean rows per expert (its own value for few experts): Mixtral
   // (8 experts, top-2) at few_rows * 4 tokens, DeepSeek-V3 (256, top-8) at rows * 32.
   const GroupedKernel int4 = GroupedKernel::kInt4Bf16;
   const int rows = kGroupedMinRowsPerExpertInt4, few_rows = kGroupedMinRowsPerExpertInt4FewExperts;
-  EXPECT_EQ(grouped_min_tokens(int4, 8, 2), few_rows * 4);
-  EXPECT_EQ(grouped_min_tokens(int4, 256, 8), rows * 32);
-  EXPECT_EQ(grouped_min_tokens(int4, kInt4FewExperts + 1, 1), rows * (kInt4FewExperts + 1));
-  EXPECT_FALSE(use_grouped_kernel(int4, few_rows * 4 - 1, 8, 2));
-  EXPECT_TRUE(use_grouped_kernel(int4, few_rows * 4, 8, 2));
-  EXPECT_FALSE(use_grouped_kernel(int4, rows * 4, 256, 8));
-  EXPECT_GE(grouped_min_tokens(int4, 1, 8), 2);  // never a single token
+  EXPECT_EQ(grouped_min_tokens(int4, 8, 2, 14336), few_rows * 4);
+  EXPECT_EQ(grouped_min_tokens(int4, 256, 8, 2048), rows * 32);
+  EXPECT_EQ(grouped_min_tokens(int4, kInt4FewExperts + 1, 1, 2048), rows * (kInt4FewExperts + 1));
+  EXPECT_FALSE(use_grouped_kernel(int4, few_rows * 4 - 1, 8, 2, 14336));
+  EXPECT_TRUE(use_grouped_kernel(int4, few_rows * 4, 8, 2, 14336));
+  EXPECT_FALSE(use_grouped_kernel(int4, rows * 4, 256, 8, 2048));
+  EXPECT_GE(grouped_min_tokens(int4, 1, 8, 2048), 2);  // never a single token
   // W8A16 by the same measure, with its own (lower) thresholds.
   const GroupedKernel int8 = GroupedKernel::kInt8Bf16;
-  EXPECT_EQ(grouped_min_tokens(int8, 256, 8), kGroupedMinRowsPerExpertInt8 * 32);
-  EXPECT_EQ(grouped_min_tokens(int8, 8, 2), kGroupedMinRowsPerExpertInt8FewExperts * 4);
+  EXPECT_EQ(grouped_min_tokens(int8, 256, 8, 2048), kGroupedMinRowsPerExpertInt8 * 32);
+  EXPECT_EQ(grouped_min_tokens(int8, 8, 2, 14336), kGroupedMinRowsPerExpertInt8FewExperts * 4);
   EXPECT_LE(kGroupedMinRowsPerExpertInt8, kGroupedMinRowsPerExpertInt4);
   // W4A8 likewise.
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Codes, 256, 8), kGroupedMinRowsPerExpertW4A8 * 32);
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Codes, 8, 2), kGroupedMinRowsPerExpertW4A8FewExperts * 4);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Codes, 256, 8, 2048), kGroupedMinRowsPerExpertW4A8 * 32);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Codes, 8, 2, 14336), kGroupedMinRowsPerExpertW4A8FewExperts * 4);
 }
 
 TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
@@ -994,7 +1027,7 @@ TEST(GemmPlan, CudaPlanSummary) {
   // 128 x 32 tile, then 128 x 48, up to its largest from 256 rows per expert (1024 tokens).
   const MoeLayer w4 = synthetic_layer("w4a16_g128", {"mixtral-like", 8, 2, 256, 128}, 7, 1);
   const CudaPlanSummary m = summarize_cuda_plan(w4, 0);
-  EXPECT_EQ(m.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kInt4Bf16, 8, 2));
+  EXPECT_EQ(m.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kInt4Bf16, 8, 2, 128));
   EXPECT_EQ(m.w13.prefill_from_tokens, int64_t{kGroupedMinRowsPerExpertInt4FewExperts} * 8 / 2);
   expect_exact_switches(m.w13, GroupedKernel::kInt4Bf16, w4);
   ASSERT_EQ(m.w13.tiles.size(), 5u);
@@ -1007,7 +1040,7 @@ TEST(GemmPlan, CudaPlanSummary) {
   const MoeLayer mx = with_act_order(synthetic_layer("w4a16_g32", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1));
   const CudaPlanSummary n = summarize_cuda_plan(mx, 0);
   EXPECT_EQ(n.w2.prefill, to_string(GroupedKernel::kDequantBf16));
-  EXPECT_EQ(n.w2.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 4));
+  EXPECT_EQ(n.w2.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 4, 128));
   expect_exact_switches(n.w2, GroupedKernel::kDequantBf16, mx);
   ASSERT_FALSE(n.w2.tiles.empty());
   EXPECT_EQ(n.w2.tiles.back().second, tile_config(GroupedKernel::kBf16, GroupedTile::kLarge));
@@ -1026,7 +1059,7 @@ TEST(GemmPlan, CudaPlanSummary) {
   const MoeLayer mxfp4 = synthetic_layer("mxfp4", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1);
   const CudaPlanSummary f = summarize_cuda_plan(mxfp4, 0);
   EXPECT_EQ(f.w13.prefill, to_string(GroupedKernel::kMxfp4Bf16));
-  EXPECT_EQ(f.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 4));
+  EXPECT_EQ(f.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 4, 128));
   expect_exact_switches(f.w13, GroupedKernel::kMxfp4Bf16, mxfp4);
   ASSERT_EQ(f.w13.tiles.size(), 2u);
   EXPECT_EQ(f.w13.tiles[1].first, int64_t{kMxfp4MaxRowsFor128} * 8 / 4 + 1);
@@ -1040,7 +1073,7 @@ TEST(GemmPlan, CudaPlanSummary) {
   // NVFP4 weight-only: the FP4 kernel too (its global scale applied in its epilogue).
   const CudaPlanSummary nv = summarize_cuda_plan(synthetic_layer("nvfp4a16", {"small", 8, 2, 256, 128}, 7, 1), 0);
   EXPECT_EQ(nv.w13.prefill, to_string(GroupedKernel::kNvfp4Bf16));
-  EXPECT_EQ(nv.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2));
+  EXPECT_EQ(nv.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2, 128));
   EXPECT_EQ(nv.repacked_weight_bytes, 8 * (repacked(GroupedKernel::kNvfp4Bf16, 256, 256) +
                                            repacked(GroupedKernel::kNvfp4Bf16, 256, 128)));
 }

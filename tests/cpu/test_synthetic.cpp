@@ -50,7 +50,7 @@ TEST(Tolerance, CudaBoundWidensOnlyWhereAnFp8PrefillGemmRuns) {
   for (const std::string& scheme : synthetic_schemes()) {
     const MoeLayer layer = synthetic_layer(scheme, shape, 3, 1);
     const GroupedKernel kind = plan_layer_gemms(layer, 0, true).g1;
-    const int64_t crossover = std::min<int64_t>(grouped_min_tokens(kind, shape.num_experts, shape.top_k), 1 << 20);
+    const int64_t crossover = std::min<int64_t>(grouped_min_tokens(kind, shape.num_experts, shape.top_k, shape.inter), 1 << 20);
     const double base = tolerance_rel_l2(layer, automatic, Comparison::kBackendVsReference);
     const bool moves_codes = scheme == "fp8_channel" || scheme == "fp8_tensor" || scheme == "fp8_block" ||
                              scheme == "w4a8_fp8" || scheme == "w4a8_int8";

@@ -786,7 +786,7 @@ TEST(DequantizedPrefill, MatchesTheCpuBackend) {
     const LayerGemmPlan plan = plan_layer_gemms(c.layer, 0, true);
     ASSERT_EQ(plan.g1, GroupedKernel::kDequantBf16) << c.name;
     ASSERT_EQ(plan.g2, GroupedKernel::kDequantBf16) << c.name;
-    const int max_tokens = static_cast<int>(grouped_min_tokens(plan.g1, c.layer.num_experts, c.layer.top_k));
+    const int max_tokens = static_cast<int>(grouped_min_tokens(plan.g1, c.layer.num_experts, c.layer.top_k, c.layer.inter));
     const int64_t expert_bytes = int64_t{2} * c.layer.hidden * c.layer.inter * 2;  // w13's bf16 weights
     for (int64_t tokens : {1, 7, 64, 300}) {
       Tensor x, logits;
@@ -916,8 +916,8 @@ TEST(W4Prefill, MatchesTheCpuBackend) {
                                                                : GroupedKernel::kInt4RegsBf16;
     ASSERT_EQ(plan.g1, fp4) << c.name;
     ASSERT_EQ(plan.g2, c.layer.inter % 64 == 0 ? fp4 : GroupedKernel::kDequantBf16) << c.name;
-    const int min_tokens = static_cast<int>(std::max(grouped_min_tokens(plan.g1, c.layer.num_experts, c.layer.top_k),
-                                                     grouped_min_tokens(plan.g2, c.layer.num_experts, c.layer.top_k)));
+    const int min_tokens = static_cast<int>(std::max(grouped_min_tokens(plan.g1, c.layer.num_experts, c.layer.top_k, c.layer.inter),
+                                                     grouped_min_tokens(plan.g2, c.layer.num_experts, c.layer.top_k, c.layer.inter)));
     // 1 and 7 tokens (a few rows on a few experts), 64, then past 128 rows per expert (the larger tile).
     const int64_t large = int64_t{kMxfp4MaxRowsFor128} * c.layer.num_experts / c.layer.top_k + 45;
     for (int64_t tokens : {int64_t{1}, int64_t{7}, int64_t{64}, large}) {
@@ -939,7 +939,7 @@ TEST(W4Prefill, MatchesTheCpuBackend) {
   // Forcing the path on a layer whose copy was not made (max_tokens below the crossover) says so
   // before anything runs.
   const MoeLayer& layer = cases[0].layer;
-  const int64_t min_tokens = grouped_min_tokens(GroupedKernel::kMxfp4Bf16, layer.num_experts, layer.top_k);
+  const int64_t min_tokens = grouped_min_tokens(GroupedKernel::kMxfp4Bf16, layer.num_experts, layer.top_k, layer.inter);
   Tensor x, logits;
   random_inputs(4, layer, x, logits);
   ForwardOptions prefill;
@@ -964,7 +964,7 @@ TEST(DequantizedPrefill, EdgeCases) {
   // (Act order: groups of 32 and zero points now have the 4-bit register kernel.)
   MoeLayer one = with_act_order(random_layer(Scheme::kW4A16AsymG32, {8, 2, 512, 256}));
   ASSERT_EQ(plan_layer_gemms(one, 0, true).g1, GroupedKernel::kDequantBf16);
-  const int max_tokens = static_cast<int>(grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 2));
+  const int max_tokens = static_cast<int>(grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 2, one.inter));
   Tensor x, logits;
   random_inputs(200, one, x, logits);
   for (int64_t t = 0; t < 200; ++t) {
@@ -1038,7 +1038,7 @@ TEST(PrefillKernels, BiasesAreAddedAfterTheGemm) {
     const std::string what = std::string("prefill ") + name_of(s) + " with biases";
     if (plan.g1 == GroupedKernel::kDequantBf16)
       expect_dequantized_prefill_matches_cpu(layer, x, logits, make_backend("cpu")->forward(layer, x, logits, prefill),
-                                             prefill, std::max<int>(200, static_cast<int>(grouped_min_tokens(plan.g1, 8, 4))),
+                                             prefill, std::max<int>(200, static_cast<int>(grouped_min_tokens(plan.g1, 8, 4, layer.inter))),
                                              int64_t{1} << 30, what);  // a workspace: max_tokens past the crossover
     else
       expect_cuda_matches_cpu(layer, x, logits, what, GemmPath::kPrefill);
