@@ -770,7 +770,8 @@ def kernel_weight(raw, name, args: QuantizationArgs, fmt: str) -> torch.Tensor:
 
 
 def w4a8_fp8_weight(raw, name, args) -> torch.Tensor:
-    """vLLM CUTLASS W4A8: group scales re-encoded as fp8 times a per-row scale."""
+    """vLLM CUTLASS W4A8: group scales re-encoded as fp8 times a per-row scale; the kernel's scale
+    lookup table holds each product q * s8 rounded to fp8 (CUTLASS packed_scale_t)."""
     q = unpack_from_int32(raw[f"{name}.weight_packed"], args.num_bits,
                           raw[f"{name}.weight_shape"]).double()
     s = raw[f"{name}.weight_scale"].float()
@@ -779,8 +780,8 @@ def w4a8_fp8_weight(raw, name, args) -> torch.Tensor:
     chan = torch.clamp(s.abs().amax(-1, keepdim=True) / FP8_MAX, min=1.0 / (FP8_MAX * 512.0))
     code = to_fp8(torch.clamp(s / chan, -FP8_MAX, FP8_MAX))
     s8 = to_fp8(code / 8.0)
-    eff = s8.double() * (chan * 8.0).double()
-    return q * eff.repeat_interleave(args.group_size, dim=1)
+    products = to_fp8((q * s8.double().repeat_interleave(args.group_size, dim=1)).float())
+    return products.double() * (chan * 8.0).double()
 
 
 def requant_w13_per_tensor(raw, g, u):

@@ -52,6 +52,14 @@ struct QuantWeight {
 // W8A8-style methods pass false because their kernels apply scales in fp32.
 void dequantize_row(const QuantWeight& w, int64_t row, bool round_to_scale_dtype, float* out);
 
+// vLLM's W4A8-FP8 weights (CompressedTensorsW4A8Fp8MoEMethod: CUTLASS's int4 x fp8 kernel on sm90)
+// as FP8 codes with one scale per row. vLLM converts each row's group scales s with its dynamic
+// FP8 quantization (chan = max(max|s| / 448, 1 / (448 * 512)), s8 = fp8(fp8(s / chan) / 8)), and
+// its kernel's scale lookup table feeds the FP8 MMA fp8(q * s8), each product rounded to e4m3, with
+// chan * 8 applied after the sum: code fp8(q * s8), row scale chan * 8. `w`: symmetric 4-bit
+// integers (packed or in int8 storage) with group or channel scales.
+QuantWeight w4a8_fp8_as_fp8_channel(const QuantWeight& w);
+
 struct ExpertWeights {
   QuantWeight w13;  // [S*inter, hidden], S = 2 when gated
   QuantWeight w2;   // [hidden, inter]

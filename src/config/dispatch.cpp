@@ -402,6 +402,8 @@ void w4a8_fp8(DispatchDecision& d, const QuantArgs& w, const QuantArgs& a,
                 " must be divisible by 256");
   }
   set_method(d, MoeMethod::kW4A8Fp8);
+  d.notes.push_back("W4A8-FP8 weights are held as vLLM's kernel feeds them, fp8(q * s8) with a scale "
+                    "per row: 1 byte per weight, twice the checkpoint's int4 (docs/numerics.md)");
   if (a.type == QuantType::kInt) {
     d.notes.push_back("W4A8 with int8 activation args is routed to the FP8-activation method on "
                       "sm90 (vLLM's _is_fp8_w4a8 does not check types): activations are "

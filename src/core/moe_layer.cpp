@@ -1,7 +1,7 @@
 // Loading one MoE layer: checkpoint tensors -> canonical per-expert QuantWeights, with vLLM's
 // weight-loader semantics (w13 = [gate; up], tensor-parallel slicing, expert map) and the
 // post-processing that changes numerics (FP8 per-tensor w13 requantization, collapsed static
-// input scales, NVFP4 shared w13 global scale, W4A8-FP8 scale conversion).
+// input scales, NVFP4 shared w13 global scale, W4A8-FP8 weights as vLLM's FP8 products).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -462,27 +462,6 @@ QuantWeight stack_gate_up(QuantWeight gate, QuantWeight up, MoeMethod method, co
   return w;
 }
 
-// vLLM's W4A8-FP8 (CUTLASS) scale conversion (convert_bf16_scales_to_fp8): each output row's group
-// scales go through its dynamic per-token FP8 quantization, chan = max(max|s| / 448, 1 / (448 * 512))
-// and q = fp8(clamp(s / chan)); the kernel then stores fp8(q / 8) and chan * 8. The effective group
-// scale is their product, which is what both backends use.
-void convert_w4a8_fp8_scales(QuantWeight& w) {
-  Tensor eff(DType::kF32, w.scale.shape());
-  const int64_t groups = w.scale.rank() == 2 ? w.scale.dim(1) : 1;
-  const int64_t rows = w.scale.numel() / groups;
-  for (int64_t r = 0; r < rows; ++r) {
-    float amax = 0.0f;
-    for (int64_t g = 0; g < groups; ++g) amax = std::max(amax, std::fabs(to_float(w.scale, r * groups + g)));
-    const float chan = quant::fp8_dynamic_scale(amax);  // amax / 448 with the 1 / (448 * 512) floor
-    for (int64_t g = 0; g < groups; ++g) {
-      const float q = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(to_float(w.scale, r * groups + g) / chan));
-      const float s8 = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(q / 8.0f));
-      eff.data<float>()[r * groups + g] = s8 * (chan * 8.0f);
-    }
-  }
-  w.scale = std::move(eff);
-}
-
 Tensor read_bias(const Checkpoint& ckpt, const std::string& name, int64_t size) {
   expect_tensor(ckpt, name, {DType::kBF16, DType::kF16, DType::kF32});
   expect_shape(ckpt, name, {size});
@@ -699,9 +678,9 @@ MoeLayer load_moe_layer(const Checkpoint& ckpt, const ModelConfig& config, int l
       ew.w13 = std::move(gate);
     }
     ew.w2 = slice_input_cols(read_projection(ckpt, down_p, H, I_full, scheme, int_layout), r0, r1, down_p);
-    if (method == MoeMethod::kW4A8Fp8) {
-      convert_w4a8_fp8_scales(ew.w13);
-      convert_w4a8_fp8_scales(ew.w2);
+    if (method == MoeMethod::kW4A8Fp8) {  // vLLM's effective weights: FP8 codes, a scale per row
+      ew.w13 = w4a8_fp8_as_fp8_channel(ew.w13);
+      ew.w2 = w4a8_fp8_as_fp8_channel(ew.w2);
     }
 
     const bool has_bias = moe.has_bias || ckpt.has(gate_p + ".bias");

@@ -199,6 +199,10 @@ MoeLayer synthetic_layer(const std::string& scheme, const MoeShape& shape, uint6
     Rng rng{seed * 0x100000001B3ull + static_cast<uint64_t>(e) * 0x9E3779B9ull + 1};
     L.experts[e].w13 = random_weight(s, 2LL * shape.inter, shape.hidden, rng);
     L.experts[e].w2 = random_weight(s, shape.hidden, shape.inter, rng);
+    if (s.method == MoeMethod::kW4A8Fp8) {  // as the loader leaves it (vLLM's effective weights)
+      L.experts[e].w13 = w4a8_fp8_as_fp8_channel(L.experts[e].w13);
+      L.experts[e].w2 = w4a8_fp8_as_fp8_channel(L.experts[e].w2);
+    }
   });
   return L;
 }

@@ -1,7 +1,10 @@
 // Row dequantization of canonical expert weights: the one place that turns any on-disk weight
 // format into floats, with compressed-tensors' numerics (see docs/numerics.md).
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -194,6 +197,41 @@ void dequantize_row(const QuantWeight& w, int64_t row, bool round_to_scale_dtype
       return;
     }
   }
+}
+
+QuantWeight w4a8_fp8_as_fp8_channel(const QuantWeight& w) {
+  const bool int4 = (w.format == WeightFormat::kIntPacked || w.format == WeightFormat::kIntUnpacked) && w.bits == 4;
+  if (!int4 || !w.zero_point.empty() || (w.strategy != Strategy::kGroup && w.strategy != Strategy::kChannel))
+    throw Error("W4A8-FP8 weights must be symmetric 4-bit integers with group or channel scales");
+  QuantWeight out;
+  out.format = WeightFormat::kFp8;
+  out.bits = 8;
+  out.rows = w.rows;
+  out.cols = w.cols;
+  out.strategy = Strategy::kChannel;
+  out.data = Tensor(DType::kF8E4M3, {w.rows, w.cols});
+  out.scale = Tensor(DType::kF32, {w.rows, 1});
+  const int64_t groups = w.strategy == Strategy::kChannel ? 1 : w.scale.dim(1);
+  std::vector<float> s8(static_cast<size_t>(groups));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    float amax = 0.0f;
+    for (int64_t g = 0; g < groups; ++g) amax = std::max(amax, std::fabs(scale_at(w, r, g)));
+    const float chan = quant::fp8_dynamic_scale(amax);  // amax / 448 with the 1 / (448 * 512) floor
+    for (int64_t g = 0; g < groups; ++g) {
+      const float code = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(scale_at(w, r, g) / chan));
+      s8[g] = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(code / 8.0f));
+    }
+    uint8_t* dst = out.data.data<uint8_t>() + r * w.cols;
+    for (int64_t c = 0; c < w.cols; ++c) {
+      const int q = w.format == WeightFormat::kIntPacked
+                        ? quant::unpack_int(w.data.data<int32_t>() + r * w.data.dim(1), c, 4)
+                        : w.data.data<int8_t>()[r * w.cols + c];
+      // q * s8 is exact in fp32 (at most 7 significant bits); |q * s8| <= 8 * 56 = 448.
+      dst[c] = quant::float_to_fp8e4m3_sat(static_cast<float>(q) * s8[group_of(w, c)]);
+    }
+    out.scale.data<float>()[r] = chan * 8.0f;
+  }
+  return out;
 }
 
 }  // namespace qmoe

@@ -320,7 +320,7 @@ TEST(GemmPlan, EightBitCodesWithZeroPointsFallBack) {
   for (ExpertWeights& ew : int8.experts) ew.w13.zero_point = Tensor(DType::kI8, {ew.w13.rows, 1});
   EXPECT_EQ(plan_layer_gemms(int8, 0, true).k1, GemmKernel::kCudaCore);
   EXPECT_EQ(plan_layer_gemms(int8, 0, true).k2, GemmKernel::kTensorCoreCodes);
-  MoeLayer w4a8 = synthetic_layer("w4a8_fp8", {"small", 4, 1, 256, 128}, 5, 1);
+  MoeLayer w4a8 = synthetic_layer("w4a8_int8", {"small", 4, 1, 256, 128}, 5, 1);
   for (ExpertWeights& ew : w4a8.experts) ew.w13.zero_point = Tensor(DType::kI8, {ew.w13.rows, 2});
   EXPECT_EQ(plan_layer_gemms(w4a8, 0, true).k1, GemmKernel::kTensorCoreCodes);
 }
@@ -366,13 +366,15 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
   for (const std::string& scheme : synthetic_schemes()) {
     const MoeLayer layer = synthetic_layer(scheme, {"small", 4, 2, 256, 128}, 7, 1);
     const LayerGemmPlan p = plan_layer_gemms(layer, 0, true);
-    const GroupedKernel want = scheme == "fp8_tensor" || scheme == "fp8_channel" ? GroupedKernel::kFp8
+    // (W4A8-FP8 layers hold vLLM's effective FP8 weights: w4a8_fp8_as_fp8_channel.)
+    const GroupedKernel want = scheme == "fp8_tensor" || scheme == "fp8_channel" || scheme == "w4a8_fp8"
+                                   ? GroupedKernel::kFp8
                                : scheme == "int8"                                ? GroupedKernel::kInt8
                                : scheme == "bf16"                                ? GroupedKernel::kBf16
                                : scheme == "w4a16_g128"                          ? GroupedKernel::kInt4Bf16
                                : scheme == "fp8_block"                           ? GroupedKernel::kFp8Block
                                : scheme == "w8a16"                               ? GroupedKernel::kInt8Bf16
-                               : scheme == "w4a8_fp8" || scheme == "w4a8_int8"   ? GroupedKernel::kInt4Codes
+                               : scheme == "w4a8_int8"                           ? GroupedKernel::kInt4Codes
                                : scheme == "nvfp4_w4a4"                          ? GroupedKernel::kNone
                                : scheme == "mxfp4"                               ? GroupedKernel::kMxfp4Bf16
                                : scheme == "nvfp4a16"                            ? GroupedKernel::kNvfp4Bf16
@@ -813,9 +815,10 @@ TEST(GemmPlan, DequantizedBatchesFitTheWorkspace) {
 
 TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
   // W4A8: row-wise FP8 or INT8 activation codes (taken as bf16 values, one scale per row) x int4
-  // weights with groups of >= 64 or channel scales, of any scale dtype (f32 after vLLM's W4A8-FP8
-  // scale conversion).
-  const GemmLayout w4 = layout_of_scheme("w4a8_fp8");
+  // weights with groups of >= 64 or channel scales, of any scale dtype. (W4A8-FP8 checkpoints load as
+  // FP8 weights, w4a8_fp8_as_fp8_channel; int4 weights with FP8 activations come from layers built
+  // otherwise.)
+  const GemmLayout w4 = layout_of_scheme("w4a8_int8");
   const GemmKernel codes = GemmKernel::kTensorCoreCodes;
   const GemmInput fp8_in{static_cast<int>(ActQuant::kFp8PerToken), 0, 0, true};
   const GemmInput int8_in{static_cast<int>(ActQuant::kInt8PerToken), 0, 0, true};

@@ -430,14 +430,26 @@ TEST(BadCheckpoint, GroupSizeMustDivideTheInputSize) {
   EXPECT_THAT(msg, HasSubstr("not a multiple of group_size 16"));
 }
 
-TEST(W4A8Fp8Scales, FollowVllmsConversionIncludingTheScaleFloor) {
+// An independent e4m3 rounding for the values these tests meet (normal range, at most 448): the
+// nearest multiple of the binade's step, ties to even.
+double round_e4m3(double x) {
+  const double a = std::fabs(x);
+  if (a == 0.0) return 0.0;
+  const double step = a < 1.0 / 64 ? 1.0 / 512 : std::ldexp(1.0, static_cast<int>(std::floor(std::log2(a))) - 3);
+  return std::copysign(std::nearbyint(a / step) * step, x);
+}
+
+TEST(W4A8Fp8Weights, FollowVllmsScaleConversionAndProductRounding) {
   // vLLM converts each row's group scales with its dynamic per-token fp8 quantization: chan =
-  // max(max|s| / 448, 1 / (448 * 512)), q = fp8(s / chan), stored fp8(q / 8) and chan * 8.
+  // max(max|s| / 448, 1 / (448 * 512)), q = fp8(s / chan), s8 = fp8(q / 8); its kernel's lookup
+  // table feeds the MMA fp8(code * s8) and applies chan * 8 after the sum. The layer holds those
+  // FP8 products with chan * 8 as a per-row scale.
   test::TempDir dir("w4a8_scales");
   const uint16_t tiny = quant::float_to_bf16(3e-4f), big = quant::float_to_bf16(0.05f);
   const uint16_t small = quant::float_to_bf16(9.25e-6f);
+  const std::string gate = "model.layers.0.mlp.experts.0.gate_proj";
   copy_fixture_edited("w4a8_fp8", dir, [&](std::map<std::string, Tensor>& tensors) {
-    Tensor& s = tensors.at("model.layers.0.mlp.experts.0.gate_proj.weight_scale");  // BF16 [256, 2]
+    Tensor& s = tensors.at(gate + ".weight_scale");  // BF16 [256, 2]
     ASSERT_EQ(s.dtype(), DType::kBF16);
     s.data<uint16_t>()[0] = s.data<uint16_t>()[1] = tiny;  // row 0: both groups below 1/512
     s.data<uint16_t>()[2] = big;                            // row 1: one large, one tiny group
@@ -445,29 +457,47 @@ TEST(W4A8Fp8Scales, FollowVllmsConversionIncludingTheScaleFloor) {
   });
   const Checkpoint ckpt(dir.path());
   const MoeLayer layer = load_moe_layer(ckpt, load_model_config(ckpt.config_path()), 0, {});
-  const Tensor& eff = layer.experts[0].w13.scale;  // F32 [2I, 2], gate rows first
-  ASSERT_EQ(eff.dtype(), DType::kF32);
+  const QuantWeight& w = layer.experts[0].w13;  // gate rows first
+  ASSERT_EQ(w.format, WeightFormat::kFp8);
+  ASSERT_EQ(w.strategy, Strategy::kChannel);
+  ASSERT_EQ(w.scale.dtype(), DType::kF32);
+  const Tensor packed = ckpt.read(gate + ".weight_packed");  // I32 [256, 256 / 8]
+  auto q_at = [&](int64_t row, int64_t col) { return quant::unpack_int(packed.data<int32_t>() + row * packed.dim(1), col, 4); };
+  auto value = [&](int64_t row, int64_t col) { return quant::fp8e4m3_to_float(w.data.data<uint8_t>()[row * w.cols + col]); };
 
   // Row 0 by hand: bf16(3e-4) = 0x399D = 2.9945e-4; the floor gives chan = 1 / 229376, s / chan =
-  // 68.69, which fp8 rounds to 72 (step 8 in [64, 128)); fp8(72 / 8) = 9; scale 9 * 8 / 229376.
-  // Without the floor chan would be s / 448 and the scale s itself (4.8 % lower).
+  // 68.69, which fp8 rounds to 72 (step 8 in [64, 128)); s8 = fp8(72 / 8) = 9; row scale 8 / 229376.
+  // Without the floor chan would be s / 448.
   EXPECT_EQ(tiny, 0x399D);
-  EXPECT_FLOAT_EQ(eff.data<float>()[0], 72.0f / 229376.0f);
-  EXPECT_FLOAT_EQ(eff.data<float>()[1], 72.0f / 229376.0f);
-  // Row 1: the large group is exactly 448 * chan; the small one is quantized twice (fp8, then fp8
-  // of an eighth, in fp8's subnormal range), which can round differently from quantizing s / chan / 8
-  // once. Step by step with independent arithmetic (e4m3 steps: 2^-7 in [2^-4, 2^-3), subnormals
-  // 2^-9):
+  EXPECT_FLOAT_EQ(w.scale.data<float>()[0], 8.0f / 229376.0f);
+  // Its products q * 9 in e4m3: 27 -> 28 (a tie, to even), 45 -> 44, 63 -> 64; 9, 18, 36, 72 exact.
+  int rounded = 0;
+  for (int64_t c = 0; c < w.cols; ++c) {
+    const int q = q_at(0, c);
+    EXPECT_EQ(value(0, c), round_e4m3(9.0 * q)) << "column " << c << ", q " << q;
+    rounded += value(0, c) != 9.0 * q;
+  }
+  EXPECT_GT(rounded, 0) << "the row should exercise the product rounding";
+  EXPECT_EQ(round_e4m3(27.0), 28.0);
+  EXPECT_EQ(round_e4m3(-45.0), -44.0);
+
+  // Row 1: the large group is exactly 448 * chan, so s8 = 56; the small one is quantized twice (fp8,
+  // then fp8 of an eighth, in fp8's subnormal range), which can round differently from quantizing
+  // s / chan / 8 once. Step by step with independent arithmetic (e4m3 steps: 2^-7 in [2^-4, 2^-3),
+  // subnormals 2^-9):
   const double chan = static_cast<double>(quant::bf16_to_float(big)) / 448.0;
-  EXPECT_NEAR(eff.data<float>()[2], quant::bf16_to_float(big), 1e-7 * quant::bf16_to_float(big));
+  EXPECT_NEAR(w.scale.data<float>()[1], chan * 8.0, 1e-6 * chan * 8.0);
   const double ratio = quant::bf16_to_float(small) / static_cast<float>(chan);
   ASSERT_GT(ratio, 1.0 / 16);
   ASSERT_LT(ratio, 1.0 / 8);
-  const double q = std::nearbyint(ratio * 128.0) / 128.0;       // fp8 in [2^-4, 2^-3)
-  const double s8 = std::nearbyint(q / 8.0 * 512.0) / 512.0;     // fp8 subnormal (ties to even)
+  const double q8 = std::nearbyint(ratio * 128.0) / 128.0;     // fp8 in [2^-4, 2^-3)
+  const double s8 = std::nearbyint(q8 / 8.0 * 512.0) / 512.0;  // fp8 subnormal (ties to even)
   const double once = std::nearbyint(ratio / 8.0 * 512.0) / 512.0;
   EXPECT_NE(s8, once) << "the case should exercise the double rounding";
-  EXPECT_NEAR(eff.data<float>()[3], s8 * 8.0 * chan, 1e-6 * s8 * 8.0 * chan);
+  for (int64_t c = 0; c < w.cols; ++c) {
+    const int q = q_at(1, c);
+    EXPECT_EQ(value(1, c), round_e4m3((c < 128 ? 56.0 : s8) * q)) << "column " << c << ", q " << q;
+  }
 }
 
 const std::string kExpert0Gate = "model.layers.0.mlp.experts.0.gate_proj";

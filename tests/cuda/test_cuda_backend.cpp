@@ -511,8 +511,23 @@ TEST(PrefillKernels, EdgeCases) {
     expect_cuda_matches_cpu(rounded, rx, rlogits, std::string("prefill ") + name_of(s) + " bf16 weights",
                             GemmPath::kPrefill, Comparison::kBackendVsReference);
   }
-  // W4A8-FP8 as vLLM's scale conversion leaves it (and the loader keeps it): f32 group scales,
-  // converted to bf16 for the prefill kernel at load.
+  // vLLM's W4A8-FP8 weights as the loader leaves them (w4a8_fp8_as_fp8_channel: FP8 products, a
+  // scale per row): the FP8 channel kernels, decode and prefill, against the CPU.
+  MoeLayer vllm_w4a8 = random_layer(Scheme::kW4A8Fp8, {16, 8, 2048, 768});
+  for (ExpertWeights& ew : vllm_w4a8.experts) {
+    ew.w13 = w4a8_fp8_as_fp8_channel(ew.w13);
+    ew.w2 = w4a8_fp8_as_fp8_channel(ew.w2);
+  }
+  ASSERT_EQ(plan_layer_gemms(vllm_w4a8, 0, true).g1, GroupedKernel::kFp8);
+  for (int64_t tokens : {1, 7, 300}) {
+    Tensor vx, vlogits;
+    random_inputs(tokens, vllm_w4a8, vx, vlogits);
+    for (GemmPath path : {GemmPath::kDecode, GemmPath::kPrefill, GemmPath::kAuto})
+      expect_cuda_matches_cpu(vllm_w4a8, vx, vlogits, "w4a8_fp8 as vLLM's FP8 weights, " + std::to_string(tokens) + " tokens",
+                              path);
+  }
+  // INT4 weights with FP8 activations and f32 group scales (layers built directly: checkpoints load
+  // as FP8 weights now), converted to bf16 for the prefill kernel at load.
   MoeLayer f32_scales = random_layer(Scheme::kW4A8Fp8, {16, 8, 2048, 768});
   for (ExpertWeights& ew : f32_scales.experts)
     for (QuantWeight* w : {&ew.w13, &ew.w2}) {
