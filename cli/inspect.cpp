@@ -182,6 +182,7 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
           if (r.cuda_plan) {
             c["w13"] = gemm_json(r.cuda_plan->w13);
             c["w2"] = gemm_json(r.cuda_plan->w2);
+            c["weight_bytes"] = r.cuda_plan->weight_bytes;
             c["dequant_workspace_bytes"] = r.cuda_plan->dequant_workspace_bytes;
             c["repacked_weight_bytes"] = r.cuda_plan->repacked_weight_bytes;
           } else {
@@ -231,13 +232,15 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
       fmt::print("  cuda plan  unavailable: {}\n", r.cuda_plan_error);
       continue;
     }
-    fmt::print("  cuda plan  {} hidden states, vLLM rounding (layouts of expert 0 of layer {})\n",
+    fmt::print("  cuda plan  {} hidden states, vLLM rounding, no tensor parallelism (layouts of expert 0 of layer {})\n",
                r.cuda_plan_act_kind == 1 ? "f16" : "bf16", r.cuda_plan_layer);
     for (const auto& [name, g] : {std::pair{"w13", &r.cuda_plan->w13}, std::pair{"w2", &r.cuda_plan->w2}}) {
       fmt::print("    {:<4} decode: {}; {}\n", name, g->decode, prefill_from(*g));
       if (g->prefill_from_tokens >= 0) fmt::print("         prefill: {}\n", g->prefill);
       for (const auto& [tokens, tile] : g->tiles) fmt::print("         from {:>5} tokens: {}\n", tokens, tile);
     }
+    fmt::print("    expert weights on the device {:.1f} MiB per layer (every expert local)\n",
+               static_cast<double>(r.cuda_plan->weight_bytes) / (1 << 20));
     if (r.cuda_plan->dequant_workspace_bytes > 0)
       fmt::print("    dequantization workspace {:.1f} MiB per layer (default budget; allocated when max_tokens reaches "
                  "the prefill batch)\n",

@@ -56,8 +56,8 @@ void dequantize_row(const QuantWeight& w, int64_t row, bool round_to_scale_dtype
 // as FP8 codes with one scale per row. vLLM converts each row's group scales s with its dynamic
 // FP8 quantization (chan = max(max|s| / 448, 1 / (448 * 512)), s8 = fp8(fp8(s / chan) / 8)), and
 // its kernel's scale lookup table feeds the FP8 MMA fp8(q * s8), each product rounded to e4m3, with
-// chan * 8 applied after the sum: code fp8(q * s8), row scale chan * 8. `w`: symmetric 4-bit
-// integers (packed or in int8 storage) with group or channel scales.
+// chan * 8 applied after the sum: weight code fp8(q * s8) (q the int4 value), row scale chan * 8.
+// `w`: symmetric 4-bit integers (packed or in int8 storage) with group or channel scales.
 QuantWeight w4a8_fp8_as_fp8_channel(const QuantWeight& w);
 
 struct ExpertWeights {

@@ -367,7 +367,7 @@ namespace {
 int min_rows_per_expert(GroupedKernel kind, bool few, int inter) {
   // The 4-bit register kernel's switch with many experts moves with GEMM2's reduction (gemm_tuning.h).
   auto by_reduction = [&](int long_k, int medium_k, int short_k) {
-    return inter >= kRegsLongReduction ? long_k : inter >= kRegsShortReduction ? medium_k : short_k;
+    return inter >= kRegsMinInterLongReduction ? long_k : inter >= kRegsMinInterMediumReduction ? medium_k : short_k;
   };
   switch (kind) {
     // Dequantizing costs a pass over every expert's weights, so it pays only with many rows each.
@@ -375,11 +375,11 @@ int min_rows_per_expert(GroupedKernel kind, bool few, int inter) {
     case GroupedKernel::kDequantF16: return kGroupedMinRowsPerExpertDequantF16;
     case GroupedKernel::kMxfp4Bf16:
       return few ? kGroupedMinRowsPerExpertMxfp4FewExperts
-                 : by_reduction(kGroupedMinRowsPerExpertMxfp4, kGroupedMinRowsPerExpertMxfp4MediumReduction,
+                 : by_reduction(kGroupedMinRowsPerExpertMxfp4LongReduction, kGroupedMinRowsPerExpertMxfp4MediumReduction,
                                 kGroupedMinRowsPerExpertMxfp4ShortReduction);
     case GroupedKernel::kNvfp4Bf16:
       return few ? kGroupedMinRowsPerExpertNvfp4FewExperts
-                 : by_reduction(kGroupedMinRowsPerExpertNvfp4, kGroupedMinRowsPerExpertNvfp4MediumReduction,
+                 : by_reduction(kGroupedMinRowsPerExpertNvfp4LongReduction, kGroupedMinRowsPerExpertNvfp4MediumReduction,
                                 kGroupedMinRowsPerExpertNvfp4ShortReduction);
     case GroupedKernel::kInt4RegsBf16:
       return few ? kGroupedMinRowsPerExpertInt4RegsFewExperts : kGroupedMinRowsPerExpertInt4Regs;
@@ -524,6 +524,9 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
     return g;
   };
   CudaPlanSummary summary{gemm(plan.k1, plan.g1), gemm(plan.k2, plan.g2)};
+  // Every expert has the shapes of the loaded ones (inspect loads expert 0 alone).
+  if (!layer.experts.empty())
+    summary.weight_bytes = layer.weight_bytes() / static_cast<int64_t>(layer.experts.size()) * layer.num_experts;
   // All experts: inspect loads a layer with only expert 0 local (its layouts are all it needs).
   summary.dequant_workspace_bytes =
       plan_dequant_batches(plan, layer.num_experts, kDefaultDequantWorkspaceBytes).workspace_bytes;

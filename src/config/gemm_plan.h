@@ -67,7 +67,8 @@ enum class GroupedKernel {
               // scales: CUTLASS's blockwise-scaled kernel, each 128-deep partial sum scaled in fp32
   kInt8Bf16,  // bf16 inputs x symmetric INT8 weights (packed or int8 storage) with bf16 group (>= 64)
               // or channel scales, W8A16: the mixed-input kernel of kInt4Bf16 on int8 codes
-  kInt4Codes,  // W4A8 (FP8 or INT8 activations, one scale per row): the activation codes as bf16
+  kInt4Codes,  // W4A8 with INT8 activations (one scale per row; also int4 layers with FP8 activations
+               // built directly: W4A8-FP8 checkpoints load as FP8 channel weights): the activation codes as bf16
                // values x symmetric INT4 weights with group (>= 64) or channel scales, dequantized
                // to bf16 (q * s rounded to bf16, with scales of other dtypes rounded to bf16 at load
                // first), the row scale in the epilogue; the kInt4Bf16 kernel
@@ -178,6 +179,9 @@ struct CudaPlanSummary {
     std::vector<std::pair<int64_t, std::string>> tiles;
   };
   Gemm w13, w2;
+  // The expert tensors CudaMoeLayer uploads with every expert local: the loaded layer's (W4A8-FP8 as
+  // vLLM's FP8 products, 1 byte per weight), biases included; repacked copies are below.
+  int64_t weight_bytes = 0;
   // The bf16 workspace CudaMoeLayer allocates for kDequantBf16 at the default budget with every
   // expert local, once its max_tokens reaches the crossover (0: no projection takes that path).
   int64_t dequant_workspace_bytes = 0;
@@ -249,7 +253,8 @@ struct MmaLaunch {
 };
 // Blocks per SM the tensor-core kernel's register budget is set for (its __launch_bounds__): with one
 // n-tile 3 for quantized weights (two pipelined register stages, 80 registers) and 4 for dense ones
-// (64); 2 with more n-tiles or with per-step scales (a second accumulator set: W4A8, FP8 blocks).
+// (64); 2 with more n-tiles or with per-step scales (a second accumulator set: FP8 blocks, W4A8 with
+// INT8 activations).
 constexpr int mma_blocks_per_sm(int n_tiles, bool pipelined, bool step_scaled) {
   return n_tiles > 1 || step_scaled ? 2 : pipelined ? 3 : 4;
 }

@@ -32,7 +32,9 @@ inline constexpr int kMmaMinWaves = 3;
 // tokens 150.8 -> 133.8 and 149.7 -> 133.4; DeepSeek-V3 TP8 W4A8-FP8 at 16 / 24 tokens 198.3 ->
 // 185.8 / 255.2 -> 231.9; Mixtral W4A8-FP8 at 1 token 109.8 -> 103.0; Qwen3-30B-A3B W4A8-FP8 at
 // 3 / 12 / 16 tokens 50.1 -> 48.5 / 104.0 -> 95.8 / 119.6 -> 110.8, bf16 at 1 token 25.1 -> 24.3;
-// the other 39 rows within 1.6%.
+// the other 39 rows within 1.6%. (The W4A8-FP8 rows of these A/Bs ran int4 codes with per-step
+// scales; since `8b5b0fb` W4A8-FP8 layers hold FP8 weights and run the FP8 channel instances, so the
+// per-step-scaled instances serve FP8 blocks and W4A8 with INT8 activations.)
 inline constexpr double kMmaMinGridWaves = 0.5;
 // Slots per pass over an expert's weights (8, 16 or 32: one, two or four n-tiles): the first that
 // holds the mean slots per expert plus kMmaSlotSigmas standard deviations of a uniform routing, plus
@@ -87,7 +89,9 @@ inline constexpr int kGroupedMinTokensFp8Block = 1;
 // - W4A8-FP8: Qwen3-30B-A3B 246 vs 253 at 8 rows, 470 vs 254 at 16 (~8.3); DeepSeek-V3 2992 vs 3445
 //   at 4, 4039 vs 3511 at 8 (~6); Mixtral 387 vs 453 at 4, 528 vs 457 at 8 (~6.5).
 // ("few": at most kInt4FewExperts experts in the layer, i.e. Mixtral's shape.) With only 128-row tiles the
-// switches were 24 / 28 (W4A16), 16 / 22 (W8A16) and 12 / 14 (W4A8) rows.
+// switches were 24 / 28 (W4A16), 16 / 22 (W8A16) and 12 / 14 (W4A8) rows. (The W4A8 sweep ran int4
+// weights with FP8 activations, which only W4A8 with INT8 activations takes since `8b5b0fb`: the
+// same kernel on int8 codes.)
 inline constexpr int kGroupedMinRowsPerExpertInt4 = 14;
 inline constexpr int kGroupedMinRowsPerExpertInt4FewExperts = 12;
 inline constexpr int kInt4FewExperts = 16;
@@ -128,7 +132,7 @@ inline constexpr int kGroupedMinRowsPerExpertDequantF16 = 128;
 // 677 at 32 (~25 interpolated); gpt-oss-120b 1392 vs 1482 at 16, 1793 vs 1500 at 24 (~18; in layer
 // µs ~20, below). Few experts (at most kInt4FewExperts) take the first.
 inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 25;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4 = 20;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 20;
 // The same kernel on NVFP4 weight-only (kNvfp4Bf16; its decode kernels are slower than MXFP4's) and
 // on INT4 with bf16 scales (kInt4RegsBf16: groups of 32, zero points), GEMM us decode vs prefill,
 // same call each, 02bce2d and a24922d (the same kernels; bench/runs/2026-11-30_w4_regs/), crossings
@@ -141,7 +145,7 @@ inline constexpr int kGroupedMinRowsPerExpertMxfp4 = 20;
 //   329 at 16, 336 vs 327 at 24 (~23.0); DeepSeek-V3 TP8 g32 649 vs 861 at 16, 1111 vs 886 at 32
 //   (~23.8); Kimi-K2 TP8 g32 1165 vs 1310 at 21.3, 1682 vs 1325 at 32 (~24.4).
 inline constexpr int kGroupedMinRowsPerExpertNvfp4FewExperts = 20;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4 = 15;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 15;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 25;
 inline constexpr int kGroupedMinRowsPerExpertInt4Regs = 24;
 // With many experts the MXFP4 and NVFP4 switches move with GEMM2's reduction, the layer's
@@ -157,10 +161,12 @@ inline constexpr int kGroupedMinRowsPerExpertInt4Regs = 24;
 //   20, 452 vs 406 at 24 (~20); DeepSeek-V3 TP8 1137 vs 1219 at 24, 1313 vs 1254 at 28 (~26); Kimi-K2
 //   TP8 1708 vs 1827 at 24, 1979 vs 1872 at 28 (~26).
 // The INT4 switch (above) showed no such trend (Qwen3-30B-A3B ~22-23, the TP8 shapes ~24).
-// kGroupedMinRowsPerExpertMxfp4 / Nvfp4 hold from kRegsLongReduction, the Medium values from
-// kRegsShortReduction, the Short values below it.
-inline constexpr int kRegsLongReduction = 2048;
-inline constexpr int kRegsShortReduction = 512;
+// The Long values hold from kRegsMinInterLongReduction, the Medium ones from
+// kRegsMinInterMediumReduction, the Short ones below it.
+// The tier edges lie between measured intermediates (2880 and 768; 768 and 256); an intermediate of
+// exactly 2048 (DeepSeek-V3 at TP 1) has not been measured.
+inline constexpr int kRegsMinInterLongReduction = 2048;
+inline constexpr int kRegsMinInterMediumReduction = 512;
 inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 24;
 inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 27;
 inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 20;

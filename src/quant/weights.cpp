@@ -1,5 +1,6 @@
 // Row dequantization of canonical expert weights: the one place that turns any on-disk weight
-// format into floats, with compressed-tensors' numerics (see docs/numerics.md).
+// format into floats, with compressed-tensors' numerics (see docs/numerics.md); and W4A8-FP8's
+// conversion to the FP8 products vLLM's kernel multiplies.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -218,8 +219,8 @@ QuantWeight w4a8_fp8_as_fp8_channel(const QuantWeight& w) {
     for (int64_t g = 0; g < groups; ++g) amax = std::max(amax, std::fabs(scale_at(w, r, g)));
     const float chan = quant::fp8_dynamic_scale(amax);  // amax / 448 with the 1 / (448 * 512) floor
     for (int64_t g = 0; g < groups; ++g) {
-      const float code = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(scale_at(w, r, g) / chan));
-      s8[g] = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(code / 8.0f));
+      const float scale_code = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(scale_at(w, r, g) / chan));
+      s8[g] = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(scale_code / 8.0f));
     }
     uint8_t* dst = out.data.data<uint8_t>() + r * w.cols;
     for (int64_t c = 0; c < w.cols; ++c) {

@@ -224,8 +224,20 @@ TEST(Cli, InspectCudaPlan) {
   EXPECT_GT(act_order.at("dequant_workspace_bytes").get<int64_t>(), 0);
   EXPECT_EQ(act_order.at("w2").at("decode").get<std::string>(), "CUDA-core GEMV/generic");
   EXPECT_EQ(act_order.at("w2").at("prefill").get<std::string>(), to_string(GroupedKernel::kDequantBf16));
+  // The experts' bytes on the device: an FP8 checkpoint's as stored; W4A8-FP8 holds its FP8
+  // products (1 byte per weight, twice its int4) with one fp32 scale per row.
+  const Result fj = run_cli("inspect " + test::fixture_dir("mixtral_fp8_dynamic") + " --json --cuda-plan");
+  const auto fl = nlohmann::json::parse(fj.out).at("layers").at(0);
+  EXPECT_EQ(fp8.at("weight_bytes").get<int64_t>(), fl.at("expert_weight_bytes").get<int64_t>());
+  const Result wj = run_cli("inspect " + test::fixture_dir("w4a8_fp8") + " --json --cuda-plan");
+  ASSERT_EQ(wj.exit_code, 0) << wj.out;
+  const auto w4 = nlohmann::json::parse(wj.out);
+  const int64_t E = w4.at("num_experts").get<int64_t>(), H = w4.at("hidden").get<int64_t>();
+  const int64_t I = w4.at("inter").get<int64_t>();
+  EXPECT_EQ(w4.at("layers").at(0).at("cuda_plan").at("weight_bytes").get<int64_t>(), E * (3 * H * I + 4 * (2 * I + H)));
   const Result text = run_cli("inspect " + test::fixture_dir("deepseek_fp8_block") + " --cuda-plan");
   EXPECT_THAT(text.out, HasSubstr("prefill kernel from 1 token\n"));
+  EXPECT_THAT(text.out, HasSubstr("expert weights on the device"));
   const Result plain = run_cli("inspect " + test::fixture_dir("mixtral_fp8_dynamic") + " --json");
   EXPECT_FALSE(nlohmann::json::parse(plain.out).at("layers").at(0).contains("cuda_plan"));
 }

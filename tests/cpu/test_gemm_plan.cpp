@@ -472,7 +472,7 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kMedium), "none");
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kMxfp4Bf16, int64_t{kMxfp4MaxRowsFor128} * 128, 128), GroupedTile::kSmall);
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kMxfp4Bf16, int64_t{kMxfp4MaxRowsFor128} * 128 + 1, 128), GroupedTile::kLarge);
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), (int64_t{kGroupedMinRowsPerExpertMxfp4} * 128 + 3) / 4);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), (int64_t{kGroupedMinRowsPerExpertMxfp4LongReduction} * 128 + 3) / 4);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), int64_t{kGroupedMinRowsPerExpertMxfp4FewExperts} * 4);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), 100);  // Mixtral-8x7B: 25 rows per expert
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), 640);  // gpt-oss-120b: 20
@@ -497,7 +497,8 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
     EXPECT_EQ(grouped_tile_built(GroupedKernel::kNvfp4Bf16, tile), grouped_tile_built(GroupedKernel::kMxfp4Bf16, tile));
     EXPECT_EQ(tile_config(GroupedKernel::kNvfp4Bf16, tile), tile_config(GroupedKernel::kMxfp4Bf16, tile));
   }
-  // Measured crossovers: 20 rows per expert for few experts, 13 otherwise.
+  // Measured crossovers: 20 rows per expert for few experts; with many, 15 for long reductions (20 /
+  // 26 for medium / short ones: RegisterKernelSwitchFollowsTheReduction).
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2, 14336), 80);     // Mixtral-8x7B
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 128, 4, 2880), 480);  // gpt-oss-120b: 15
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 129, 4, 2880), 484);  // (15 * 129 / 4 rounded up)
@@ -852,11 +853,11 @@ TEST(GemmPlan, RegisterKernelSwitchFollowsTheReduction) {
   // DeepSeek-V3 and Kimi-K2 at TP8 (256 / 384, top-8, 256): 27 and 26.
   EXPECT_EQ(grouped_min_tokens(mx, 256, 8, 256), 27 * 256 / 8);
   EXPECT_EQ(grouped_min_tokens(nv, 384, 8, 256), 26 * 384 / 8);
-  // The tier edges: kRegsLongReduction and kRegsShortReduction belong to the longer tier.
-  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, kRegsLongReduction), grouped_min_tokens(mx, 128, 8, 2880));
-  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, kRegsLongReduction - 1), grouped_min_tokens(mx, 128, 8, 768));
-  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, kRegsShortReduction), grouped_min_tokens(mx, 128, 8, 768));
-  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, kRegsShortReduction - 1), grouped_min_tokens(mx, 128, 8, 256));
+  // The tier edges: kRegsMinInterLongReduction and kRegsMinInterMediumReduction belong to the longer tier.
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, kRegsMinInterLongReduction), grouped_min_tokens(mx, 128, 8, 2880));
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, kRegsMinInterLongReduction - 1), grouped_min_tokens(mx, 128, 8, 768));
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, kRegsMinInterMediumReduction), grouped_min_tokens(mx, 128, 8, 768));
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, kRegsMinInterMediumReduction - 1), grouped_min_tokens(mx, 128, 8, 256));
   // The switch never comes earlier for a shorter reduction.
   for (GroupedKernel k : {mx, nv})
     for (int inter : {64, 256, 511, 512, 768, 2047, 2048, 2880, 8192})

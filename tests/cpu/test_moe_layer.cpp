@@ -441,9 +441,9 @@ double round_e4m3(double x) {
 
 TEST(W4A8Fp8Weights, FollowVllmsScaleConversionAndProductRounding) {
   // vLLM converts each row's group scales with its dynamic per-token fp8 quantization: chan =
-  // max(max|s| / 448, 1 / (448 * 512)), q = fp8(s / chan), s8 = fp8(q / 8); its kernel's lookup
-  // table feeds the MMA fp8(code * s8) and applies chan * 8 after the sum. The layer holds those
-  // FP8 products with chan * 8 as a per-row scale.
+  // max(max|s| / 448, 1 / (448 * 512)), scale code = fp8(s / chan), s8 = fp8(scale code / 8); its
+  // kernel's lookup table feeds the MMA fp8(q * s8) (q the int4 weight) and applies chan * 8 after
+  // the sum. The layer holds those FP8 products with chan * 8 as a per-row scale.
   test::TempDir dir("w4a8_scales");
   const uint16_t tiny = quant::float_to_bf16(3e-4f), big = quant::float_to_bf16(0.05f);
   const uint16_t small = quant::float_to_bf16(9.25e-6f);
@@ -490,14 +490,74 @@ TEST(W4A8Fp8Weights, FollowVllmsScaleConversionAndProductRounding) {
   const double ratio = quant::bf16_to_float(small) / static_cast<float>(chan);
   ASSERT_GT(ratio, 1.0 / 16);
   ASSERT_LT(ratio, 1.0 / 8);
-  const double q8 = std::nearbyint(ratio * 128.0) / 128.0;     // fp8 in [2^-4, 2^-3)
-  const double s8 = std::nearbyint(q8 / 8.0 * 512.0) / 512.0;  // fp8 subnormal (ties to even)
+  const double scale_code = std::nearbyint(ratio * 128.0) / 128.0;     // fp8 in [2^-4, 2^-3)
+  const double s8 = std::nearbyint(scale_code / 8.0 * 512.0) / 512.0;  // fp8 subnormal (ties to even)
   const double once = std::nearbyint(ratio / 8.0 * 512.0) / 512.0;
   EXPECT_NE(s8, once) << "the case should exercise the double rounding";
   for (int64_t c = 0; c < w.cols; ++c) {
     const int q = q_at(1, c);
     EXPECT_EQ(value(1, c), round_e4m3((c < 128 ? 56.0 : s8) * q)) << "column " << c << ", q " << q;
   }
+}
+
+TEST(W4A8Fp8Weights, PackedAndInt8StorageAndChannelScales) {
+  // The same int4 values packed (pack-quantized) and in int8 storage (int-quantized, which vLLM's
+  // sm90 rule also routes here) give the same FP8 bytes; channel scales act as one group per row.
+  const int64_t rows = 2, cols = 256;
+  std::vector<int8_t> q(rows * cols);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<int8_t>(static_cast<int>(i * 5 % 16) - 8);
+  QuantWeight packed;
+  packed.format = WeightFormat::kIntPacked;
+  packed.bits = 4;
+  packed.rows = rows;
+  packed.cols = cols;
+  packed.strategy = Strategy::kGroup;
+  packed.group_size = 128;
+  const int64_t words = quant::packed_words_per_row(cols, 4);
+  packed.data = Tensor(DType::kI32, {rows, words});
+  for (int64_t r = 0; r < rows; ++r) quant::pack_int_row(q.data() + r * cols, cols, 4, packed.data.data<int32_t>() + r * words);
+  packed.scale = Tensor(DType::kBF16, {rows, 2});
+  const float group_scales[4] = {0.01f, 0.003f, 0.02f, 0.02f};
+  for (int i = 0; i < 4; ++i) packed.scale.data<uint16_t>()[i] = quant::float_to_bf16(group_scales[i]);
+  QuantWeight stored = packed;
+  stored.format = WeightFormat::kIntUnpacked;
+  stored.data = Tensor(DType::kI8, {rows, cols});
+  std::memcpy(stored.data.raw(), q.data(), q.size());
+  const QuantWeight a = w4a8_fp8_as_fp8_channel(packed), b = w4a8_fp8_as_fp8_channel(stored);
+  ASSERT_EQ(a.data.size_bytes(), b.data.size_bytes());
+  EXPECT_EQ(std::memcmp(a.data.raw(), b.data.raw(), a.data.size_bytes()), 0);
+  EXPECT_EQ(std::memcmp(a.scale.raw(), b.scale.raw(), a.scale.size_bytes()), 0);
+  // Row 1: both groups at the row's maximum, so s / chan = 448 and s8 = 56; q = 3 gives 168, a tie
+  // between 160 and 176 in e4m3, to even: 160. Its row scale: chan * 8 = s * 8 / 448.
+  const double s1 = quant::bf16_to_float(quant::float_to_bf16(0.02f));
+  EXPECT_NEAR(a.scale.data<float>()[1], s1 * 8.0 / 448.0, 1e-7 * s1);
+  int checked = 0;
+  for (int64_t c = 0; c < cols; ++c) {
+    const int qv = q[cols + c];
+    EXPECT_EQ(quant::fp8e4m3_to_float(a.data.data<uint8_t>()[cols + c]), round_e4m3(56.0 * qv)) << c;
+    if (qv == 3) {
+      EXPECT_EQ(quant::fp8e4m3_to_float(a.data.data<uint8_t>()[cols + c]), 160.0f);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+  // Channel scales: row 1 again, as one scale.
+  QuantWeight channel = packed;
+  channel.strategy = Strategy::kChannel;
+  channel.group_size = 0;
+  channel.scale = Tensor(DType::kBF16, {rows, 1});
+  channel.scale.data<uint16_t>()[0] = quant::float_to_bf16(0.01f);
+  channel.scale.data<uint16_t>()[1] = quant::float_to_bf16(0.02f);
+  const QuantWeight ch = w4a8_fp8_as_fp8_channel(channel);
+  EXPECT_EQ(std::memcmp(ch.data.data<uint8_t>() + cols, a.data.data<uint8_t>() + cols, cols), 0);
+  EXPECT_EQ(ch.scale.data<float>()[1], a.scale.data<float>()[1]);
+  // Not W4A8-FP8 weights: zero points, 8-bit codes.
+  QuantWeight asym = packed;
+  asym.zero_point = Tensor(DType::kI8, {rows, 2});
+  EXPECT_THROW(w4a8_fp8_as_fp8_channel(asym), Error);
+  QuantWeight eight = stored;
+  eight.bits = 8;
+  EXPECT_THROW(w4a8_fp8_as_fp8_channel(eight), Error);
 }
 
 const std::string kExpert0Gate = "model.layers.0.mlp.experts.0.gate_proj";
