@@ -58,7 +58,7 @@ void expert_bytes(const Checkpoint& ckpt, const std::string& prefix, int num_exp
 
 // The CUDA plan of each layer, built from expert 0 of the first layer with the same scheme and
 // method (layers that share them share their layouts).
-void add_cuda_plans(const Checkpoint& ckpt, const ModelConfig& config, std::vector<LayerReport>& reports) {
+void add_cuda_plans(const Checkpoint& ckpt, const ModelConfig& config, int tp_size, std::vector<LayerReport>& reports) {
   std::map<std::string, const LayerReport*> first;
   for (LayerReport& r : reports) {
     if (!r.error.empty()) continue;
@@ -72,6 +72,7 @@ void add_cuda_plans(const Checkpoint& ckpt, const ModelConfig& config, std::vect
     }
     LoadOptions options;
     options.target = Target::kSm90;
+    options.tp_size = tp_size;
     options.expert_map.assign(config.moe.num_experts, -1);
     try {
       if (options.expert_map.empty()) throw Error("the layer has no experts");
@@ -104,16 +105,19 @@ nlohmann::ordered_json gemm_json(const CudaPlanSummary::Gemm& g) {
 
 }  // namespace
 
-int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan) {
+int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan, int tp_size) {
+  if (tp_size < 1) throw Error("--tp-size must be positive");
   const Checkpoint ckpt(dir);
   const ModelConfig config = load_model_config(ckpt.config_path());
   const MoeConfig& moe = config.moe;
+  if (moe.inter % tp_size != 0)
+    throw Error("intermediate size " + std::to_string(moe.inter) + " is not divisible by --tp-size " + std::to_string(tp_size));
 
   std::vector<LayerReport> reports;
   for (int layer : moe.moe_layers) {
     LayerReport r;
     r.layer = layer;
-    const MoeDispatchInput din = dispatch_input(config, layer, 1);
+    const MoeDispatchInput din = dispatch_input(config, layer, tp_size);
     r.experts_prefix = din.experts_prefix;
     expert_bytes(ckpt, din.experts_prefix, moe.num_experts, r);
     try {
@@ -126,7 +130,7 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
       r.qmoe_kernel_cpu = qmoe_kernel_family(d, Target::kCpu);
       r.vllm_rejection = d.vllm_rejection;
       r.notes = d.notes;
-      r.params = vllm_method_params(d, moe.num_experts, moe.hidden, moe.inter, moe.inter, is_gated(moe.activation));
+      r.params = vllm_method_params(d, moe.num_experts, moe.hidden, din.inter, moe.inter, is_gated(moe.activation));
     } catch (const Error& e) {
       r.error = e.what();
     }
@@ -135,7 +139,7 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
                                     r.experts_prefix));
     reports.push_back(std::move(r));
   }
-  if (cuda_plan) add_cuda_plans(ckpt, config, reports);
+  if (cuda_plan) add_cuda_plans(ckpt, config, tp_size, reports);
 
   if (json) {
     nlohmann::ordered_json j;
@@ -146,6 +150,7 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
     j["top_k"] = moe.top_k;
     j["hidden"] = moe.hidden;
     j["inter"] = moe.inter;
+    j["tp_size"] = tp_size;
     j["activation"] = to_string(moe.activation);
     j["scoring"] = moe.scoring == Scoring::kSigmoid ? "sigmoid" : "softmax";
     j["num_expert_group"] = moe.num_expert_group;
@@ -213,7 +218,7 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
   else
     fmt::print("quantization none\n");
   fmt::print("tensors      {} ({})\n", ckpt.names().size(), human_bytes(ckpt.total_size_bytes()));
-  fmt::print("target       {}\n\n", to_string(target));
+  fmt::print("target       {}{}\n\n", to_string(target), tp_size == 1 ? "" : fmt::format(", tensor parallelism {}", tp_size));
   for (const auto& r : reports) {
     fmt::print("layer {:3}  {}  experts {}/{}  {}\n", r.layer, r.experts_prefix, r.experts_found, moe.num_experts,
                human_bytes(r.expert_bytes));
@@ -232,8 +237,10 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
       fmt::print("  cuda plan  unavailable: {}\n", r.cuda_plan_error);
       continue;
     }
-    fmt::print("  cuda plan  {} hidden states, vLLM rounding, no tensor parallelism (layouts of expert 0 of layer {})\n",
-               r.cuda_plan_act_kind == 1 ? "f16" : "bf16", r.cuda_plan_layer);
+    fmt::print("  cuda plan  {} hidden states, vLLM rounding, {} (layouts of expert 0 of layer {})\n",
+               r.cuda_plan_act_kind == 1 ? "f16" : "bf16",
+               tp_size == 1 ? std::string("no tensor parallelism") : fmt::format("tensor-parallel rank 0 of {}", tp_size),
+               r.cuda_plan_layer);
     for (const auto& [name, g] : {std::pair{"w13", &r.cuda_plan->w13}, std::pair{"w2", &r.cuda_plan->w2}}) {
       fmt::print("    {:<4} decode: {}; {}\n", name, g->decode, prefill_from(*g));
       if (g->prefill_from_tokens >= 0) fmt::print("         prefill: {}\n", g->prefill);

@@ -15,11 +15,15 @@ int main(int argc, char** argv) {
 
   std::string inspect_dir;
   bool inspect_json = false, inspect_cuda_plan = false;
+  int inspect_tp_size = 1;
   auto* inspect = app.add_subcommand("inspect", "Per MoE layer: scheme, method, kernels, weight bytes (reads headers only, "
                                                   "unless --cuda-plan)");
   inspect->add_option("CKPT_DIR", inspect_dir, "checkpoint folder")->required();
   inspect->add_option("--target", target_name, "GPU whose dispatch decision is reported")->check(target_check);
   inspect->add_flag("--json", inspect_json, "machine-readable output");
+  inspect->add_option("--tp-size", inspect_tp_size,
+                      "tensor-parallel size: decisions and CUDA plans of one partition (rank 0)")
+      ->check(CLI::PositiveNumber);
   inspect->add_flag("--cuda-plan", inspect_cuda_plan,
                     "also the CUDA kernels and prefill tiles by batch size (reads one expert's weights per distinct "
                     "layer scheme)");
@@ -72,7 +76,7 @@ int main(int argc, char** argv) {
   }
   try {
     const Target target = *parse_target(target_name);
-    if (*inspect) return cli::run_inspect(inspect_dir, target, inspect_json, inspect_cuda_plan);
+    if (*inspect) return cli::run_inspect(inspect_dir, target, inspect_json, inspect_cuda_plan, inspect_tp_size);
     if (*bench) return cli::run_bench(bench_args);
     run_args.target = target;
     return cli::run_run(run_args);

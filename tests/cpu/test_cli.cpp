@@ -238,6 +238,31 @@ TEST(Cli, InspectCudaPlan) {
   const Result text = run_cli("inspect " + test::fixture_dir("deepseek_fp8_block") + " --cuda-plan");
   EXPECT_THAT(text.out, HasSubstr("prefill kernel from 1 token\n"));
   EXPECT_THAT(text.out, HasSubstr("expert weights on the device"));
+  // --tp-size: one partition's decisions (vLLM checks the per-partition size: W4A8-FP8 wants
+  // multiples of 256) and parameter shapes, and its CUDA plan.
+  const Result tp = run_cli("inspect " + test::fixture_dir("w4a8_fp8") + " --json --cuda-plan --tp-size 2");
+  ASSERT_EQ(tp.exit_code, 0) << tp.out;
+  const auto tpj = nlohmann::json::parse(tp.out);
+  EXPECT_EQ(tpj.at("tp_size").get<int>(), 2);
+  const int64_t inter = tpj.at("inter").get<int64_t>();
+  ASSERT_EQ(inter, 256);
+  EXPECT_THAT(tpj.at("layers").at(0).at("error").get<std::string>(),
+              HasSubstr("intermediate_size_per_partition=128 must be divisible by 256"));
+  const Result tp2 = run_cli("inspect " + test::fixture_dir("mixtral_fp8_dynamic") + " --json --cuda-plan --tp-size 2");
+  ASSERT_EQ(tp2.exit_code, 0) << tp2.out;
+  const auto l2 = nlohmann::json::parse(tp2.out).at("layers").at(0);
+  const int64_t full = nlohmann::json::parse(tp2.out).at("inter").get<int64_t>();
+  bool found = false;
+  for (const auto& p : l2.at("vllm_params"))
+    if (p.at("name") == "w2_weight") {  // [E, H, I] of one partition
+      EXPECT_EQ(p.at("shape").back().get<int64_t>(), full / 2);
+      found = true;
+    }
+  EXPECT_TRUE(found);
+  EXPECT_TRUE(l2.at("cuda_plan").contains("w13"));
+  const Result odd = run_cli("inspect " + test::fixture_dir("w4a16_g128") + " --tp-size 3");
+  EXPECT_NE(odd.exit_code, 0);
+  EXPECT_THAT(odd.out, HasSubstr("not divisible by --tp-size 3"));
   const Result plain = run_cli("inspect " + test::fixture_dir("mixtral_fp8_dynamic") + " --json");
   EXPECT_FALSE(nlohmann::json::parse(plain.out).at("layers").at(0).contains("cuda_plan"));
 }
