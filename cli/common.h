@@ -53,6 +53,7 @@ struct RunArgs {
   int repeat = 3;
   int tp_rank = 0, tp_size = 1, ep_rank = 0, ep_size = 1;
   bool nvfp4_exact_w4a4 = false;
+  bool w4a8_fp8_int4 = false;
   bool fp32_intermediate = false;
   bool check = true;
   bool json = false;

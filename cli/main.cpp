@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
   run->add_option("--ep-size", run_args.ep_size, "expert-parallel size")->check(CLI::PositiveNumber);
   run->add_flag("--nvfp4-exact-w4a4", run_args.nvfp4_exact_w4a4,
                 "quantize NVFP4 W4A4 activations (vLLM on Hopper runs W4A4 weight-only)");
+  run->add_flag("--w4a8-int4", run_args.w4a8_fp8_int4,
+                "W4A8-FP8: keep the int4 codes with exact products (half the weight memory; vLLM rounds "
+                "each product to FP8)");
   run->add_flag("--fp32-intermediate", run_args.fp32_intermediate,
                 "keep intermediates in fp32 (default: round them to the input dtype, as vLLM)");
   run->add_flag("--no-check", [&](int64_t) { run_args.check = false; }, "skip the reference check");

@@ -51,6 +51,7 @@ int run_run(const RunArgs& args) {
   // One rank's output is a partial sum: only the reference of the same rank can check it.
   const bool partial = args.tp_size > 1 || args.ep_size > 1;
   load.nvfp4_exact_w4a4 = args.nvfp4_exact_w4a4;
+  load.w4a8_fp8_int4 = args.w4a8_fp8_int4;
   double load_s = 0.0;
   MoeLayer layer;
   {

@@ -59,6 +59,9 @@ void dequantize_row(const QuantWeight& w, int64_t row, bool round_to_scale_dtype
 // chan * 8 applied after the sum: weight code fp8(q * s8) (q the int4 value), row scale chan * 8.
 // `w`: symmetric 4-bit integers (packed or in int8 storage) with group or channel scales.
 QuantWeight w4a8_fp8_as_fp8_channel(const QuantWeight& w);
+// The same conversion of the scales with the int4 codes kept and the products left exact: each
+// group's scale becomes s8 * chan * 8 (F32), LoadOptions::w4a8_fp8_int4.
+QuantWeight w4a8_fp8_exact_products(const QuantWeight& w);
 
 struct ExpertWeights {
   QuantWeight w13;  // [S*inter, hidden], S = 2 when gated
@@ -99,6 +102,10 @@ struct LoadOptions {
   // Run NVFP4 W4A4 with its exact activation quantization instead of vLLM's Hopper behaviour
   // (weight-only Marlin). Off by default: qmoe follows vLLM.
   bool nvfp4_exact_w4a4 = false;
+  // W4A8 with FP8 activations: keep the int4 codes (half the memory of vLLM's FP8 products) with the
+  // exact products q * s8 * chan * 8 instead of their e4m3 rounding (w4a8_fp8_as_fp8_channel). Off by
+  // default: qmoe follows vLLM. The int4 code kernels run these layers.
+  bool w4a8_fp8_int4 = false;
   // Called with (bytes done, bytes total) while expert tensors are read.
   std::function<void(uint64_t, uint64_t)> progress;
 };

@@ -403,7 +403,8 @@ void w4a8_fp8(DispatchDecision& d, const QuantArgs& w, const QuantArgs& a,
   }
   set_method(d, MoeMethod::kW4A8Fp8);
   d.notes.push_back("W4A8-FP8 weights are held as vLLM's kernel feeds them, fp8(q * s8) with a scale "
-                    "per row: 1 byte per weight, twice the checkpoint's int4 (docs/numerics.md)");
+                    "per row: 1 byte per weight, twice the checkpoint's int4 (docs/numerics.md; "
+                    "LoadOptions::w4a8_fp8_int4 / qmoe run --w4a8-int4 keep the int4 codes, exact products)");
   if (a.type == QuantType::kInt) {
     d.notes.push_back("W4A8 with int8 activation args is routed to the FP8-activation method on "
                       "sm90 (vLLM's _is_fp8_w4a8 does not check types): activations are "

@@ -679,8 +679,9 @@ MoeLayer load_moe_layer(const Checkpoint& ckpt, const ModelConfig& config, int l
     }
     ew.w2 = slice_input_cols(read_projection(ckpt, down_p, H, I_full, scheme, int_layout), r0, r1, down_p);
     if (method == MoeMethod::kW4A8Fp8) {  // vLLM's effective weights: FP8 codes, a scale per row
-      ew.w13 = w4a8_fp8_as_fp8_channel(ew.w13);
-      ew.w2 = w4a8_fp8_as_fp8_channel(ew.w2);
+      auto convert = options.w4a8_fp8_int4 ? w4a8_fp8_exact_products : w4a8_fp8_as_fp8_channel;
+      ew.w13 = convert(ew.w13);
+      ew.w2 = convert(ew.w2);
     }
 
     const bool has_bias = moe.has_bias || ckpt.has(gate_p + ".bias");

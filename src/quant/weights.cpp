@@ -2,6 +2,7 @@
 // format into floats, with compressed-tensors' numerics (see docs/numerics.md); and W4A8-FP8's
 // conversion to the FP8 products vLLM's kernel multiplies.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -176,9 +177,20 @@ void dequantize_row(const QuantWeight& w, int64_t row, bool round_to_scale_dtype
       return;
     }
     case WeightFormat::kFp8: {
+      // quant::dequant_fp8 with the code's value from a table (its decode calls ldexpf per element).
+      static const std::array<float, 256> kFp8Values = [] {
+        std::array<float, 256> t{};
+        for (int b = 0; b < 256; ++b) t[b] = quant::fp8e4m3_to_float(static_cast<uint8_t>(b));
+        return t;
+      }();
       const uint8_t* q = w.data.data<uint8_t>() + row * w.cols;
-      for (int64_t c = 0; c < w.cols; ++c)
-        out[c] = quant::dequant_fp8(q[c], scale_at(w, row, group_of(w, c)), kind);
+      if (w.strategy != Strategy::kTensor && w.strategy != Strategy::kChannel) {
+        for (int64_t c = 0; c < w.cols; ++c)
+          out[c] = quant::round_to_scale_kind(quant::detail::mul_rn(kFp8Values[q[c]], scale_at(w, row, group_of(w, c))), kind);
+      } else {  // one scale for the row
+        const float s = scale_at(w, row, 0);
+        for (int64_t c = 0; c < w.cols; ++c) out[c] = quant::round_to_scale_kind(quant::detail::mul_rn(kFp8Values[q[c]], s), kind);
+      }
       return;
     }
     case WeightFormat::kNvfp4:
@@ -200,10 +212,33 @@ void dequantize_row(const QuantWeight& w, int64_t row, bool round_to_scale_dtype
   }
 }
 
-QuantWeight w4a8_fp8_as_fp8_channel(const QuantWeight& w) {
+namespace {
+
+// vLLM's W4A8-FP8 scale conversion (convert_bf16_scales_to_fp8) of row r of `w`: its groups' s8 and
+// the row's chan * 8.
+float w4a8_fp8_row_scales(const QuantWeight& w, int64_t r, int64_t groups, std::vector<float>& s8) {
+  float amax = 0.0f;
+  for (int64_t g = 0; g < groups; ++g) amax = std::max(amax, std::fabs(scale_at(w, r, g)));
+  const float chan = quant::fp8_dynamic_scale(amax);  // amax / 448 with the 1 / (448 * 512) floor
+  for (int64_t g = 0; g < groups; ++g) {
+    const float scale_code = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(scale_at(w, r, g) / chan));
+    s8[g] = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(scale_code / 8.0f));
+  }
+  return chan * 8.0f;
+}
+
+void check_w4a8_fp8_weights(const QuantWeight& w) {
   const bool int4 = (w.format == WeightFormat::kIntPacked || w.format == WeightFormat::kIntUnpacked) && w.bits == 4;
   if (!int4 || !w.zero_point.empty() || (w.strategy != Strategy::kGroup && w.strategy != Strategy::kChannel))
     throw Error("W4A8-FP8 weights must be symmetric 4-bit integers with group or channel scales");
+}
+
+int64_t scale_groups(const QuantWeight& w) { return w.strategy == Strategy::kChannel ? 1 : w.scale.dim(1); }
+
+}  // namespace
+
+QuantWeight w4a8_fp8_as_fp8_channel(const QuantWeight& w) {
+  check_w4a8_fp8_weights(w);
   QuantWeight out;
   out.format = WeightFormat::kFp8;
   out.bits = 8;
@@ -212,16 +247,10 @@ QuantWeight w4a8_fp8_as_fp8_channel(const QuantWeight& w) {
   out.strategy = Strategy::kChannel;
   out.data = Tensor(DType::kF8E4M3, {w.rows, w.cols});
   out.scale = Tensor(DType::kF32, {w.rows, 1});
-  const int64_t groups = w.strategy == Strategy::kChannel ? 1 : w.scale.dim(1);
+  const int64_t groups = scale_groups(w);
   std::vector<float> s8(static_cast<size_t>(groups));
   for (int64_t r = 0; r < w.rows; ++r) {
-    float amax = 0.0f;
-    for (int64_t g = 0; g < groups; ++g) amax = std::max(amax, std::fabs(scale_at(w, r, g)));
-    const float chan = quant::fp8_dynamic_scale(amax);  // amax / 448 with the 1 / (448 * 512) floor
-    for (int64_t g = 0; g < groups; ++g) {
-      const float scale_code = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(scale_at(w, r, g) / chan));
-      s8[g] = quant::fp8e4m3_to_float(quant::float_to_fp8e4m3_sat(scale_code / 8.0f));
-    }
+    out.scale.data<float>()[r] = w4a8_fp8_row_scales(w, r, groups, s8);
     uint8_t* dst = out.data.data<uint8_t>() + r * w.cols;
     for (int64_t c = 0; c < w.cols; ++c) {
       const int q = w.format == WeightFormat::kIntPacked
@@ -230,7 +259,19 @@ QuantWeight w4a8_fp8_as_fp8_channel(const QuantWeight& w) {
       // q * s8 is exact in fp32 (at most 7 significant bits); |q * s8| <= 8 * 56 = 448.
       dst[c] = quant::float_to_fp8e4m3_sat(static_cast<float>(q) * s8[group_of(w, c)]);
     }
-    out.scale.data<float>()[r] = chan * 8.0f;
+  }
+  return out;
+}
+
+QuantWeight w4a8_fp8_exact_products(const QuantWeight& w) {
+  check_w4a8_fp8_weights(w);
+  QuantWeight out = w;
+  const int64_t groups = scale_groups(w);
+  out.scale = Tensor(DType::kF32, {w.rows, groups});
+  std::vector<float> s8(static_cast<size_t>(groups));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    const float row_scale = w4a8_fp8_row_scales(w, r, groups, s8);
+    for (int64_t g = 0; g < groups; ++g) out.scale.data<float>()[r * groups + g] = s8[g] * row_scale;
   }
   return out;
 }

@@ -500,6 +500,92 @@ TEST(W4A8Fp8Weights, FollowVllmsScaleConversionAndProductRounding) {
   }
 }
 
+TEST(DequantizeRow, Fp8RowsMatchTheElementFormulaForEveryCode) {
+  // dequantize_row's FP8 path (a table of code values) against quant::dequant_fp8 element by
+  // element: every code (NaN codes included), tensor / channel / 128 x 128 block scales, bf16 and f32
+  // scales, with and without the rounding to the scale dtype.
+  for (Strategy strategy : {Strategy::kTensor, Strategy::kChannel, Strategy::kBlock})
+    for (DType scale_dtype : {DType::kBF16, DType::kF32}) {
+      QuantWeight w;
+      w.format = WeightFormat::kFp8;
+      w.bits = 8;
+      w.rows = 2;
+      w.cols = 256;
+      w.strategy = strategy;
+      w.data = Tensor(DType::kF8E4M3, {2, 256});
+      for (int64_t i = 0; i < 512; ++i) w.data.data<uint8_t>()[i] = static_cast<uint8_t>(i * 7 % 256);
+      const float values[4] = {0.0173f, 3.1e-5f, 2.75f, 0.5f};
+      const std::vector<int64_t> shape = strategy == Strategy::kTensor    ? std::vector<int64_t>{1}
+                                         : strategy == Strategy::kChannel ? std::vector<int64_t>{2, 1}
+                                                                          : std::vector<int64_t>{1, 2};
+      if (strategy == Strategy::kBlock) w.block_rows = w.block_cols = 128;
+      w.scale = Tensor(scale_dtype, shape);
+      for (int64_t i = 0; i < w.scale.numel(); ++i) {
+        if (scale_dtype == DType::kBF16) w.scale.data<uint16_t>()[i] = quant::float_to_bf16(values[i]);
+        else w.scale.data<float>()[i] = values[i];
+      }
+      for (bool round : {true, false})
+        for (int64_t r = 0; r < 2; ++r) {
+          std::vector<float> out(256);
+          dequantize_row(w, r, round, out.data());
+          const quant::ScaleKind kind = round && scale_dtype == DType::kBF16 ? quant::ScaleKind::kBF16 : quant::ScaleKind::kF32;
+          for (int64_t c = 0; c < 256; ++c) {
+            const int64_t si = strategy == Strategy::kTensor ? 0 : strategy == Strategy::kChannel ? r : c / 128;
+            const float s = scale_dtype == DType::kBF16 ? quant::bf16_to_float(w.scale.data<uint16_t>()[si]) : w.scale.data<float>()[si];
+            const float want = quant::dequant_fp8(w.data.data<uint8_t>()[r * 256 + c], s, kind);
+            if (std::isnan(want)) {
+              EXPECT_TRUE(std::isnan(out[c])) << c;
+            } else {
+              EXPECT_EQ(out[c], want) << "strategy " << static_cast<int>(strategy) << " row " << r << " col " << c;
+            }
+          }
+        }
+    }
+}
+
+TEST(W4A8Fp8Weights, Int4OptionKeepsTheCodesWithExactProducts) {
+  // LoadOptions::w4a8_fp8_int4: the checkpoint's int4 codes with one F32 scale per group, s8 * chan *
+  // 8 of vLLM's conversion (the same s8 and chan as the FP8 products), so each weight is q * s8 * chan
+  // * 8 unrounded, and both backends run it as int4 with FP8 activations.
+  test::TempDir dir("w4a8_int4");
+  const uint16_t tiny = quant::float_to_bf16(3e-4f);
+  const std::string gate = "model.layers.0.mlp.experts.0.gate_proj";
+  copy_fixture_edited("w4a8_fp8", dir, [&](std::map<std::string, Tensor>& tensors) {
+    Tensor& s = tensors.at(gate + ".weight_scale");
+    s.data<uint16_t>()[0] = s.data<uint16_t>()[1] = tiny;  // row 0 as in the test above: s8 = 9
+  });
+  const Checkpoint ckpt(dir.path());
+  LoadOptions int4;
+  int4.w4a8_fp8_int4 = true;
+  const MoeLayer layer = load_moe_layer(ckpt, load_model_config(ckpt.config_path()), 0, int4);
+  const QuantWeight& w = layer.experts[0].w13;
+  ASSERT_EQ(w.format, WeightFormat::kIntPacked);
+  ASSERT_EQ(w.scale.dtype(), DType::kF32);
+  ASSERT_EQ(w.scale.dim(1), 2);
+  EXPECT_FLOAT_EQ(w.scale.data<float>()[0], 72.0f / 229376.0f);  // 9 * 8 / 229376
+  EXPECT_FLOAT_EQ(w.scale.data<float>()[1], 72.0f / 229376.0f);
+  // Row 0's weights: q * 72 / 229376, where the default load rounds q * 9 in e4m3 first.
+  const MoeLayer fp8 = load_moe_layer(ckpt, load_model_config(ckpt.config_path()), 0, {});
+  std::vector<float> exact(w.cols), rounded(w.cols);
+  dequantize_row(w, 0, false, exact.data());
+  dequantize_row(fp8.experts[0].w13, 0, false, rounded.data());
+  const Tensor packed = ckpt.read(gate + ".weight_packed");
+  int differ = 0;
+  for (int64_t c = 0; c < w.cols; ++c) {
+    const int q = quant::unpack_int(packed.data<int32_t>(), c, 4);
+    EXPECT_FLOAT_EQ(exact[c], q * (72.0f / 229376.0f)) << c;
+    EXPECT_FLOAT_EQ(rounded[c], static_cast<float>(round_e4m3(9.0 * q)) * (8.0f / 229376.0f)) << c;
+    differ += exact[c] != rounded[c];
+  }
+  EXPECT_GT(differ, 0);
+  // Both backends agree on such a layer (CPU backend against the reference).
+  const std::map<std::string, Tensor> io = read_safetensors(test::fixture_dir("w4a8_fp8") + "/io.safetensors");
+  const OutputDiff d = compare_outputs(make_backend("cpu", 2)->forward(layer, io.at("hidden_states"), io.at("router_logits"), {}),
+                                       reference_forward(layer, io.at("hidden_states"), io.at("router_logits"), {}));
+  EXPECT_TRUE(d.finite);
+  EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, {}, Comparison::kBackendVsReference));
+}
+
 TEST(W4A8Fp8Weights, PackedAndInt8StorageAndChannelScales) {
   // The same int4 values packed (pack-quantized) and in int8 storage (int-quantized, which vLLM's
   // sm90 rule also routes here) give the same FP8 bytes; channel scales act as one group per row.
