@@ -1214,6 +1214,13 @@ TEST(CudaFixtures, EveryFixtureMatchesTheCpuAndTorch) {
                                 name + " layer " + std::to_string(layer_idx));
         ++checked;
       }
+      if (name == "w4a8_fp8") {  // the int4 option: int4 codes with exact products (int4 code kernels)
+        LoadOptions int4 = options;
+        int4.w4a8_fp8_int4 = true;
+        const MoeLayer layer = load_moe_layer(ckpt, config, layer_idx, int4);
+        expect_cuda_matches_cpu(layer, io.at("hidden_states"), io.at("router_logits"), name + " int4 option");
+        ++checked;
+      }
     }
   }
   EXPECT_GE(checked, 28);
