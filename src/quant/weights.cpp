@@ -195,17 +195,29 @@ void dequantize_row(const QuantWeight& w, int64_t row, bool round_to_scale_dtype
     }
     case WeightFormat::kNvfp4:
     case WeightFormat::kMxfp4: {
+      // quant::dequant_mxfp4 / dequant_nvfp4 with the e2m1 values from a table and each block's
+      // factor computed once (both decodes call ldexpf per element).
+      static const std::array<float, 16> kE2m1Values = [] {
+        std::array<float, 16> t{};
+        for (int n = 0; n < 16; ++n) t[n] = quant::e2m1_to_float(static_cast<uint8_t>(n));
+        return t;
+      }();
+      const bool mxfp4 = w.format == WeightFormat::kMxfp4;
       const uint8_t* bytes = w.data.data<uint8_t>() + row * (w.cols / 2);
       const uint8_t* scales = w.scale.data<uint8_t>() + row * w.scale.dim(1);
-      for (int64_t c = 0; c < w.cols; ++c) {
-        const uint8_t nibble = (c % 2 == 0) ? (bytes[c / 2] & 0xF) : (bytes[c / 2] >> 4);
-        const uint8_t s = scales[c / w.group_size];
-        if (w.format == WeightFormat::kMxfp4)
-          out[c] = quant::dequant_mxfp4(nibble, s);  // exact: e2m1 times a power of two
-        else if (round_to_scale_dtype)
-          out[c] = quant::dequant_nvfp4(nibble, s, w.global_scale);
-        else  // the GPU kernels keep e2m1 * block scale exact and apply 1/global in fp32
-          out[c] = quant::e2m1_to_float(nibble) * (quant::fp8e4m3_to_float(s) / w.global_scale);
+      for (int64_t c0 = 0; c0 < w.cols; c0 += w.group_size) {
+        const uint8_t s = scales[c0 / w.group_size];
+        // MXFP4: e2m1 times a power of two (exact), rounded to bf16 like dequant_mxfp4. NVFP4:
+        // dequant_nvfp4's fp8(s) / global, its product rounded to bf16 unless the caller keeps the
+        // GPU kernels' exact e2m1 * block scale (1 / global applied in fp32).
+        const float factor = mxfp4 ? quant::e8m0_to_float(s) : quant::detail::div_rn(quant::fp8e4m3_to_float(s), w.global_scale);
+        const bool round = mxfp4 || round_to_scale_dtype;
+        const int64_t c1 = std::min(c0 + w.group_size, w.cols);
+        for (int64_t c = c0; c < c1; ++c) {
+          const uint8_t nibble = (c % 2 == 0) ? (bytes[c / 2] & 0xF) : (bytes[c / 2] >> 4);
+          const float v = quant::detail::mul_rn(kE2m1Values[nibble], factor);
+          out[c] = round ? quant::round_to_bf16(v) : v;
+        }
       }
       return;
     }

@@ -543,6 +543,42 @@ TEST(DequantizeRow, Fp8RowsMatchTheElementFormulaForEveryCode) {
     }
 }
 
+TEST(DequantizeRow, Fp4RowsMatchTheElementFormulasForEveryCode) {
+  // dequantize_row's MXFP4 and NVFP4 paths (a table of e2m1 values, a factor per block) against the
+  // element formulas: every nibble with every scale code (NaN and inf included), NVFP4 with and
+  // without the rounding to bf16.
+  for (WeightFormat format : {WeightFormat::kMxfp4, WeightFormat::kNvfp4}) {
+    QuantWeight w;
+    w.format = format;
+    w.bits = 4;
+    w.rows = 1;
+    w.group_size = format == WeightFormat::kMxfp4 ? 32 : 16;
+    w.cols = 256 * w.group_size;
+    w.strategy = Strategy::kGroup;
+    w.global_scale = 1.0f / 3.7f;
+    w.data = Tensor(DType::kU8, {1, w.cols / 2});
+    for (int64_t i = 0; i < w.cols / 2; ++i) w.data.data<uint8_t>()[i] = static_cast<uint8_t>((2 * i % 16) | ((2 * i + 1) % 16) << 4);
+    w.scale = Tensor(format == WeightFormat::kMxfp4 ? DType::kU8 : DType::kF8E4M3, {1, 256});
+    for (int g = 0; g < 256; ++g) w.scale.data<uint8_t>()[g] = static_cast<uint8_t>(g);
+    for (bool round : {true, false}) {
+      std::vector<float> out(w.cols);
+      dequantize_row(w, 0, round, out.data());
+      for (int64_t c = 0; c < w.cols; ++c) {
+        const uint8_t nibble = static_cast<uint8_t>(c % 16);
+        const uint8_t s = static_cast<uint8_t>(c / w.group_size);
+        const float want = format == WeightFormat::kMxfp4 ? quant::dequant_mxfp4(nibble, s)
+                           : round ? quant::dequant_nvfp4(nibble, s, w.global_scale)
+                                   : quant::e2m1_to_float(nibble) * (quant::fp8e4m3_to_float(s) / w.global_scale);
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(out[c])) << c;
+        } else {
+          EXPECT_EQ(out[c], want) << "format " << static_cast<int>(format) << " col " << c;
+        }
+      }
+    }
+  }
+}
+
 TEST(W4A8Fp8Weights, Int4OptionKeepsTheCodesWithExactProducts) {
   // LoadOptions::w4a8_fp8_int4: the checkpoint's int4 codes with one F32 scale per group, s8 * chan *
   // 8 of vLLM's conversion (the same s8 and chan as the FP8 products), so each weight is q * s8 * chan
