@@ -42,7 +42,10 @@ std::mt19937_64& rng() {
 // ---- random layers -----------------------------------------------------------------------------
 
 enum class Scheme { kW4A16G128, kW4A16Channel, kW4A16AsymG32, kW8A16Channel, kW8A16AsymG64, kW8A16Int8Storage, kFp8Channel, kFp8Block,
-                    kFp8TensorStatic, kInt8, kNvfp4, kNvfp4ExactW4A4, kMxfp4, kDense, kW4A8Fp8, kW4A8Int8 };
+                    kFp8TensorStatic, kInt8, kNvfp4, kNvfp4ExactW4A4, kMxfp4, kDense, kInt4Fp8Codes, kW4A8Fp8, kW4A8Int8 };
+// kInt4Fp8Codes: int4 weights with FP8 activations, the int4 code kernels' layout (W4A8-FP8 checkpoints
+// with LoadOptions::w4a8_fp8_int4); kW4A8Fp8: W4A8-FP8 as the loader leaves it by default, vLLM's FP8
+// products with a scale per row (w4a8_fp8_as_fp8_channel).
 
 const char* name_of(Scheme s) {
   switch (s) {
@@ -60,6 +63,7 @@ const char* name_of(Scheme s) {
     case Scheme::kNvfp4ExactW4A4: return "nvfp4_w4a4_exact";
     case Scheme::kMxfp4: return "mxfp4";
     case Scheme::kDense: return "bf16";
+    case Scheme::kInt4Fp8Codes: return "int4_fp8_codes";
     case Scheme::kW4A8Fp8: return "w4a8_fp8";
     case Scheme::kW4A8Int8: return "w4a8_int8";
   }
@@ -88,6 +92,7 @@ Tensor random_fp8(std::vector<int64_t> shape) {
 }
 
 QuantWeight random_weight(Scheme s, int64_t rows, int64_t cols) {
+  if (s == Scheme::kW4A8Fp8) return w4a8_fp8_as_fp8_channel(random_weight(Scheme::kInt4Fp8Codes, rows, cols));
   QuantWeight w;
   const int64_t group = s == Scheme::kW4A16AsymG32 || s == Scheme::kMxfp4 ? 32
                         : s == Scheme::kNvfp4                            ? 16
@@ -102,7 +107,7 @@ QuantWeight random_weight(Scheme s, int64_t rows, int64_t cols) {
     case Scheme::kW4A16G128:
     case Scheme::kW4A16Channel:
     case Scheme::kW4A16AsymG32:
-    case Scheme::kW4A8Fp8:
+    case Scheme::kInt4Fp8Codes:
     case Scheme::kW4A8Int8: {
       w.format = WeightFormat::kIntPacked;
       w.bits = 4;
@@ -213,10 +218,10 @@ MoeLayer random_layer(Scheme s, LayerShape shape, Activation act = Activation::k
   L.inter = shape.inter;
   L.activation = act;
   const bool w8a8 = s == Scheme::kFp8Channel || s == Scheme::kFp8Block || s == Scheme::kFp8TensorStatic ||
-                    s == Scheme::kInt8 || s == Scheme::kW4A8Fp8 || s == Scheme::kW4A8Int8;
+                    s == Scheme::kInt8 || s == Scheme::kInt4Fp8Codes || s == Scheme::kW4A8Fp8 || s == Scheme::kW4A8Int8;
   L.round_weights_to_scale_dtype = !w8a8 && s != Scheme::kNvfp4 && s != Scheme::kNvfp4ExactW4A4;
   switch (s) {
-    case Scheme::kFp8Channel: case Scheme::kW4A8Fp8: L.act_quant = ActQuant::kFp8PerToken; break;
+    case Scheme::kFp8Channel: case Scheme::kInt4Fp8Codes: case Scheme::kW4A8Fp8: L.act_quant = ActQuant::kFp8PerToken; break;
     case Scheme::kFp8Block: L.act_quant = ActQuant::kFp8Group; L.act_group_size = 128; break;
     case Scheme::kFp8TensorStatic: L.act_quant = ActQuant::kFp8Static; L.w13_input_scale = 0.01f; L.w2_input_scale = 0.002f; break;
     case Scheme::kInt8: case Scheme::kW4A8Int8: L.act_quant = ActQuant::kInt8PerToken; break;
@@ -273,7 +278,8 @@ TEST_P(RandomLayers, MatchTheCpuBackend) {
   std::vector<LayerShape> shapes = {{16, 8, 2048, 768}};
   // gpt-oss-like sizes (2880 = 22.5 x 128, 1440 = 22.5 x 64) only where the scheme's groups divide
   // them, as the loader requires.
-  const bool groups_of_64_or_more = s == Scheme::kW4A16G128 || s == Scheme::kW4A8Fp8 || s == Scheme::kW4A8Int8 ||
+  const bool groups_of_64_or_more = s == Scheme::kW4A16G128 || s == Scheme::kInt4Fp8Codes || s == Scheme::kW4A8Int8 ||
+                                    s == Scheme::kW4A8Fp8 ||  // (made from int4 groups of 128)
                                     s == Scheme::kFp8Block ||
                                     s == Scheme::kW8A16Int8Storage || s == Scheme::kW8A16AsymG64;
   if (!groups_of_64_or_more && s != Scheme::kNvfp4ExactW4A4) shapes.push_back({8, 4, 2880, 1440});
@@ -292,7 +298,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, RandomLayers,
                          ::testing::Values(Scheme::kW4A16G128, Scheme::kW4A16Channel, Scheme::kW4A16AsymG32, Scheme::kW8A16Channel,
                                            Scheme::kW8A16AsymG64, Scheme::kW8A16Int8Storage, Scheme::kFp8Channel, Scheme::kFp8Block, Scheme::kFp8TensorStatic,
                                            Scheme::kInt8, Scheme::kNvfp4, Scheme::kNvfp4ExactW4A4, Scheme::kMxfp4,
-                                           Scheme::kDense, Scheme::kW4A8Fp8, Scheme::kW4A8Int8),
+                                           Scheme::kDense, Scheme::kInt4Fp8Codes, Scheme::kW4A8Fp8, Scheme::kW4A8Int8),
                          [](const ::testing::TestParamInfo<Scheme>& info) { return std::string(name_of(info.param)); });
 
 // F16 models: f16 hidden states and f16 scales (or dense f16 weights), so the GEMMs run in f16
@@ -402,7 +408,7 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
   REQUIRE_GPU();
   for (Scheme s : {Scheme::kFp8Channel, Scheme::kFp8TensorStatic, Scheme::kInt8, Scheme::kDense, Scheme::kW4A16G128,
                    Scheme::kW4A16Channel, Scheme::kFp8Block, Scheme::kW8A16Channel, Scheme::kW8A16Int8Storage,
-                   Scheme::kW4A8Fp8, Scheme::kW4A8Int8}) {
+                   Scheme::kInt4Fp8Codes, Scheme::kW4A8Int8}) {
     // A Qwen3-like shape scaled down in experts, and gpt-oss's odd 2880 (not a multiple of the tiles;
     // not with groups of 128, which must divide it). 128 x 128 blocks may end partial (2880 = 22.5
     // blocks: partial k-tiles, 23 input scales per row, the unfused quantization), and also get
@@ -410,7 +416,7 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
     std::vector<LayerShape> shapes = {{16, 8, 2048, 768}, {8, 4, 2880, 1440}};
     if (s == Scheme::kFp8Block) shapes.push_back({8, 4, 1024, 384});
     for (const LayerShape& shape : shapes) {
-      if ((s == Scheme::kW4A16G128 || s == Scheme::kW8A16Int8Storage || s == Scheme::kW4A8Fp8 || s == Scheme::kW4A8Int8) &&
+      if ((s == Scheme::kW4A16G128 || s == Scheme::kW8A16Int8Storage || s == Scheme::kInt4Fp8Codes || s == Scheme::kW4A8Int8) &&
           shape.hidden == 2880)
         continue;
       const MoeLayer layer = random_layer(s, shape);
@@ -425,7 +431,7 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
   }
   // The automatic path on a batch past the crossover.
   for (Scheme s : {Scheme::kFp8Channel, Scheme::kInt8, Scheme::kDense, Scheme::kW4A16G128, Scheme::kFp8Block,
-                   Scheme::kW8A16Channel, Scheme::kW4A8Fp8}) {
+                   Scheme::kW8A16Channel, Scheme::kInt4Fp8Codes}) {
     const MoeLayer layer = random_layer(s, {8, 2, 1024, 512});
     Tensor x, logits;
     random_inputs(1024, layer, x, logits);
@@ -439,7 +445,7 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
 TEST(PrefillKernels, EveryTileMatchesTheCpuBackend) {
   REQUIRE_GPU();
   for (Scheme s : {Scheme::kFp8Channel, Scheme::kInt8, Scheme::kDense, Scheme::kW4A16G128, Scheme::kFp8Block,
-                   Scheme::kW8A16Channel, Scheme::kW4A8Fp8}) {
+                   Scheme::kW8A16Channel, Scheme::kInt4Fp8Codes}) {
     std::vector<LayerShape> shapes = {{16, 8, 2048, 768}};
     if (s == Scheme::kFp8Channel || s == Scheme::kInt8 || s == Scheme::kDense) shapes.push_back({8, 4, 2880, 1440});
     for (const LayerShape& shape : shapes) {
@@ -500,10 +506,10 @@ TEST(PrefillKernels, EdgeCases) {
   // INT8 weight-only: packed codes made signed at load, and int8 storage.
   expect_prefill_edges(Scheme::kW8A16Channel, 300, Scheme::kW8A16Int8Storage, 129);
   // W4A8: activation codes as bf16 values with their row scale in the epilogue.
-  expect_prefill_edges(Scheme::kW4A8Fp8, 300, Scheme::kW4A8Int8, 129);
+  expect_prefill_edges(Scheme::kInt4Fp8Codes, 300, Scheme::kW4A8Int8, 129);
   // The W4A8 kernel's only numerical difference is its bf16 weights: against a reference that rounds
   // the weights the same way (q * s to bf16), it keeps the backend bound of same-numerics backends.
-  for (Scheme s : {Scheme::kW4A8Fp8, Scheme::kW4A8Int8}) {
+  for (Scheme s : {Scheme::kInt4Fp8Codes, Scheme::kW4A8Int8}) {
     MoeLayer rounded = random_layer(s, {16, 8, 2048, 768});
     rounded.round_weights_to_scale_dtype = true;
     Tensor rx, rlogits;
@@ -513,11 +519,7 @@ TEST(PrefillKernels, EdgeCases) {
   }
   // vLLM's W4A8-FP8 weights as the loader leaves them (w4a8_fp8_as_fp8_channel: FP8 products, a
   // scale per row): the FP8 channel kernels, decode and prefill, against the CPU.
-  MoeLayer vllm_w4a8 = random_layer(Scheme::kW4A8Fp8, {16, 8, 2048, 768});
-  for (ExpertWeights& ew : vllm_w4a8.experts) {
-    ew.w13 = w4a8_fp8_as_fp8_channel(ew.w13);
-    ew.w2 = w4a8_fp8_as_fp8_channel(ew.w2);
-  }
+  const MoeLayer vllm_w4a8 = random_layer(Scheme::kW4A8Fp8, {16, 8, 2048, 768});
   ASSERT_EQ(plan_layer_gemms(vllm_w4a8, 0, true).g1, GroupedKernel::kFp8);
   for (int64_t tokens : {1, 7, 300}) {
     Tensor vx, vlogits;
@@ -528,7 +530,7 @@ TEST(PrefillKernels, EdgeCases) {
   }
   // INT4 weights with FP8 activations and f32 group scales (layers built directly: checkpoints load
   // as FP8 weights now), converted to bf16 for the prefill kernel at load.
-  MoeLayer f32_scales = random_layer(Scheme::kW4A8Fp8, {16, 8, 2048, 768});
+  MoeLayer f32_scales = random_layer(Scheme::kInt4Fp8Codes, {16, 8, 2048, 768});
   for (ExpertWeights& ew : f32_scales.experts)
     for (QuantWeight* w : {&ew.w13, &ew.w2}) {
       Tensor f32(DType::kF32, w->scale.shape());
@@ -1377,7 +1379,8 @@ TEST(ChainedLaunches, DecodeForwardsMatchPlainLaunchesBitForBit) {
   options.gemm_path = GemmPath::kDecode;  // chained launches run only without prefill kernels
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  for (Scheme s : {Scheme::kW4A16G128, Scheme::kMxfp4, Scheme::kFp8Channel, Scheme::kW4A8Fp8, Scheme::kDense}) {
+  for (Scheme s : {Scheme::kW4A16G128, Scheme::kMxfp4, Scheme::kFp8Channel, Scheme::kInt4Fp8Codes, Scheme::kW4A8Fp8,
+                   Scheme::kDense}) {
     for (LayerShape shape : {LayerShape{16, 4, 1024, 512}, LayerShape{8, 2, 2048, 4096}}) {
       const MoeLayer layer = random_layer(s, shape);
       const int max_tokens = 24;
