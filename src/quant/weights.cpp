@@ -116,8 +116,12 @@ void dequantize_int_packed_grouped(const QuantWeight& w, int64_t row, ScaleKind 
     const int64_t g = c0 / group;
     const float s = scale_at(w, row, g);
     const int z = zero_point_at(w, row, g);
-    for (int u = 0; u < levels; ++u) table[u] = quant::dequant_int(u - offset, z, s, kind);
     const int64_t c1 = std::min(w.cols, c0 + group);
+    if (c1 - c0 < levels) {  // fewer elements than table entries (8-bit groups): the formula directly
+      for (int64_t c = c0; c < c1; ++c) out[c] = quant::dequant_int(quant::unpack_int(words, c, w.bits), z, s, kind);
+      continue;
+    }
+    for (int u = 0; u < levels; ++u) table[u] = quant::dequant_int(u - offset, z, s, kind);
     if (w.bits == 4 && c0 % 8 == 0 && (c1 - c0) % 8 == 0) {
       expand_int4(words + c0 / 8, (c1 - c0) / 8, table, out + c0);
     } else {
@@ -170,9 +174,21 @@ void dequantize_row(const QuantWeight& w, int64_t row, bool round_to_scale_dtype
       return;
     case WeightFormat::kIntUnpacked: {
       const int8_t* q = w.data.data<int8_t>() + row * w.cols;
-      for (int64_t c = 0; c < w.cols; ++c) {
-        const int64_t g = group_of(w, c);
-        out[c] = quant::dequant_int(q[c], zero_point_at(w, row, g), scale_at(w, row, g), kind);
+      if (!w.g_idx.empty() || w.strategy == Strategy::kBlock) {
+        for (int64_t c = 0; c < w.cols; ++c) {
+          const int64_t g = group_of(w, c);
+          out[c] = quant::dequant_int(q[c], zero_point_at(w, row, g), scale_at(w, row, g), kind);
+        }
+        return;
+      }
+      // Contiguous groups (or one scale for the row): the group's scale and zero point once.
+      const int64_t group = w.strategy == Strategy::kGroup ? w.group_size : w.cols;
+      for (int64_t c0 = 0; c0 < w.cols; c0 += group) {
+        const int64_t g = c0 / group;
+        const float s = scale_at(w, row, g);
+        const int z = zero_point_at(w, row, g);
+        const int64_t c1 = std::min(w.cols, c0 + group);
+        for (int64_t c = c0; c < c1; ++c) out[c] = quant::dequant_int(q[c], z, s, kind);
       }
       return;
     }

@@ -543,6 +543,69 @@ TEST(DequantizeRow, Fp8RowsMatchTheElementFormulaForEveryCode) {
     }
 }
 
+TEST(DequantizeRow, IntegerRowsMatchTheElementFormula) {
+  // dequantize_row's integer paths (tables per group, scales hoisted per group) against
+  // quant::dequant_int element by element: 4- and 8-bit codes packed and in int8 storage, tensor,
+  // channel and group scales (groups of 64 and 128, with zero points), bf16 scales with and without
+  // the rounding to the scale dtype.
+  struct Case {
+    WeightFormat format;
+    int bits;
+    Strategy strategy;
+    int64_t group;
+    bool zero_points;
+  };
+  const Case cases[] = {{WeightFormat::kIntPacked, 8, Strategy::kGroup, 128, false},
+                        {WeightFormat::kIntPacked, 8, Strategy::kGroup, 64, true},
+                        {WeightFormat::kIntPacked, 8, Strategy::kChannel, 0, false},
+                        {WeightFormat::kIntPacked, 4, Strategy::kGroup, 128, true},
+                        {WeightFormat::kIntUnpacked, 8, Strategy::kChannel, 0, false},
+                        {WeightFormat::kIntUnpacked, 8, Strategy::kTensor, 0, false},
+                        {WeightFormat::kIntUnpacked, 4, Strategy::kGroup, 128, false},
+                        {WeightFormat::kIntUnpacked, 8, Strategy::kGroup, 64, true}};
+  const int64_t rows = 3, cols = 256;
+  for (const Case& k : cases) {
+    QuantWeight w;
+    w.format = k.format;
+    w.bits = k.bits;
+    w.rows = rows;
+    w.cols = cols;
+    w.strategy = k.strategy;
+    w.group_size = k.group;
+    const int lo = -(1 << (k.bits - 1)), span = 1 << k.bits;
+    std::vector<int8_t> q(rows * cols);
+    for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<int8_t>(lo + static_cast<int>(i * 37 % span));
+    if (k.format == WeightFormat::kIntPacked) {
+      const int64_t words = quant::packed_words_per_row(cols, k.bits);
+      w.data = Tensor(DType::kI32, {rows, words});
+      for (int64_t r = 0; r < rows; ++r) quant::pack_int_row(q.data() + r * cols, cols, k.bits, w.data.data<int32_t>() + r * words);
+    } else {
+      w.data = Tensor(DType::kI8, {rows, cols});
+      std::memcpy(w.data.raw(), q.data(), q.size());
+    }
+    const int64_t groups = k.strategy == Strategy::kGroup ? cols / k.group : 1;
+    w.scale = Tensor(DType::kBF16, k.strategy == Strategy::kTensor ? std::vector<int64_t>{1} : std::vector<int64_t>{rows, groups});
+    for (int64_t i = 0; i < w.scale.numel(); ++i) w.scale.data<uint16_t>()[i] = quant::float_to_bf16(0.0031f * static_cast<float>(i + 1));
+    if (k.zero_points) {
+      w.zero_point = Tensor(DType::kI8, {rows, groups});
+      for (int64_t i = 0; i < w.zero_point.numel(); ++i) w.zero_point.data<int8_t>()[i] = static_cast<int8_t>(i % 5 - 2);
+    }
+    for (bool round : {true, false})
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<float> out(cols);
+        dequantize_row(w, r, round, out.data());
+        for (int64_t c = 0; c < cols; ++c) {
+          const int64_t g = k.strategy == Strategy::kGroup ? c / k.group : 0;
+          const int64_t si = k.strategy == Strategy::kTensor ? 0 : r * groups + g;
+          const float s = quant::bf16_to_float(w.scale.data<uint16_t>()[si]);
+          const int z = k.zero_points ? w.zero_point.data<int8_t>()[r * groups + g] : 0;
+          const float want = quant::dequant_int(q[r * cols + c], z, s, round ? quant::ScaleKind::kBF16 : quant::ScaleKind::kF32);
+          EXPECT_EQ(out[c], want) << "case " << (&k - cases) << " row " << r << " col " << c;
+        }
+      }
+  }
+}
+
 TEST(DequantizeRow, Fp4RowsMatchTheElementFormulasForEveryCode) {
   // dequantize_row's MXFP4 and NVFP4 paths (a table of e2m1 values, a factor per block) against the
   // element formulas: every nibble with every scale code (NaN and inf included), NVFP4 with and
