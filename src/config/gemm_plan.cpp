@@ -365,7 +365,7 @@ namespace {
 // kernels ("few": at most kInt4FewExperts experts; inter: GEMM2's reduction); 0 for the kernels that
 // switch at a token count.
 int min_rows_per_expert(GroupedKernel kind, bool few, int inter) {
-  // The 4-bit register kernel's switch with many experts moves with GEMM2's reduction (gemm_tuning.h).
+  // The 4-bit register kernel's switches with many experts move with GEMM2's reduction (gemm_tuning.h).
   auto by_reduction = [&](int long_k, int medium_k, int short_k) {
     return inter >= kRegsMinInterLongReduction ? long_k : inter >= kRegsMinInterMediumReduction ? medium_k : short_k;
   };
@@ -382,7 +382,10 @@ int min_rows_per_expert(GroupedKernel kind, bool few, int inter) {
                  : by_reduction(kGroupedMinRowsPerExpertNvfp4LongReduction, kGroupedMinRowsPerExpertNvfp4MediumReduction,
                                 kGroupedMinRowsPerExpertNvfp4ShortReduction);
     case GroupedKernel::kInt4RegsBf16:
-      return few ? kGroupedMinRowsPerExpertInt4RegsFewExperts : kGroupedMinRowsPerExpertInt4Regs;
+      return few ? kGroupedMinRowsPerExpertInt4RegsFewExperts
+                 : by_reduction(kGroupedMinRowsPerExpertInt4RegsLongReduction,
+                                kGroupedMinRowsPerExpertInt4RegsMediumReduction,
+                                kGroupedMinRowsPerExpertInt4RegsShortReduction);
     // The decode kernels stream each expert's weights once per pass of slots; the mixed-input
     // kernel converts them in every tile, so it pays only with enough rows per expert.
     case GroupedKernel::kInt4Bf16:

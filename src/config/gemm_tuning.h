@@ -132,7 +132,7 @@ inline constexpr int kGroupedMinRowsPerExpertDequantF16 = 128;
 // 677 at 32 (~25 interpolated); gpt-oss-120b 1392 vs 1482 at 16, 1793 vs 1500 at 24 (~18; in layer
 // µs ~20, below). Few experts (at most kInt4FewExperts) take the first.
 inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 25;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 20;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 18;
 // The same kernel on NVFP4 weight-only (kNvfp4Bf16; its decode kernels are slower than MXFP4's) and
 // on INT4 with bf16 scales (kInt4RegsBf16: groups of 32, zero points), GEMM us decode vs prefill,
 // same call each, 02bce2d and a24922d (the same kernels; bench/runs/2026-11-30_w4_regs/), crossings
@@ -145,9 +145,8 @@ inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 20;
 //   329 at 16, 336 vs 327 at 24 (~23.0); DeepSeek-V3 TP8 g32 649 vs 861 at 16, 1111 vs 886 at 32
 //   (~23.8); Kimi-K2 TP8 g32 1165 vs 1310 at 21.3, 1682 vs 1325 at 32 (~24.4).
 inline constexpr int kGroupedMinRowsPerExpertNvfp4FewExperts = 20;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 15;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 14;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 25;
-inline constexpr int kGroupedMinRowsPerExpertInt4Regs = 24;
 // With many experts the MXFP4 and NVFP4 switches move with GEMM2's reduction, the layer's
 // intermediate size per partition: the register kernel runs k in 64-column tiles, so with a short k
 // its pipeline's fill and drain weigh more (w2 of the TP8 shapes: 4 k-tiles), while the decode
@@ -160,17 +159,34 @@ inline constexpr int kGroupedMinRowsPerExpertInt4Regs = 24;
 // - NVFP4: gpt-oss-120b 1516 vs 1552 at 14, 1626 vs 1562 at 16 (~15); Qwen3-30B-A3B 397 vs 399 at
 //   20, 452 vs 406 at 24 (~20); DeepSeek-V3 TP8 1137 vs 1219 at 24, 1313 vs 1254 at 28 (~26); Kimi-K2
 //   TP8 1708 vs 1827 at 24, 1979 vs 1872 at 28 (~26).
-// The INT4 switch (above) showed no such trend (Qwen3-30B-A3B ~22-23, the TP8 shapes ~24).
+// The INT4 switch (above) showed no such trend then (Qwen3-30B-A3B ~22-23, the TP8 shapes ~24).
+// Twenty-first session: the register kernel's epilogue got cheaper (fp4_gemm.cu: DivideRn on
+// 128-row tiles, one pointer per column, no work past the tile's last row: GEMM µs 0.72-0.89x on
+// the TP8 shapes at 512-2048 tokens, 0.83-0.98x on Qwen3-30B-A3B, 0.88-0.99x on gpt-oss-120b), so
+// every many-expert switch moved down, INT4's too, which now follows the reduction as well. Layer µs
+// decode vs prefill, same call (bench/runs/2026-11-30_session21/final/, x_*.txt), the first
+// measured row count where prefill wins (rows per expert: gpt-oss-120b and the TP8 shapes
+// tokens / 32, Qwen3-30B-A3B tokens / 16):
+// - NVFP4: gpt-oss-120b 1277 vs 1354 at 12, 1515 vs 1359 at 14; Qwen3-30B-A3B 297 vs 314 at 12,
+//   331 vs 316 at 14; DeepSeek-V3 TP8 825 vs 841 at 14, 881 vs 858 at 16.
+// - MXFP4: gpt-oss-120b 1451 vs 1509 at 16, 1544 vs 1512 at 18; Qwen3-30B-A3B 347 vs 353 at 20,
+//   366 vs 357 at 22; DeepSeek-V3 TP8 945 vs 948 at 22, 1000 vs 959 at 24.
+// - INT4 g32: gpt-oss-120b 1375 vs 1441 at 14, 1473 vs 1449 at 16; Qwen3-30B-A3B 332 vs 335 at 18,
+//   350 vs 339 at 20; DeepSeek-V3 TP8 883 vs 888 at 20, 943 vs 903 at 22.
+// Kimi-K2 TP8 (384 experts) was not re-measured; it takes the TP8 values.
 // The Long values hold from kRegsMinInterLongReduction, the Medium ones from
 // kRegsMinInterMediumReduction, the Short ones below it.
 // The tier edges lie between measured intermediates (2880 and 768; 768 and 256); an intermediate of
 // exactly 2048 (DeepSeek-V3 at TP 1) has not been measured.
 inline constexpr int kRegsMinInterLongReduction = 2048;
 inline constexpr int kRegsMinInterMediumReduction = 512;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 24;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 27;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 20;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 26;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 22;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 24;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 14;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 16;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsLongReduction = 16;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsMediumReduction = 20;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 22;
 // kMxfp4Bf16's tiles: 128 input rows up to kMxfp4MaxRowsFor128 rows per expert, then 256 (at most
 // 128 rows each tile of 128 is as full as one of 256 can be, and from 129 to 256 both fill the same
 // fraction, where 256's is the faster tile). qmoe_fp4_gemm_bench on gpt-oss-120b's w13 at 6fdd5c2,

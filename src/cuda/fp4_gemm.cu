@@ -543,15 +543,22 @@ __global__ void __launch_bounds__(kThreads, 1)
     // acc[4j + v]: weight row r = 16 (t / 32) + t % 32 / 4 (+ 8 for v >= 2), input row c = 8j + 2 (t % 4)
     // (+ 1 for odd v); D is [input rows, n]. (Registers past a narrow tile's hold no input row.) NVFP4's
     // global scale, then the bias, as the CPU applies them to the sum: one fp32 division, one addition.
+    // With a short reduction (GEMM2 of small experts: 4 k-tiles) this epilogue is most of a tile's
+    // instructions, so it walks one pointer per column in steps of 8 rows and stops at the tile's
+    // last input row, and with N = 128 divides with DivideRn (per output about half the
+    // instructions). With N = 256 DivideRn measured 5-10% slower on NVFP4 prefill (Mixtral,
+    // Qwen3-30B-A3B at 4096-8192 tokens, 2026-11-30), so those tiles keep __fdiv_rn.
     const float* bias = p.bias != nullptr ? p.bias[tile.expert] : nullptr;
-    float divisor = 1.0f;
-    if constexpr (Format::kDividesByGlobal) divisor = p.global_scales[tile.expert] * 0.0078125f;  // * 2^-7
+    const float divisor = Format::kDividesByGlobal ? p.global_scales[tile.expert] * 0.0078125f : 1.0f;  // * 2^-7
+    const DivideRn divide(divisor);
     auto sum = [&](float v, float b) {
-      if constexpr (Format::kDividesByGlobal) v = __fdiv_rn(v, divisor);
+      if constexpr (Format::kDividesByGlobal) v = N <= 128 ? divide(v) : __fdiv_rn(v, divisor);
       return bias != nullptr ? __fadd_rn(v, b) : v;
     };
-    const int r = 16 * (t / 32) + t % 32 / 4;
+    const int r = 16 * (t / 32) + t % 32 / 4, c0 = 2 * (t % 4);
     const int weight_row = tile.weight_tile * kTileRows + consumer * 64 + r;  // (weight_row % 16 < 8)
+    const int rows_here = min(rows_left, N);                                   // input rows of this tile
+    const int64_t first_row = static_cast<int64_t>(row0) + tile.input0 + c0;  // the thread's first input row
     if constexpr (kFusedAct) {
       // Interleaved w13: row r sums gate column i, row r + 8 up column i, for the same input rows.
       const int inter = p.gate_up_inter, i = weight_row / 16 * 8 + weight_row % 8;
@@ -560,18 +567,20 @@ __global__ void __launch_bounds__(kThreads, 1)
       // (One unrolled loop per activation, the activation known at compile time: a switch per output
       // would inline every activation into each of the N / 4 outputs.)
       auto store = [&](auto activation) {
+        uint16_t* out = p.act_rows + first_row * inter + i;  // [rows, inter]: rows c0 + 8j (+ 1)
 #pragma unroll
         for (int j = 0; j < N / 8; ++j) {
+          if (8 * j >= rows_here) break;  // (the same for the whole tile)
 #pragma unroll
           for (int odd = 0; odd < 2; ++odd) {
-            const int c = tile.input0 + 8 * j + 2 * (t % 4) + odd;
-            if (c < expert_rows) {
+            if (8 * j + c0 + odd < rows_here) {
               float gate = sum(acc[4 * j + odd], b_gate), up = sum(acc[4 * j + 2 + odd], b_up);
               if (p.round) gate = round_bf16_hw(gate), up = round_bf16_hw(up);
-              p.act_rows[(static_cast<int64_t>(row0) + c) * inter + i] =
+              out[odd * inter] =
                   __bfloat16_as_ushort(__float2bfloat16_rn(activate(decltype(activation)::value, p.limit, gate, up)));
             }
           }
+          out += 8 * static_cast<int64_t>(inter);
         }
       };
       if (p.activation == kSwigluOai) store(std::integral_constant<int, kSwigluOai>{});
@@ -583,13 +592,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int col = p.gate_up_inter > 0 ? static_cast<int>(gate_up_source_row(row, p.gate_up_inter)) : row < p.n ? row : -1;
         if (col < 0) continue;
         const float b = bias != nullptr ? bias[col] : 0.0f;
+        float* out = p.d + first_row * p.n + col;  // [rows, n]: rows c0 + 8j (+ 1)
 #pragma unroll
         for (int j = 0; j < N / 8; ++j) {
+          if (8 * j >= rows_here) break;  // (the same for the whole tile)
 #pragma unroll
-          for (int odd = 0; odd < 2; ++odd) {
-            const int c = tile.input0 + 8 * j + 2 * (t % 4) + odd;
-            if (c < expert_rows) p.d[(static_cast<int64_t>(row0) + c) * p.n + col] = sum(acc[4 * j + 2 * half + odd], b);
-          }
+          for (int odd = 0; odd < 2; ++odd)
+            if (8 * j + c0 + odd < rows_here) out[odd * p.n] = sum(acc[4 * j + 2 * half + odd], b);
+          out += 8 * static_cast<int64_t>(p.n);
         }
       }
     }

@@ -1,9 +1,10 @@
 // The hardware conversions of src/cuda/convert.cuh against formats.h's software roundings, over
 // every one of the 2^32 float bit patterns (NaN inputs excepted: both give a NaN, with different
-// payloads), and every pair of fp8 e4m3 codes.
+// payloads), and every pair of fp8 e4m3 codes; and DivideRn against __fdiv_rn.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -141,6 +142,73 @@ TEST(HardwareConversions, Fp8CodesToF16MatchFormats) {
     EXPECT_EQ(got[code], quant::float_to_f16(quant::fp8e4m3_to_float(static_cast<uint8_t>(code)))) << "code " << code;
   }
   EXPECT_EQ(nans, 2);
+}
+
+// DivideRn against __fdiv_rn over every float x, for divisors spread over the fast path's range,
+// its edges and past them (where it must fall back), with random significands. kUncorrected: the
+// quotient without its remainder correction, the control that shows the comparison sees a
+// misrounded division.
+template <bool kUncorrected>
+__global__ void compare_divisions(float d, unsigned long long* mismatches, uint32_t* first) {
+  const cuda::DivideRn divide(d);
+  float r0;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r0) : "f"(d));
+  const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
+  unsigned long long count = 0;
+  for (uint64_t i = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < (uint64_t{1} << 32); i += stride) {
+    const float x = __uint_as_float(static_cast<uint32_t>(i));
+    const float got = kUncorrected ? __fmul_rn(x, r0) : divide(x), want = __fdiv_rn(x, d);
+    if (got != got && want != want) continue;  // both NaN
+    if (__float_as_uint(got) != __float_as_uint(want)) {
+      ++count;
+      *first = static_cast<uint32_t>(i);
+    }
+  }
+  if (count != 0) atomicAdd(mismatches, count);
+}
+
+template <bool kUncorrected>
+unsigned long long count_division_mismatches(float d, uint32_t& first) {
+  unsigned long long* d_count = nullptr;
+  uint32_t* d_first = nullptr;
+  unsigned long long count = 0;
+  EXPECT_EQ(cudaMalloc(&d_count, sizeof(count)), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(&d_first, sizeof(first)), cudaSuccess);
+  EXPECT_EQ(cudaMemset(d_count, 0, sizeof(count)), cudaSuccess);
+  compare_divisions<kUncorrected><<<1024, 256>>>(d, d_count, d_first);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(&count, d_count, sizeof(count), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(&first, d_first, sizeof(first), cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(d_count);
+  cudaFree(d_first);
+  return count;
+}
+
+TEST(DivideRn, MatchesFdivRnForEveryFloat) {
+  REQUIRE_GPU();
+  // NVFP4's divisors are global scales * 2^-7 (about 2^-7 .. 2^16 in checkpoints); the rest probe
+  // the fast path's edges, the fallback and special values.
+  std::vector<float> divisors = {1.0f,      0.0078125f, 3.0f,      -7.0f,     448.0f * 6.0f, 0x1p-60f, 0x1p60f,
+                                 0x1.fffffep-61f, 0x1.000002p60f, 0x1p-126f, 0x1p-140f, 0x1p127f, 0.0f, -0.0f,
+                                 INFINITY,  NAN};
+  uint32_t state = 12345;
+  for (int i = 0; i < 16; ++i) {  // random significands, exponents -70 .. 69
+    state = state * 1664525u + 1013904223u;
+    const uint32_t exponent = 127 - 70 + (state >> 8) % 140;
+    divisors.push_back(__builtin_bit_cast(float, exponent << 23 | (state * 2654435761u) >> 9));
+  }
+  for (const float d : divisors) {
+    uint32_t first = 0;
+    EXPECT_EQ(count_division_mismatches<false>(d, first), 0u)
+        << "divisor " << d << ", e.g. x bits 0x" << std::hex << first;
+  }
+}
+
+TEST(DivideRn, TheComparisonSeesAMisroundedDivision) {
+  REQUIRE_GPU();
+  uint32_t first = 0;
+  EXPECT_GT(count_division_mismatches<true>(3.0f, first), 1000000u);
 }
 
 }  // namespace
