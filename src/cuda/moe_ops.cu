@@ -793,20 +793,44 @@ __global__ void input_rows_kernel(InputRowsParams p) {
 
 // ---- combine ------------------------------------------------------------------------------------
 
+// Block (t, c): token t, columns [c * kCombineBlock * 4, +kCombineBlock * 4); each thread sums 4
+// consecutive columns over the token's slots, reading each slot's expert, weight and row once and
+// y in 16-byte pieces where rows and pointers allow. The same products and sums, in the same
+// order, as one column at a time.
+constexpr int kCombineBlock = 128, kCombineColumns = 4;
 __global__ void combine_kernel(CombineParams p) {
   chain_start();
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= p.tokens * p.hidden) return;
-  const int64_t t = i / p.hidden, h = i % p.hidden;
-  float acc = 0.0f;
+  const int64_t t = blockIdx.x;
+  const int64_t h0 = (int64_t{blockIdx.y} * kCombineBlock + threadIdx.x) * kCombineColumns;
+  if (h0 >= p.hidden) return;
+  const int cols = p.hidden - h0 < kCombineColumns ? static_cast<int>(p.hidden - h0) : kCombineColumns;
+  auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  const bool vector = p.hidden % kCombineColumns == 0 && aligned(p.y) && aligned(p.out);  // (cols == 4)
+  float acc[kCombineColumns] = {};
   for (int j = 0; j < p.top_k; ++j) {
     const int64_t s = t * p.top_k + j;
     if (p.slot_expert[s] < 0) continue;
     const float w = p.weight_on_input ? 1.0f : p.weights[s];
-    const int64_t y_row = p.slot_position ? p.slot_position[s] : s;
-    acc = add_rn(acc, round_kind(mul_rn(w, p.y[y_row * p.hidden + h]), p.dtype_kind, p.round));
+    const float* y = p.y + (p.slot_position ? p.slot_position[s] : s) * p.hidden + h0;  // [cols]
+    float v[kCombineColumns];
+    if (vector) {
+      const float4 q = *reinterpret_cast<const float4*>(y);
+      v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    } else {
+#pragma unroll
+      for (int c = 0; c < kCombineColumns; ++c) v[c] = c < cols ? y[c] : 0.0f;
+    }
+#pragma unroll
+    for (int c = 0; c < kCombineColumns; ++c) acc[c] = add_rn(acc[c], round_kind(mul_rn(w, v[c]), p.dtype_kind, p.round));
   }
-  p.out[i] = round_kind(acc, p.dtype_kind, p.round);
+  float* out = p.out + t * p.hidden + h0;  // [cols]
+#pragma unroll
+  for (int c = 0; c < kCombineColumns; ++c) acc[c] = round_kind(acc[c], p.dtype_kind, p.round);
+  if (vector) {
+    *reinterpret_cast<float4*>(out) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+  } else {
+    for (int c = 0; c < cols; ++c) out[c] = acc[c];
+  }
 }
 
 // ---- prefill: rows sorted by expert -------------------------------------------------------------
@@ -1217,7 +1241,11 @@ cudaError_t launch_activation(const ActivationParams& p, cudaStream_t stream) {
 
 cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream) {
   if (p.tokens * p.hidden == 0) return cudaSuccess;
-  return launch_chained(combine_kernel, blocks_for(p.tokens * p.hidden), kThreads, 0, stream, p);
+  constexpr int64_t per_block = int64_t{kCombineBlock} * kCombineColumns;
+  const int64_t column_blocks = (p.hidden + per_block - 1) / per_block;
+  if (p.tokens >= (int64_t{1} << 31) || column_blocks > 65535) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>(column_blocks));
+  return launch_chained(combine_kernel, grid, kCombineBlock, 0, stream, p);
 }
 
 cudaError_t launch_gather_rows(const GatherParams& p, cudaStream_t stream) {

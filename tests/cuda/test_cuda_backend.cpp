@@ -1257,6 +1257,42 @@ TEST(CudaMoeLayerApi, PoisonedOutputIsFullyWrittenAndGraphReplayMatchesEager) {
   expect_graph_replay_matches_eager(random_layer(Scheme::kW4A16G128, {16, 4, 1024, 512}), 200, prefill);
 }
 
+// An output pointer that is only 4-byte aligned (the combine then stores one float at a time
+// instead of 16-byte pieces) gives bit for bit the aligned forward's output, decode and prefill.
+TEST(CudaMoeLayerApi, UnalignedOutputMatchesAligned) {
+  REQUIRE_GPU();
+  const MoeLayer layer = random_layer(Scheme::kW4A16G128, {16, 4, 1024, 512});
+  for (GemmPath path : {GemmPath::kDecode, GemmPath::kPrefill}) {
+    ForwardOptions options;
+    options.gemm_path = path;
+    const int T = 37;
+    Tensor x, logits;
+    random_inputs(T, layer, x, logits);
+    const CudaMoeLayer dev(layer, 300);  // (room for the prefill path's scratch)
+    const size_t out_bytes = sizeof(float) * T * layer.hidden;
+    void *d_x, *d_logits, *d_out;
+    ASSERT_EQ(cudaMalloc(&d_x, x.size_bytes()), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_logits, logits.size_bytes()), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_out, 2 * out_bytes + 16), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_x, x.raw(), x.size_bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_logits, logits.raw(), logits.size_bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemset(d_out, 0xFF, 2 * out_bytes + 16), cudaSuccess);  // NaN poison
+    float* aligned = static_cast<float*>(d_out);
+    float* unaligned = aligned + T * layer.hidden + 1;  // 4 bytes past a 16-byte boundary
+    dev.forward(d_x, x.dtype(), static_cast<float*>(d_logits), aligned, T, nullptr, options);
+    dev.forward(d_x, x.dtype(), static_cast<float*>(d_logits), unaligned, T, nullptr, options);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> a(T * layer.hidden), u(T * layer.hidden);
+    ASSERT_EQ(cudaMemcpy(a.data(), aligned, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(u.data(), unaligned, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    cudaFree(d_x);
+    cudaFree(d_logits);
+    cudaFree(d_out);
+    for (float v : a) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_EQ(0, std::memcmp(a.data(), u.data(), out_bytes)) << (path == GemmPath::kDecode ? "decode" : "prefill");
+  }
+}
+
 // Layers sharing one workspace (CudaWorkspace), their forwards back to back on one stream, eager and
 // as one captured graph, give bit for bit the outputs of the same layers with workspaces of their
 // own: decode and prefill paths, every kind of prefill scratch (sorted rows, dequantized batches,
