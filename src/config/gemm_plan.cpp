@@ -578,7 +578,7 @@ double expected_active_experts(int64_t num_slots, int num_local_experts) {
 }
 
 MmaLaunch plan_mma_launch(const GemmLayout& L, int64_t num_slots, int num_local_experts, int num_sms,
-                          bool step_scaled) {
+                          MmaScaling scaling) {
   MmaLaunch m;
   // Slots per pass: the mean per expert plus kMmaSlotSigmas standard deviations of a uniform routing.
   const double mean = static_cast<double>(num_slots) / std::max(num_local_experts, 1);
@@ -596,7 +596,7 @@ MmaLaunch plan_mma_launch(const GemmLayout& L, int64_t num_slots, int num_local_
   };
   const double active = expected_active_experts(num_slots, num_local_experts);
   // A wave: the blocks the launched instance keeps resident on every SM.
-  const int per_sm = mma_blocks_per_sm(m.slots_per_pass / 8, elems > 8, step_scaled);
+  const int per_sm = mma_blocks_per_sm(m.slots_per_pass / 8, elems > 8, scaling);
   const double wave = static_cast<double>(per_sm) * std::max(num_sms, 1);
   auto blocks = [&] { return static_cast<double>(m.row_blocks) * active; };
   int slice = kMmaLongSlice;

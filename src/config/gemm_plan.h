@@ -251,17 +251,19 @@ struct MmaLaunch {
   int64_t row_blocks = 0;  // grid x: blocks over the rows (grid y: active experts)
   int slots_per_pass = 8;  // 8, 16 or 32 slots per pass over the weights (an expert with more loops)
 };
+// Where the tensor-core kernel applies the weights' scales: once (in the decoded weights or the
+// epilogue), or to each step's products (codes with per-step scales: FP8 blocks, W4A8 with INT8
+// activations; a second accumulator set).
+enum class MmaScaling { kOnce, kPerStep };
 // Blocks per SM the tensor-core kernel's register budget is set for (its __launch_bounds__): with one
 // n-tile 3 for quantized weights (two pipelined register stages, 80 registers) and 4 for dense ones
-// (64); 2 with more n-tiles or with per-step scales (a second accumulator set: FP8 blocks, W4A8 with
-// INT8 activations).
-constexpr int mma_blocks_per_sm(int n_tiles, bool pipelined, bool step_scaled) {
-  return n_tiles > 1 || step_scaled ? 2 : pipelined ? 3 : 4;
+// (64); 2 with more n-tiles or with per-step scales.
+constexpr int mma_blocks_per_sm(int n_tiles, bool pipelined, MmaScaling scaling) {
+  return n_tiles > 1 || scaling == MmaScaling::kPerStep ? 2 : pipelined ? 3 : 4;
 }
-// num_slots = tokens * top_k, known on the host (the routing is not); num_sms: the device's SMs;
-// step_scaled: the kernel scales each step's products (codes with per-step scales).
+// num_slots = tokens * top_k, known on the host (the routing is not); num_sms: the device's SMs.
 MmaLaunch plan_mma_launch(const GemmLayout& L, int64_t num_slots, int num_local_experts, int num_sms,
-                          bool step_scaled);
+                          MmaScaling scaling);
 // Whether a chained tensor-core decode GEMM of num_slots slots (tokens * top_k) lets the next kernel
 // launch only after its passes rather than right after its wait (launch.cuh; gemm_tuning.h).
 bool mma_release_late(int64_t num_slots, int top_k);

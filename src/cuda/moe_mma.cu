@@ -321,7 +321,8 @@ constexpr int kRows = 2 * kM;  // rows per lane: r, r + 8, r + 16, r + 24
 // 1-3% slower for DeepSeek-V3's W4A8 at 8-64 tokens and <= 1% for its FP8 blocks at 64). More
 // n-tiles: 2 (at 1 block, 4 n-tiles ran up to 1.5x slower).
 template <int kN, bool kPipelined, bool kStepScale>
-inline constexpr int kMinBlocks = mma_blocks_per_sm(kN, kPipelined, kStepScale);
+inline constexpr int kMinBlocks =
+    mma_blocks_per_sm(kN, kPipelined, kStepScale ? MmaScaling::kPerStep : MmaScaling::kOnce);
 
 // (Weights: load_weights, weight_access.cuh.) Input loads are volatile too, so the compiler keeps
 // every load of a step ahead of its mmas.
@@ -592,7 +593,8 @@ cudaError_t launch_shape(const GroupedGemmParams& p, const uint16_t* in16, Input
 template <class T, bool kBf16, bool kStepScale = false, bool kZero = false>
 cudaError_t launch_traits(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, int num_slots,
                           cudaStream_t stream) {
-  const MmaLaunch m = plan_mma_launch(p.layout, num_slots, p.num_local_experts, p.num_sms, kStepScale);
+  const MmaLaunch m = plan_mma_launch(p.layout, num_slots, p.num_local_experts, p.num_sms,
+                                     kStepScale ? MmaScaling::kPerStep : MmaScaling::kOnce);
   const bool late = mma_release_late(num_slots, p.top_k);
   if (m.slots_per_pass == 8) return launch_shape<T, kBf16, kStepScale, kZero, 1>(p, in16, in_scale, m, late, stream);
   if (m.slots_per_pass == 16) return launch_shape<T, kBf16, kStepScale, kZero, 2>(p, in16, in_scale, m, late, stream);

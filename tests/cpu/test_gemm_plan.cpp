@@ -130,24 +130,24 @@ TEST(GemmPlan, LaunchShapeOfModelProjections) {
   // would leave 12 blocks x ~7.8 experts, far below 3 waves: short slices (4 warps per row tile, 24
   // blocks of 64 rows) still leave ~187 blocks, under half a wave: 2-step slices, all 8 warps on one
   // row tile of 32 rows, 1536 / 32 = 48 blocks.
-  MmaLaunch m = plan_mma_launch(sized(int4, 1536, 2048), 8, 128, kH200Sms, false);
+  MmaLaunch m = plan_mma_launch(sized(int4, 1536, 2048), 8, 128, kH200Sms, MmaScaling::kOnce);
   EXPECT_EQ(m.k_splits, 8);
   EXPECT_EQ(m.m_tiles, 1);
   EXPECT_EQ(m.row_blocks, 48);
   EXPECT_EQ(m.slots_per_pass, 8);
   // Its w2: 768 columns are 6 steps: single-step slices, 4 warps per row tile, 2 tiles per block,
   // 2048 / 64 = 32 blocks (8 with 4-step slices).
-  m = plan_mma_launch(sized(int4, 2048, 768), 8, 128, kH200Sms, false);
+  m = plan_mma_launch(sized(int4, 2048, 768), 8, 128, kH200Sms, MmaScaling::kOnce);
   EXPECT_EQ(m.k_splits, 4);
   EXPECT_EQ(m.m_tiles, 2);
   EXPECT_EQ(m.row_blocks, 32);
   // Mixtral w2 FP8: 14336 / 16 = 896 chunks, 224 steps: all 8 warps split the reduction.
-  m = plan_mma_launch(sized(fp8, 4096, 14336), 2, 8, kH200Sms, false);
+  m = plan_mma_launch(sized(fp8, 4096, 14336), 2, 8, kH200Sms, MmaScaling::kOnce);
   EXPECT_EQ(m.k_splits, 8);
   EXPECT_EQ(m.row_blocks, 4096 / 32);
   // gpt-oss w13 MXFP4 at 1 token: 2880 / 32 = 90 chunks, 23 steps (the last partial); a short grid:
   // 4-way split.
-  m = plan_mma_launch(sized(mxfp4, 5760, 2880), 4, 128, kH200Sms, false);
+  m = plan_mma_launch(sized(mxfp4, 5760, 2880), 4, 128, kH200Sms, MmaScaling::kOnce);
   EXPECT_EQ(m.k_splits, 4);
   EXPECT_EQ(m.row_blocks, 5760 / 64);
 }
@@ -157,35 +157,35 @@ TEST(GemmPlan, SlotsPerPassFollowTheExpectedLoad) {
   // Mean slots per expert m; pass size >= m + kMmaSlotSigmas sqrt(m) + 1 (truncated), capped by the
   // slots.
   ASSERT_EQ(kMmaSlotSigmas, 1.0);
-  EXPECT_EQ(plan_mma_launch(L, 8, 128, kH200Sms, false).slots_per_pass, 8);    // Qwen3, 1 token
-  EXPECT_EQ(plan_mma_launch(L, 512, 128, kH200Sms, false).slots_per_pass, 8);   // Qwen3, 64 tokens: 4 + 2 + 1
-  EXPECT_EQ(plan_mma_launch(L, 1024, 128, kH200Sms, false).slots_per_pass, 16); // Qwen3, 128 tokens: 8 + 2.8 + 1
-  EXPECT_EQ(plan_mma_launch(L, 16, 8, kH200Sms, false).slots_per_pass, 8);      // Mixtral, 8 tokens: 2 + 1.4 + 1
-  EXPECT_EQ(plan_mma_launch(L, 64, 8, kH200Sms, false).slots_per_pass, 16);     // Mixtral, 32 tokens: 8 + 2.8 + 1
-  EXPECT_EQ(plan_mma_launch(L, 56, 8, kH200Sms, false).slots_per_pass, 16);     // 7 + 2.6 + 1 (0 sigmas: 8)
-  EXPECT_EQ(plan_mma_launch(L, 48, 8, kH200Sms, false).slots_per_pass, 16);     // 6 + 2.4 + 1 (0 sigmas: 8)
-  EXPECT_EQ(plan_mma_launch(L, 128, 8, kH200Sms, false).slots_per_pass, 32);    // Mixtral, 64 tokens: 16 + 4 + 1
-  EXPECT_EQ(plan_mma_launch(L, 2, 256, kH200Sms, false).slots_per_pass, 8);
-  EXPECT_EQ(plan_mma_launch(L, 4096, 8, kH200Sms, false).slots_per_pass, 32);  // more loop over the weights
+  EXPECT_EQ(plan_mma_launch(L, 8, 128, kH200Sms, MmaScaling::kOnce).slots_per_pass, 8);    // Qwen3, 1 token
+  EXPECT_EQ(plan_mma_launch(L, 512, 128, kH200Sms, MmaScaling::kOnce).slots_per_pass, 8);   // Qwen3, 64 tokens: 4 + 2 + 1
+  EXPECT_EQ(plan_mma_launch(L, 1024, 128, kH200Sms, MmaScaling::kOnce).slots_per_pass, 16); // Qwen3, 128 tokens: 8 + 2.8 + 1
+  EXPECT_EQ(plan_mma_launch(L, 16, 8, kH200Sms, MmaScaling::kOnce).slots_per_pass, 8);      // Mixtral, 8 tokens: 2 + 1.4 + 1
+  EXPECT_EQ(plan_mma_launch(L, 64, 8, kH200Sms, MmaScaling::kOnce).slots_per_pass, 16);     // Mixtral, 32 tokens: 8 + 2.8 + 1
+  EXPECT_EQ(plan_mma_launch(L, 56, 8, kH200Sms, MmaScaling::kOnce).slots_per_pass, 16);     // 7 + 2.6 + 1 (0 sigmas: 8)
+  EXPECT_EQ(plan_mma_launch(L, 48, 8, kH200Sms, MmaScaling::kOnce).slots_per_pass, 16);     // 6 + 2.4 + 1 (0 sigmas: 8)
+  EXPECT_EQ(plan_mma_launch(L, 128, 8, kH200Sms, MmaScaling::kOnce).slots_per_pass, 32);    // Mixtral, 64 tokens: 16 + 4 + 1
+  EXPECT_EQ(plan_mma_launch(L, 2, 256, kH200Sms, MmaScaling::kOnce).slots_per_pass, 8);
+  EXPECT_EQ(plan_mma_launch(L, 4096, 8, kH200Sms, MmaScaling::kOnce).slots_per_pass, 32);  // more loop over the weights
 }
 
 TEST(GemmPlan, SliceLengthFollowsTheGridSize) {
   const GemmLayout int4 = layout_of_scheme("w4a16_g128");
   // DeepSeek-V3 w13 (4096 x 7168, 56 steps): at 1 token 8 slots touch ~7.9 of 256 experts; 8-step
   // slices (64 rows per block) would give ~506 blocks, under 3 waves of 3 x 132: 4-step slices.
-  MmaLaunch m = plan_mma_launch(sized(int4, 4096, 7168), 8, 256, kH200Sms, false);
+  MmaLaunch m = plan_mma_launch(sized(int4, 4096, 7168), 8, 256, kH200Sms, MmaScaling::kOnce);
   EXPECT_EQ(m.k_splits, 8);
   EXPECT_EQ(m.row_blocks, 4096 / 32);
   // At 8 tokens ~56.9 experts x 64 blocks: long slices.
-  m = plan_mma_launch(sized(int4, 4096, 7168), 64, 256, kH200Sms, false);
+  m = plan_mma_launch(sized(int4, 4096, 7168), 64, 256, kH200Sms, MmaScaling::kOnce);
   EXPECT_EQ(m.k_splits, 4);
   EXPECT_EQ(m.row_blocks, 4096 / 64);
   // Mixtral w13 (28672 x 4096, 32 steps): 1 token (2 slots, ~1.9 experts x 448 blocks) short,
   // 8 tokens (16 slots, ~7.1 experts) long.
-  EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 2, 8, kH200Sms, false).k_splits, 8);
-  EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 16, 8, kH200Sms, false).k_splits, 4);
+  EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 2, 8, kH200Sms, MmaScaling::kOnce).k_splits, 8);
+  EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 16, 8, kH200Sms, MmaScaling::kOnce).k_splits, 4);
   // A device with fewer SMs fills with fewer blocks.
-  EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 2, 8, 16, false).k_splits, 4);
+  EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 2, 8, 16, MmaScaling::kOnce).k_splits, 4);
 }
 
 // Grids under half a wave split the reduction further, down to single-step slices: Qwen3-30B-A3B's
@@ -195,30 +195,30 @@ TEST(GemmPlan, SliceLengthFollowsTheGridSize) {
 TEST(GemmPlan, GridsUnderHalfAWaveSplitTheReductionFurther) {
   const GemmLayout int4 = layout_of_scheme("w4a16_g128");
   ASSERT_EQ(kMmaMinGridWaves, 0.5);
-  MmaLaunch m = plan_mma_launch(sized(int4, 2048, 768), 8, 128, kH200Sms, false);
+  MmaLaunch m = plan_mma_launch(sized(int4, 2048, 768), 8, 128, kH200Sms, MmaScaling::kOnce);
   EXPECT_EQ(m.k_splits, 4);
   EXPECT_EQ(m.row_blocks, 2048 / 64);
   // w13 (1536 x 2048: 16 steps): 4-step slices give 24 x 8 = 192 blocks (< 198), 2-step slices 48 x 8.
-  m = plan_mma_launch(sized(int4, 1536, 2048), 8, 128, kH200Sms, false);
+  m = plan_mma_launch(sized(int4, 1536, 2048), 8, 128, kH200Sms, MmaScaling::kOnce);
   EXPECT_EQ(m.k_splits, 8);
   EXPECT_EQ(m.row_blocks, 1536 / 32);
   // 2 tokens (~15.1 experts): w13's 24 row blocks make ~362 blocks, over half a wave: 4-step slices;
   // w2's 8 row blocks (~121) go to 2-step slices (16 row blocks, ~242).
-  m = plan_mma_launch(sized(int4, 1536, 2048), 16, 128, kH200Sms, false);
+  m = plan_mma_launch(sized(int4, 1536, 2048), 16, 128, kH200Sms, MmaScaling::kOnce);
   EXPECT_EQ(m.k_splits, 4);
-  m = plan_mma_launch(sized(int4, 2048, 768), 16, 128, kH200Sms, false);
+  m = plan_mma_launch(sized(int4, 2048, 768), 16, 128, kH200Sms, MmaScaling::kOnce);
   EXPECT_EQ(m.k_splits, 2);
   EXPECT_EQ(m.row_blocks, 2048 / 128);
   // DeepSeek-V3 at TP8, w2 (7168 x 256: 2 steps) at 1 token: 28 x 8 = 224 blocks, over half a wave.
-  EXPECT_EQ(plan_mma_launch(sized(int4, 7168, 256), 8, 256, kH200Sms, false).k_splits, 1);
+  EXPECT_EQ(plan_mma_launch(sized(int4, 7168, 256), 8, 256, kH200Sms, MmaScaling::kOnce).k_splits, 1);
   // Mixtral's w2 (4096 x 14336) at 1 token: 128 x ~1.9 = 240 blocks, over half a wave (and already
   // at 8 warps per tile): unchanged.
-  m = plan_mma_launch(sized(int4, 4096, 14336), 2, 8, kH200Sms, false);
+  m = plan_mma_launch(sized(int4, 4096, 14336), 2, 8, kH200Sms, MmaScaling::kOnce);
   EXPECT_EQ(m.k_splits, 8);
   EXPECT_EQ(m.row_blocks, 4096 / 32);
   // Every launch keeps at least one step per warp and all warps of a block busy.
   for (int64_t cols : {256, 512, 768, 2048}) {
-    const MmaLaunch l = plan_mma_launch(sized(int4, 2048, cols), 1, 128, kH200Sms, false);
+    const MmaLaunch l = plan_mma_launch(sized(int4, 2048, cols), 1, 128, kH200Sms, MmaScaling::kOnce);
     EXPECT_EQ(l.k_splits * l.m_tiles, kMmaWarps);
     EXPECT_GE((cols / 32 + 3) / 4, l.k_splits) << cols;
   }
@@ -227,26 +227,26 @@ TEST(GemmPlan, GridsUnderHalfAWaveSplitTheReductionFurther) {
 // A wave is what the launched instance keeps resident: 3 blocks per SM for one n-tile of quantized
 // weights, 4 for dense weights, 2 with per-step scales or more n-tiles (mma_blocks_per_sm).
 TEST(GemmPlan, WavesCountTheLaunchedInstancesBlocksPerSm) {
-  EXPECT_EQ(mma_blocks_per_sm(1, true, false), 3);
-  EXPECT_EQ(mma_blocks_per_sm(1, false, false), 4);
-  EXPECT_EQ(mma_blocks_per_sm(1, true, true), 2);
-  EXPECT_EQ(mma_blocks_per_sm(2, true, false), 2);
-  EXPECT_EQ(mma_blocks_per_sm(4, false, false), 2);
+  EXPECT_EQ(mma_blocks_per_sm(1, true, MmaScaling::kOnce), 3);
+  EXPECT_EQ(mma_blocks_per_sm(1, false, MmaScaling::kOnce), 4);
+  EXPECT_EQ(mma_blocks_per_sm(1, true, MmaScaling::kPerStep), 2);
+  EXPECT_EQ(mma_blocks_per_sm(2, true, MmaScaling::kOnce), 2);
+  EXPECT_EQ(mma_blocks_per_sm(4, false, MmaScaling::kOnce), 2);
   const GemmLayout int4 = layout_of_scheme("w4a16_g128"), dense = layout_of_scheme("bf16");
   // Qwen3-30B-A3B w2 (2048 x 768: 6 steps) at 3 tokens, ~22.2 of 128 experts: 4-step slices give 8
   // row blocks, ~178 blocks, under half of a 3-block wave (198) but over half of a 2-block one
   // (132): W4A8's per-step-scaled kernel keeps one warp per tile, W4A16's splits into 2-step slices.
-  EXPECT_EQ(plan_mma_launch(sized(int4, 2048, 768), 24, 128, kH200Sms, true).k_splits, 1);
-  EXPECT_EQ(plan_mma_launch(sized(int4, 2048, 768), 24, 128, kH200Sms, false).k_splits, 2);
+  EXPECT_EQ(plan_mma_launch(sized(int4, 2048, 768), 24, 128, kH200Sms, MmaScaling::kPerStep).k_splits, 1);
+  EXPECT_EQ(plan_mma_launch(sized(int4, 2048, 768), 24, 128, kH200Sms, MmaScaling::kOnce).k_splits, 2);
   // Mixtral w13 (28672 x 4096: 32 steps) at 1 token, ~1.9 experts: 8-step slices give 448 row blocks,
   // 840 blocks, over 3 waves of 2 blocks per SM (792) but under 3 waves of 3 (1188): W4A8 keeps the
   // long slices, W4A16 takes 4-step ones.
-  EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 2, 8, kH200Sms, true).k_splits, 4);
-  EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 2, 8, kH200Sms, false).k_splits, 8);
+  EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 2, 8, kH200Sms, MmaScaling::kPerStep).k_splits, 4);
+  EXPECT_EQ(plan_mma_launch(sized(int4, 28672, 4096), 2, 8, kH200Sms, MmaScaling::kOnce).k_splits, 8);
   // Dense weights run 4 blocks per SM, so their half wave is larger: Qwen3-30B-A3B's bf16 w2 (24
   // steps of 32 columns) at 1 token, ~7.8 experts: 4-step slices give 32 row blocks, ~249 blocks,
   // over half of a 3-block wave (198) but under half of a 4-block one (264): 2-step slices.
-  const MmaLaunch d = plan_mma_launch(sized(dense, 2048, 768), 8, 128, kH200Sms, false);
+  const MmaLaunch d = plan_mma_launch(sized(dense, 2048, 768), 8, 128, kH200Sms, MmaScaling::kOnce);
   EXPECT_EQ(d.k_splits, 8);
   EXPECT_EQ(d.row_blocks, 2048 / 32);
 }
@@ -271,7 +271,7 @@ TEST(GemmPlan, LaunchShapeInvariants) {
   for (int64_t cols : {32, 64, 128, 256, 512, 768, 1440, 2048, 2880, 4096, 7168, 14336})
     for (int64_t rows : {1, 31, 32, 100, 256, 1536, 28672})
       for (int64_t slots : {1, 64, 4096}) {
-        const MmaLaunch m = plan_mma_launch(sized(base, rows, cols), slots, 16, kH200Sms, false);
+        const MmaLaunch m = plan_mma_launch(sized(base, rows, cols), slots, 16, kH200Sms, MmaScaling::kOnce);
         const int64_t steps = (cols / 32 + 3) / 4;
         EXPECT_EQ(m.k_splits * m.m_tiles, kMmaWarps);
         EXPECT_EQ(m.k_splits & (m.k_splits - 1), 0);
