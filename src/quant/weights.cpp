@@ -102,24 +102,31 @@ void expand_int4(const int32_t* words, int64_t num_words, const float* table, fl
   expand_int4_scalar(words, num_words, table, out);
 }
 
+// Calls f(c0, c1, scale, zero_point) for each group [c0, c1) of row `row` of int weights whose
+// groups are contiguous (channel-wise: one group, the row), the group's scale and zero point read
+// once.
+template <class F>
+void for_each_contiguous_group(const QuantWeight& w, int64_t row, F&& f) {
+  const int64_t group = w.strategy == Strategy::kGroup ? w.group_size : w.cols;
+  for (int64_t c0 = 0; c0 < w.cols; c0 += group) {
+    const int64_t g = c0 / group;
+    f(c0, std::min(w.cols, c0 + group), scale_at(w, row, g), zero_point_at(w, row, g));
+  }
+}
+
 // Packed int rows with contiguous groups: one 16/256-entry table per group turns every element
 // into a lookup, which keeps the CPU backend's dequantization cheap.
 void dequantize_int_packed_grouped(const QuantWeight& w, int64_t row, ScaleKind kind,
                                    float* out) {
   const int64_t words_per_row = w.data.dim(1);
   const int32_t* words = w.data.data<int32_t>() + row * words_per_row;
-  const int64_t group = w.strategy == Strategy::kGroup ? w.group_size : w.cols;
   const int levels = 1 << w.bits;
   const int offset = levels / 2;
   float table[256];
-  for (int64_t c0 = 0; c0 < w.cols; c0 += group) {
-    const int64_t g = c0 / group;
-    const float s = scale_at(w, row, g);
-    const int z = zero_point_at(w, row, g);
-    const int64_t c1 = std::min(w.cols, c0 + group);
+  for_each_contiguous_group(w, row, [&](int64_t c0, int64_t c1, float s, int z) {
     if (c1 - c0 < levels) {  // fewer elements than table entries (8-bit groups): the formula directly
       for (int64_t c = c0; c < c1; ++c) out[c] = quant::dequant_int(quant::unpack_int(words, c, w.bits), z, s, kind);
-      continue;
+      return;
     }
     for (int u = 0; u < levels; ++u) table[u] = quant::dequant_int(u - offset, z, s, kind);
     if (w.bits == 4 && c0 % 8 == 0 && (c1 - c0) % 8 == 0) {
@@ -127,7 +134,7 @@ void dequantize_int_packed_grouped(const QuantWeight& w, int64_t row, ScaleKind 
     } else {
       for (int64_t c = c0; c < c1; ++c) out[c] = table[quant::unpack_int(words, c, w.bits) + offset];
     }
-  }
+  });
 }
 
 }  // namespace
@@ -181,15 +188,9 @@ void dequantize_row(const QuantWeight& w, int64_t row, bool round_to_scale_dtype
         }
         return;
       }
-      // Contiguous groups (or one scale for the row): the group's scale and zero point once.
-      const int64_t group = w.strategy == Strategy::kGroup ? w.group_size : w.cols;
-      for (int64_t c0 = 0; c0 < w.cols; c0 += group) {
-        const int64_t g = c0 / group;
-        const float s = scale_at(w, row, g);
-        const int z = zero_point_at(w, row, g);
-        const int64_t c1 = std::min(w.cols, c0 + group);
+      for_each_contiguous_group(w, row, [&](int64_t c0, int64_t c1, float s, int z) {
         for (int64_t c = c0; c < c1; ++c) out[c] = quant::dequant_int(q[c], z, s, kind);
-      }
+      });
       return;
     }
     case WeightFormat::kFp8: {
