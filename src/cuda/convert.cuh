@@ -50,10 +50,11 @@ __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2_hw(uint32_t two) {
 }
 
 // x / d as __fdiv_rn(x, d) rounds it, bit for bit, for one divisor and many x: __fdiv_rn's fast
-// path (approximate reciprocal, one Newton step, the quotient and one remainder correction) with
-// the reciprocal refined once, taken where that path is exact (|x| and |d| within 2^+-60: no
-// overflow or underflow in its steps); elsewhere (0, subnormals, inf, NaN, extremes) __fdiv_rn
-// itself. 3 instructions per division instead of ~12 and a call (the GPU test DivideRn checks every
+// path as nvcc 13 compiles it (approximate reciprocal, one Newton step, the quotient and one
+// remainder correction: one suffices as the refined reciprocal is the correctly rounded 1 / d,
+// Markstein) with the reciprocal refined once, taken where that path is exact (|x| and |d| within
+// 2^+-60: no overflow or underflow in its steps); elsewhere (0, subnormals, inf, NaN, extremes)
+// __fdiv_rn itself. 3 instructions per division instead of ~12 and a call (the GPU test DivideRn checks every
 // float x against __fdiv_rn for a spread of divisors).
 class DivideRn {
  public:

@@ -427,7 +427,8 @@ TEST(GemmPlan, Int4RegistersPrefillKernel) {
   EXPECT_EQ(plan_grouped_kernel(k96, false, GemmInput{}, mma), GroupedKernel::kDequantBf16);
   EXPECT_TRUE(dequantizes_in_registers(GroupedKernel::kInt4RegsBf16));
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt4RegsBf16));
-  // Measured crossovers: 25 rows per expert for few experts, 24 otherwise.
+  // Measured crossovers: 25 rows per expert for few experts; with many, by GEMM2's reduction (16 / 20
+  // / 22: RegisterKernelSwitchFollowsTheReduction).
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336), 100);     // Mixtral-8x7B
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 384, 8, 256), 1056);  // Kimi-K2 TP8
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 128, 8, 768), 320);   // Qwen3-30B-A3B

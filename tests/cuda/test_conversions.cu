@@ -145,7 +145,7 @@ TEST(HardwareConversions, Fp8CodesToF16MatchFormats) {
 }
 
 // DivideRn against __fdiv_rn over every float x, for divisors spread over the fast path's range,
-// its edges and past them (where it must fall back), with random significands. kUncorrected: the
+// its edges and past them (where it must fall back), hard significands and random ones. kUncorrected: the
 // quotient without its remainder correction, the control that shows the comparison sees a
 // misrounded division.
 template <bool kUncorrected>
@@ -192,6 +192,10 @@ TEST(DivideRn, MatchesFdivRnForEveryFloat) {
   std::vector<float> divisors = {1.0f,      0.0078125f, 3.0f,      -7.0f,     448.0f * 6.0f, 0x1p-60f, 0x1p60f,
                                  0x1.fffffep-61f, 0x1.000002p60f, 0x1p-126f, 0x1p-140f, 0x1p127f, 0.0f, -0.0f,
                                  INFINITY,  NAN};
+  // Significands whose reciprocal lies near a rounding midpoint (the Newton step's hardest cases,
+  // from a CPU search), at a few exponents.
+  for (const float hard : {0x1.fffffep0f, 0x1.fffffap0f, 0x1.0d3226p0f, 0x1.29e20ap0f, 0x1.f8c5c4p0f, 0x1.820182p0f})
+    for (const float scale : {1.0f, 0x1p-20f, 0x1p17f}) divisors.push_back(hard * scale);
   uint32_t state = 12345;
   for (int i = 0; i < 16; ++i) {  // random significands, exponents -70 .. 69
     state = state * 1664525u + 1013904223u;
