@@ -145,9 +145,9 @@ TEST(HardwareConversions, Fp8CodesToF16MatchFormats) {
 }
 
 // DivideRn against __fdiv_rn over every float x, for divisors spread over the fast path's range,
-// its edges and past them (where it must fall back), hard significands and random ones. kUncorrected: the
-// quotient without its remainder correction, the control that shows the comparison sees a
-// misrounded division.
+// its edges and past them (where it must fall back), hard significands and random ones.
+// kUncorrected: the quotient without its remainder correction, the control that shows the
+// comparison sees a misrounded division.
 template <bool kUncorrected>
 __global__ void compare_divisions(float d, unsigned long long* mismatches, uint32_t* first) {
   const cuda::DivideRn divide(d);
