@@ -587,8 +587,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     check(cuda::launch_finish_expert_rows(fr, stream), "prefill rows: global scale and bias");
   };
   // `rows`: the GEMM's sorted input rows. The 4-bit register kernel only: `act_rows` (GEMM1 on an
-  // interleaved w13), the activation's bf16 rows, written by the GEMM's epilogue instead of d.
-  auto run_prefill = [&](const PrefillGemm& g, void* rows, float* d, uint16_t* act_rows) {
+  // interleaved w13), the activation's bf16 rows, written by the GEMM's epilogue instead of d; or
+  // `terms` (GEMM2), the combine's weighted 16-bit terms instead of d (Fp4GemmParams::terms).
+  auto run_prefill = [&](const PrefillGemm& g, void* rows, float* d, uint16_t* act_rows, uint16_t* terms = nullptr) {
     cuda::GroupedSetupParams sp;
     sp.buf = g.buf;
     sp.expert_offsets = gp.expert_offsets;
@@ -624,6 +625,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       fp.activation = static_cast<int>(L.activation);
       fp.limit = L.swiglu_limit;
       fp.round = options.round_intermediate;
+      fp.terms = terms;
+      fp.row_slots = gp.sorted_slots;
+      fp.slot_weights = L.routing.router_weight_on_input ? nullptr : rp.weights;
       // (The global scale and the biases are applied by the kernel.)
       if (num_slots > 0) check(cuda::launch_fp4_grouped_gemm(fp, stream), "prefill GEMM");
       return;
@@ -767,14 +771,20 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g2.in = m.act.get<float>();
   g2.in_by_token = false;
   g2.out = m.y.get<float>();
+  // GEMM2 on the register kernel (bf16 rows) with the combine rounding each weighted term to bf16:
+  // the kernel writes those terms (in y's memory, half its size), the combine only sums them.
+  uint16_t* terms = gemms && prefill2 && dequantizes_in_registers(plan.g2) && options.round_intermediate && kind == 0
+                        ? reinterpret_cast<uint16_t*>(m.y.get<float>())
+                        : nullptr;
   if (gemms && prefill2) {
     if (!fused_act) gather_rows(m.prefill2, act16, act_scale, false, I);
-    run_prefill(m.prefill2, fused_act1 ? static_cast<void*>(act_rows) : m.sorted_rows.get(), g2.out, nullptr);
+    run_prefill(m.prefill2, fused_act1 ? static_cast<void*>(act_rows) : m.sorted_rows.get(), g2.out, nullptr, terms);
   }
   else if (gemms) check(grouped_gemm(g2, k2, act16, {act_scale, in2.act_group}, kind == 0, plan.w2_has_g_idx, tokens, stream), "gemm2");
 
   cuda::CombineParams cp;
   cp.y = m.y.get<float>();
+  cp.terms = terms;
   cp.weights = rp.weights;
   cp.slot_expert = gp.slot_expert;
   cp.slot_position = gemms && prefill2 ? gp.slot_position : nullptr;  // y rows in sorted order

@@ -43,10 +43,21 @@ struct alignas(1024) Stage {
   uint32_t codes[2][kCodeBytes / 4];          // [consumer][128 threads][4 words]
   uint32_t scales[2][kScaleWords];            // [consumer][32 thread quads][kScaleWords / 32]
 };
+// The staged terms epilogue's tile (128-row tiles only; 256-row ones leave no room):
+// [consumer][N input rows][64 weight columns] bf16, each row's 16-byte chunks XOR-swizzled by the
+// row's low 3 bits (stmatrix writes 8 rows of one chunk at a time).
+template <int N>
+struct TermsTile {
+  alignas(128) uint16_t rows[2][N][64];
+};
+template <>
+struct TermsTile<256> {};
 template <int N, int kScaleWords>
 struct SharedStorage {
   Stage<N, kScaleWords> stage[TileShape<N>::kStages];
   uint64_t full[TileShape<N>::kStages], empty[TileShape<N>::kStages];
+  TermsTile<N> terms;
+  float row_weights[2][N];  // [consumer][input row] the terms epilogue's routing weights (0 past the rows)
 };
 
 // ---- PTX wrappers ---------------------------------------------------------------------------------
@@ -104,6 +115,16 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
   return v;
+}
+__device__ __forceinline__ void sts_matrix_x4_trans(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+// Barrier `id` (1 + consumer) of one warpgroup's 128 threads.
+__device__ __forceinline__ void warpgroup_sync(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void stg128(void* p, uint4 v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
 __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
   uint32_t v;
@@ -537,6 +558,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     const Tile tile = tile_at(map, index, N);
     const int row0 = p.expert_offsets[tile.expert], expert_rows = p.expert_offsets[tile.expert + 1] - row0;
     const int rows_left = expert_rows - tile.input0;
+    // The terms epilogue's routing weights, loaded before the mainloop so that their two dependent
+    // loads are in flight during it (loaded in the epilogue, behind its stores, they serialized it):
+    // thread t holds input rows t + 128 i.
+    float row_weight[N / 128];
+    if (p.terms != nullptr) {
+#pragma unroll
+      for (int i = 0; i < N / 128; ++i) {
+        const int c = t + 128 * i;
+        row_weight[i] = c >= rows_left ? 0.0f
+                        : p.slot_weights != nullptr
+                            ? p.slot_weights[p.row_slots[static_cast<int64_t>(row0) + tile.input0 + c]]
+                            : 1.0f;
+      }
+    }
     if constexpr (!Format::kLoopPerWidth) mainloop(std::integral_constant<int, 0>{}, min((rows_left + 63) / 64, N / 64));
     else if (rows_left > N / 2) mainloop(std::integral_constant<int, N>{}, 0);
     else mainloop(std::integral_constant<int, N / 2>{}, 0);
@@ -558,6 +593,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int r = 16 * (t / 32) + t % 32 / 4, c0 = 2 * (t % 4);
     const int weight_row = tile.weight_tile * kTileRows + consumer * 64 + r;  // (weight_row % 16 < 8)
     const int rows_here = min(rows_left, N);                                   // input rows of this tile
+    const float* weights = s.row_weights[consumer];                           // [N] (terms only)
+    if (p.terms != nullptr) {
+#pragma unroll
+      for (int i = 0; i < N / 128; ++i) s.row_weights[consumer][t + 128 * i] = row_weight[i];
+      warpgroup_sync(1 + consumer);
+    }
     const int64_t first_row = static_cast<int64_t>(row0) + tile.input0 + c0;  // the thread's first input row
     if constexpr (kFusedAct) {
       // Interleaved w13: row r sums gate column i, row r + 8 up column i, for the same input rows.
@@ -585,6 +626,72 @@ __global__ void __launch_bounds__(kThreads, 1)
       };
       if (p.activation == kSwigluOai) store(std::integral_constant<int, kSwigluOai>{});
       else store(std::integral_constant<int, kSilu>{});
+    } else if (p.terms != nullptr && N == 128 && p.gate_up_inter == 0 && p.n % 64 == 0) {
+      // Staged terms (128-row tiles of plain weights with n a multiple of 64): the warpgroup's
+      // terms go through shared memory, transposed by stmatrix into [input row][64 weight columns],
+      // then out in 16-byte row pieces (per output about a third of the per-element path's
+      // instructions, and whole 128-byte row segments instead of 16-byte ones).
+      if constexpr (N == 128) {  // (TermsTile<256> has no rows)
+        const int col_base = tile.weight_tile * kTileRows + consumer * 64;  // the warpgroup's first column
+        if (col_base >= p.n) continue;  // (the padding half of a last weight tile)
+        const uint32_t buf = smem_addr(&s.terms.rows[consumer][0][0]);
+        float b[2];
+  #pragma unroll
+        for (int half = 0; half < 2; ++half) b[half] = bias != nullptr ? bias[weight_row + 8 * half] : 0.0f;
+        const int lane = t % 32, w16 = 2 * (t / 32);  // w16: the warp's first 16-byte chunk
+        auto pack = [&](int j, int half, const float (&w)[2]) {  // matrix (half, j): bf16x2 of rows c0, c0 + 1
+          const __nv_bfloat162 v = __floats2bfloat162_rn(__fmul_rn(w[0], sum(acc[4 * j + 2 * half], b[half])),
+                                                         __fmul_rn(w[1], sum(acc[4 * j + 2 * half + 1], b[half])));
+          uint32_t bits;
+          memcpy(&bits, &v, sizeof(bits));
+          return bits;
+        };
+  #pragma unroll
+        for (int j = 0; j < N / 8; j += 2) {
+          if (8 * j >= rows_here) break;  // (the same for the whole tile)
+          const float w0[2] = {weights[8 * j + c0], weights[8 * j + c0 + 1]};
+          const float w1[2] = {weights[8 * j + 8 + c0], weights[8 * j + 8 + c0 + 1]};
+          // Lanes 8m .. 8m + 7 address matrix m = (half m % 2, j + m / 2)'s transposed rows.
+          const int m = lane / 8, row = 8 * (j + m / 2) + lane % 8, chunk = w16 + m % 2;
+          __syncwarp();  // (DivideRn's slow path branches per thread; stmatrix is .aligned)
+          sts_matrix_x4_trans(buf + row * 128 + ((chunk ^ (row & 7)) << 4), pack(j, 0, w0), pack(j, 1, w0),
+                              pack(j + 1, 0, w1), pack(j + 1, 1, w1));
+        }
+        warpgroup_sync(1 + consumer);
+        uint16_t* out = p.terms + (static_cast<int64_t>(row0) + tile.input0) * p.n + col_base;  // [rows, n]
+        const int chunk = t % 8;
+        for (int row = t / 8; row < rows_here; row += 16)
+          stg128(out + static_cast<int64_t>(row) * p.n + 8 * chunk, lds128(buf + row * 128 + ((chunk ^ (row & 7)) << 4)));
+        warpgroup_sync(1 + consumer);  // (terms and weights read before the next tile's overwrite them)
+      }
+    } else if (p.terms != nullptr) {
+      // Fp4GemmParams::terms: each row's routing weight loaded once for both columns, then per
+      // output the combine's term, bf16(w * D) (half the bytes of D, read once).
+      int col[2];
+      float b[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = weight_row + 8 * half;
+        col[half] = p.gate_up_inter > 0 ? static_cast<int>(gate_up_source_row(row, p.gate_up_inter)) : row < p.n ? row : -1;
+        b[half] = bias != nullptr && col[half] >= 0 ? bias[col[half]] : 0.0f;
+      }
+      uint16_t* out = p.terms + first_row * p.n;  // [rows, n]: rows c0 + 8j (+ 1)
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j) {
+        if (8 * j >= rows_here) break;  // (the same for the whole tile)
+#pragma unroll
+        for (int odd = 0; odd < 2; ++odd) {
+          if (8 * j + c0 + odd < rows_here) {
+            const float w = weights[8 * j + c0 + odd];
+#pragma unroll
+            for (int half = 0; half < 2; ++half)
+              if (col[half] >= 0) out[odd * p.n + col[half]] =
+                    __bfloat16_as_ushort(__float2bfloat16_rn(__fmul_rn(w, sum(acc[4 * j + 2 * half + odd], b[half]))));
+          }
+        }
+        out += 8 * static_cast<int64_t>(p.n);
+      }
+      warpgroup_sync(1 + consumer);  // (weights read before the next tile's overwrite them)
     } else {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -684,7 +791,8 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
     return cudaErrorInvalidValue;
   if (p.format == W4Format::kNvfp4 && p.global_scales == nullptr) return cudaErrorInvalidValue;
   if (p.gate_up_inter < 0 || (p.gate_up_inter > 0 && p.n != 2 * p.gate_up_inter) ||
-      (p.act_rows != nullptr && (p.gate_up_inter == 0 || !fuses_activation(p.activation))))
+      (p.act_rows != nullptr && (p.gate_up_inter == 0 || !fuses_activation(p.activation))) ||
+      (p.terms != nullptr && (p.act_rows != nullptr || p.row_slots == nullptr)))
     return cudaErrorInvalidValue;
   if (p.experts == 0 || p.total_rows == 0) return cudaSuccess;
   void* fn = nullptr;

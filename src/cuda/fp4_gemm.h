@@ -99,6 +99,13 @@ struct Fp4GemmParams {
   int activation = 0;  // qmoe::Activation: one that fuses_activation takes
   float limit = 7.0f;
   bool round = true;
+  // GEMM2 of a forward whose combine rounds each weighted term to bf16 (round_intermediate, bf16
+  // hidden states, the only ones this kernel takes): the epilogue writes those terms, bf16(w * D),
+  // into `terms` [total_rows, n] instead of D, w being the row's routing weight
+  // (slot_weights[row_slots[row]], or 1 without slot_weights: the router weight on the input).
+  uint16_t* terms = nullptr;
+  const int32_t* row_slots = nullptr;   // [total_rows] the slot of each sorted row (device)
+  const float* slot_weights = nullptr;  // [slots] routing weights (device), or null
 };
 // D rows of each expert = x rows * dequant(W_e)^T, the products summed in fp32 by the tensor cores.
 // MXFP4 and INT4: each weight the CPU's bf16 (dequant_mxfp4, dequant_int), bit for bit. NVFP4: the weights e2m1 * fp8(s)

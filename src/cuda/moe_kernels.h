@@ -151,6 +151,9 @@ cudaError_t launch_activation(const ActivationParams& p, cudaStream_t stream);
 // out[t, h] = round(sum_j round(w[t, j] * y[t * top_k + j, h])) over local slots, in j order.
 struct CombineParams {
   const float* y = nullptr;
+  // Or the weighted terms bf16(w * y), which GEMM2's epilogue wrote (Fp4GemmParams::terms; bf16
+  // hidden states, round): summed as they are, in the same order.
+  const uint16_t* terms = nullptr;
   const float* weights = nullptr;
   const int32_t* slot_expert = nullptr;
   const int32_t* slot_position = nullptr;  // or null: y's row of each slot (sorted prefill output)

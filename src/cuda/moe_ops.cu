@@ -804,14 +804,29 @@ __global__ void combine_kernel(CombineParams p) {
   const int64_t h0 = (int64_t{blockIdx.y} * kCombineBlock + threadIdx.x) * kCombineColumns;
   if (h0 >= p.hidden) return;
   const int cols = p.hidden - h0 < kCombineColumns ? static_cast<int>(p.hidden - h0) : kCombineColumns;
-  auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-  const bool vector = p.hidden % kCombineColumns == 0 && aligned(p.y) && aligned(p.out);  // (cols == 4)
+  auto aligned = [](const void* q, int bytes) { return reinterpret_cast<uintptr_t>(q) % bytes == 0; };
+  const bool vector = p.hidden % kCombineColumns == 0 && aligned(p.out, 16) &&
+                      (p.terms != nullptr ? aligned(p.terms, 8) : aligned(p.y, 16));  // (cols == 4)
   float acc[kCombineColumns] = {};
   for (int j = 0; j < p.top_k; ++j) {
     const int64_t s = t * p.top_k + j;
     if (p.slot_expert[s] < 0) continue;
+    const int64_t row = p.slot_position ? p.slot_position[s] : s;
+    if (p.terms != nullptr) {  // already bf16(w * y)
+      const uint16_t* terms = p.terms + row * p.hidden + h0;  // [cols]
+      if (vector) {
+        const uint2 q = *reinterpret_cast<const uint2*>(terms);
+        const uint16_t four[4] = {static_cast<uint16_t>(q.x), static_cast<uint16_t>(q.x >> 16),
+                                  static_cast<uint16_t>(q.y), static_cast<uint16_t>(q.y >> 16)};
+#pragma unroll
+        for (int c = 0; c < kCombineColumns; ++c) acc[c] = add_rn(acc[c], quant::bf16_to_float(four[c]));
+      } else {
+        for (int c = 0; c < cols; ++c) acc[c] = add_rn(acc[c], quant::bf16_to_float(terms[c]));
+      }
+      continue;
+    }
     const float w = p.weight_on_input ? 1.0f : p.weights[s];
-    const float* y = p.y + (p.slot_position ? p.slot_position[s] : s) * p.hidden + h0;  // [cols]
+    const float* y = p.y + row * p.hidden + h0;  // [cols]
     float v[kCombineColumns];
     if (vector) {
       const float4 q = *reinterpret_cast<const float4*>(y);

@@ -177,6 +177,51 @@ void check_fused_activation(cuda::Fp4GemmParams p, const float* d, int total, in
   cudaFree(total_dev);
 }
 
+// The terms epilogue (Fp4GemmParams::terms: GEMM2 writing the combine's bf16(w * D) instead of D)
+// against D from the same launch, weighted and rounded on the host: bit for bit, for rows in a
+// shuffled slot order with random weights and without weights (the router weight on the input);
+// rows past the experts' untouched.
+void check_terms(cuda::Fp4GemmParams p, const std::vector<float>& d, int total, int trailing, std::mt19937_64& rng) {
+  const size_t count = static_cast<size_t>(total + trailing) * p.n;
+  std::vector<int32_t> row_slots(total + trailing);
+  for (int i = 0; i < total + trailing; ++i) row_slots[i] = i;
+  std::shuffle(row_slots.begin(), row_slots.begin() + total, rng);
+  std::vector<float> slot_weights(total + trailing);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& w : slot_weights) w = normal(rng);
+  int32_t* row_slots_dev = to_device(row_slots);
+  float* weights_dev = to_device(slot_weights);
+  uint16_t* terms = nullptr;
+  ASSERT_EQ(cudaMalloc(&terms, sizeof(uint16_t) * count), cudaSuccess);
+  for (bool weighted : {true, false}) {
+    p.terms = terms;
+    p.row_slots = row_slots_dev;
+    p.slot_weights = weighted ? weights_dev : nullptr;
+    cudaMemset(terms, 0xFF, sizeof(uint16_t) * count);  // poison
+    ASSERT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint16_t> got(count);
+    cudaMemcpy(got.data(), terms, sizeof(uint16_t) * count, cudaMemcpyDeviceToHost);
+    int64_t differ = 0, trailing_written = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const int64_t row = static_cast<int64_t>(i / p.n);
+      if (row >= total) {
+        trailing_written += got[i] != 0xFFFF;
+        continue;
+      }
+      const float w = weighted ? slot_weights[row_slots[row]] : 1.0f;
+      differ += got[i] != quant::float_to_bf16(w * d[i]);
+    }
+    std::printf("      terms (%s), n %d, tile %d: %lld of %lld differ\n", weighted ? "weighted" : "unweighted", p.n,
+                p.tile_inputs, static_cast<long long>(differ), static_cast<long long>(total) * p.n);
+    EXPECT_EQ(differ, 0) << (weighted ? "weighted" : "unweighted") << " tile " << p.tile_inputs << seed_note();
+    EXPECT_EQ(trailing_written, 0) << "rows past the experts' were written";
+  }
+  cudaFree(terms);
+  cudaFree(row_slots_dev);
+  cudaFree(weights_dev);
+}
+
 // `group`: INT4's (32 for the FP4 formats, whose groups are their own). `gate_up`: the weights as a
 // gated layer's w13 (n = 2 inter), repacked with gate and up rows interleaved: the same outputs in
 // the same columns, and the fused activation epilogue (check_fused_activation).
@@ -306,6 +351,7 @@ void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, st
     if (data == Data::kRandom) EXPECT_LT(rel_l2, 1e-5) << name << " tile " << tile_inputs << seed_note();
     else EXPECT_EQ(not_exact, 0) << name << " tile " << tile_inputs << seed_note();
     if (gate_up) check_fused_activation(p, d, total, kTrailingRows);
+    else check_terms(p, got, total, kTrailingRows, rng);
   }
   for (void* ptr : owned) cudaFree(ptr);
   cudaFree(const_cast<const uint32_t**>(p.frag_codes));
@@ -319,7 +365,8 @@ void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, st
 
 // Experts without rows, with one row, partial and several input tiles; k of 1, 2, 3, 8 and 45 k-tiles
 // (one, an odd count below the pipeline's stages, more than them); weight rows not a multiple of the
-// 128-row tile (gpt-oss's 2880 is 22.5 tiles); more tiles than SMs (each CTA takes several); 40
+// 128-row tile (gpt-oss's 2880 is 22.5 tiles; 320 has a padding half-tile; 200 is not a multiple of
+// 64, which the staged terms epilogue leaves to the per-element one); more tiles than SMs (each CTA takes several); 40
 // experts (the tile map's scan takes several per lane), the first and last without rows; rows of x
 // past the experts'.
 std::vector<Case> cases() {
@@ -328,7 +375,7 @@ std::vector<Case> cases() {
   return {Case{256, 512, {0, 1, 130, 257}}, Case{384, 2880, {64, 0, 129}}, Case{128, 64, {5, 200}},
           Case{256, 192, {128, 3}},         Case{320, 128, {7, 260, 0, 33}},
           Case{1024, 128, {300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300}},
-          Case{128, 64, forty}};
+          Case{128, 64, forty},             Case{200, 128, {50, 0, 70}}};
 }
 
 TEST(Fp4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
