@@ -366,9 +366,9 @@ void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, st
 // Experts without rows, with one row, partial and several input tiles; k of 1, 2, 3, 8 and 45 k-tiles
 // (one, an odd count below the pipeline's stages, more than them); weight rows not a multiple of the
 // 128-row tile (gpt-oss's 2880 is 22.5 tiles; 320 has a padding half-tile; 200 is not a multiple of
-// 64, which the staged terms epilogue leaves to the per-element one); more tiles than SMs (each CTA takes several); 40
-// experts (the tile map's scan takes several per lane), the first and last without rows; rows of x
-// past the experts'.
+// 64, which the staged terms epilogue leaves to the per-element one); more tiles than SMs (each CTA
+// takes several); 40 experts (the tile map's scan takes several per lane), the first and last without
+// rows; rows of x past the experts'.
 std::vector<Case> cases() {
   std::vector<int> forty(40);
   for (int e = 0; e < 40; ++e) forty[e] = e == 0 || e == 39 ? 0 : e * 7 % 41;
