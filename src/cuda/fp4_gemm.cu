@@ -43,15 +43,15 @@ struct alignas(1024) Stage {
   uint32_t codes[2][kCodeBytes / 4];          // [consumer][128 threads][4 words]
   uint32_t scales[2][kScaleWords];            // [consumer][32 thread quads][kScaleWords / 32]
 };
-// The staged terms epilogue's tile (128-row tiles only; 256-row ones leave no room):
-// [consumer][N input rows][64 weight columns] bf16, each row's 16-byte chunks XOR-swizzled by the
-// row's low 3 bits (stmatrix writes 8 rows of one chunk at a time).
+// The staged terms epilogue's tile: [consumer][kRows input rows][64 weight columns] bf16, each
+// row's 16-byte chunks XOR-swizzled by the row's low 3 bits (stmatrix writes 8 rows of one chunk at
+// a time). 128-row tiles stage all their rows at once; 256-row ones, whose 5 stages leave less room,
+// 64 at a time.
 template <int N>
 struct TermsTile {
-  alignas(128) uint16_t rows[2][N][64];
+  static constexpr int kRows = N == 128 ? 128 : 64;
+  alignas(128) uint16_t rows[2][kRows][64];
 };
-template <>
-struct TermsTile<256> {};
 template <int N, int kScaleWords>
 struct SharedStorage {
   Stage<N, kScaleWords> stage[TileShape<N>::kStages];
@@ -626,43 +626,57 @@ __global__ void __launch_bounds__(kThreads, 1)
       };
       if (p.activation == kSwigluOai) store(std::integral_constant<int, kSwigluOai>{});
       else store(std::integral_constant<int, kSilu>{});
-    } else if (p.terms != nullptr && N == 128 && p.gate_up_inter == 0 && p.n % 64 == 0) {
-      // Staged terms (128-row tiles of plain weights with n a multiple of 64): the warpgroup's
-      // terms go through shared memory, transposed by stmatrix into [input row][64 weight columns],
-      // then out in 16-byte row pieces (per output about a third of the per-element path's
-      // instructions, and whole 128-byte row segments instead of 16-byte ones).
-      if constexpr (N == 128) {  // (TermsTile<256> has no rows)
-        const int col_base = tile.weight_tile * kTileRows + consumer * 64;  // the warpgroup's first column
-        if (col_base >= p.n) continue;  // (the padding half of a last weight tile)
-        const uint32_t buf = smem_addr(&s.terms.rows[consumer][0][0]);
-        float b[2];
-  #pragma unroll
-        for (int half = 0; half < 2; ++half) b[half] = bias != nullptr ? bias[weight_row + 8 * half] : 0.0f;
-        const int lane = t % 32, w16 = 2 * (t / 32);  // w16: the warp's first 16-byte chunk
-        auto pack = [&](int j, int half, const float (&w)[2]) {  // matrix (half, j): bf16x2 of rows c0, c0 + 1
-          const __nv_bfloat162 v = __floats2bfloat162_rn(__fmul_rn(w[0], sum(acc[4 * j + 2 * half], b[half])),
-                                                         __fmul_rn(w[1], sum(acc[4 * j + 2 * half + 1], b[half])));
-          uint32_t bits;
-          memcpy(&bits, &v, sizeof(bits));
-          return bits;
-        };
-  #pragma unroll
-        for (int j = 0; j < N / 8; j += 2) {
+    } else if (p.terms != nullptr && p.gate_up_inter == 0 && p.n % 64 == 0) {
+      // Staged terms (plain weights with n a multiple of 64): the warpgroup's terms go through
+      // shared memory, kRows input rows at a time, transposed by stmatrix into [input row][64
+      // weight columns], then out in 16-byte row pieces (per output about a third of the
+      // per-element path's instructions, and whole 128-byte row segments instead of 16-byte ones).
+      constexpr int kRows = TermsTile<N>::kRows;
+      const int col_base = tile.weight_tile * kTileRows + consumer * 64;  // the warpgroup's first column
+      if (col_base >= p.n) continue;  // (the padding half of a last weight tile)
+      const uint32_t buf = smem_addr(&s.terms.rows[consumer][0][0]);
+      float b[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) b[half] = bias != nullptr ? bias[weight_row + 8 * half] : 0.0f;
+      const int lane = t % 32, w16 = 2 * (t / 32);  // w16: the warp's first 16-byte chunk
+      auto pack = [&](int j, int half, const float (&w)[2]) {  // matrix (half, j): bf16x2 of rows c0, c0 + 1
+        const __nv_bfloat162 v = __floats2bfloat162_rn(__fmul_rn(w[0], sum(acc[4 * j + 2 * half], b[half])),
+                                                       __fmul_rn(w[1], sum(acc[4 * j + 2 * half + 1], b[half])));
+        uint32_t bits;
+        memcpy(&bits, &v, sizeof(bits));
+        return bits;
+      };
+      uint16_t* out = p.terms + (static_cast<int64_t>(row0) + tile.input0) * p.n + col_base;  // [rows, n]
+#pragma unroll
+      for (int first = 0; first < N; first += kRows) {  // the input rows [first, first + kRows)
+        if (kRows < N && first >= rows_here) break;  // (the same for the whole tile; a one-pass tile has rows)
+#pragma unroll
+        for (int j = first / 8; j < (first + kRows) / 8; j += 2) {
           if (8 * j >= rows_here) break;  // (the same for the whole tile)
           const float w0[2] = {weights[8 * j + c0], weights[8 * j + c0 + 1]};
           const float w1[2] = {weights[8 * j + 8 + c0], weights[8 * j + 8 + c0 + 1]};
           // Lanes 8m .. 8m + 7 address matrix m = (half m % 2, j + m / 2)'s transposed rows.
-          const int m = lane / 8, row = 8 * (j + m / 2) + lane % 8, chunk = w16 + m % 2;
-          __syncwarp();  // (DivideRn's slow path branches per thread; stmatrix is .aligned)
-          sts_matrix_x4_trans(buf + row * 128 + ((chunk ^ (row & 7)) << 4), pack(j, 0, w0), pack(j, 1, w0),
-                              pack(j + 1, 0, w1), pack(j + 1, 1, w1));
+          const int m = lane / 8, row = 8 * (j + m / 2) + lane % 8 - first, chunk = w16 + m % 2;
+          const uint32_t address = buf + row * 128 + ((chunk ^ (row & 7)) << 4);
+          // (__syncwarp: DivideRn's slow path branches per thread; stmatrix is .aligned.) Each tile
+          // size compiles to the code measured for it (2026-12-01): on 128-row tiles, packing before
+          // the __syncwarp (and the loop's generic bounds) scheduled differently, 0.8-1.6% slower on
+          // DeepSeek-V3 TP8 NVFP4.
+          if constexpr (N == 128) {
+            __syncwarp();
+            sts_matrix_x4_trans(address, pack(j, 0, w0), pack(j, 1, w0), pack(j + 1, 0, w1), pack(j + 1, 1, w1));
+          } else {
+            const uint32_t q0 = pack(j, 0, w0), q1 = pack(j, 1, w0), q2 = pack(j + 1, 0, w1), q3 = pack(j + 1, 1, w1);
+            __syncwarp();
+            sts_matrix_x4_trans(address, q0, q1, q2, q3);
+          }
         }
         warpgroup_sync(1 + consumer);
-        uint16_t* out = p.terms + (static_cast<int64_t>(row0) + tile.input0) * p.n + col_base;  // [rows, n]
-        const int chunk = t % 8;
-        for (int row = t / 8; row < rows_here; row += 16)
-          stg128(out + static_cast<int64_t>(row) * p.n + 8 * chunk, lds128(buf + row * 128 + ((chunk ^ (row & 7)) << 4)));
-        warpgroup_sync(1 + consumer);  // (terms and weights read before the next tile's overwrite them)
+        const int chunk = t % 8, rows = kRows == N ? rows_here : min(kRows, rows_here - first);
+        for (int row = t / 8; row < rows; row += 16)
+          stg128(out + static_cast<int64_t>(first + row) * p.n + 8 * chunk,
+                 lds128(buf + row * 128 + ((chunk ^ (row & 7)) << 4)));
+        warpgroup_sync(1 + consumer);  // (read before the next rows' terms or the next tile's weights overwrite them)
       }
     } else if (p.terms != nullptr) {
       // Fp4GemmParams::terms: each row's routing weight loaded once for both columns, then per
