@@ -97,7 +97,8 @@ double measure_copy_bandwidth_gbs(size_t bytes = size_t{4} << 30);
 // Benchmark timing of one layer: CUDA-graph replays of `hidden.size()` forwards over different
 // inputs (consecutive forwards touch different experts, so weights stream from HBM rather than L2).
 // `forward_us`: median time of one whole forward; `other_us`: the same with the two grouped GEMMs
-// left out (routing, grouping, quantization, activation, combine); their difference is the GEMMs.
+// left out (routing, grouping, quantization, activation, combine; the prefill kernels' gathers of
+// sorted rows go with the GEMMs); their difference is the GEMMs.
 struct CudaTiming {
   double forward_us = 0.0;
   double other_us = 0.0;

@@ -773,7 +773,8 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g2.out = m.y.get<float>();
   // GEMM2 on the register kernel (bf16 rows) with the combine rounding each weighted term to bf16:
   // the kernel writes those terms (in y's memory, half its size), the combine only sums them.
-  uint16_t* terms = gemms && prefill2 && dequantizes_in_registers(plan.g2) && options.round_intermediate && kind == 0
+  // (Without the GEMMs too, so that the timing of the rest reads the same bytes as the forward.)
+  uint16_t* terms = prefill2 && dequantizes_in_registers(plan.g2) && options.round_intermediate && kind == 0
                         ? reinterpret_cast<uint16_t*>(m.y.get<float>())
                         : nullptr;
   if (gemms && prefill2) {
