@@ -788,7 +788,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   cp.terms = terms;
   cp.weights = rp.weights;
   cp.slot_expert = gp.slot_expert;
-  cp.slot_position = gemms && prefill2 ? gp.slot_position : nullptr;  // y rows in sorted order
+  cp.slot_position = prefill2 ? gp.slot_position : nullptr;  // y rows in sorted order (also untimed GEMMs: same reads)
   cp.tokens = tokens;
   cp.hidden = H;
   cp.top_k = k;

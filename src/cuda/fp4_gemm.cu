@@ -658,10 +658,11 @@ __global__ void __launch_bounds__(kThreads, 1)
           // Lanes 8m .. 8m + 7 address matrix m = (half m % 2, j + m / 2)'s transposed rows.
           const int m = lane / 8, row = 8 * (j + m / 2) + lane % 8 - first, chunk = w16 + m % 2;
           const uint32_t address = buf + row * 128 + ((chunk ^ (row & 7)) << 4);
-          // (__syncwarp: DivideRn's slow path branches per thread; stmatrix is .aligned.) Each tile
-          // size compiles to the code measured for it (2026-12-01): on 128-row tiles, packing before
-          // the __syncwarp (and the loop's generic bounds) scheduled differently, 0.8-1.6% slower on
-          // DeepSeek-V3 TP8 NVFP4.
+          // (__syncwarp: DivideRn's slow path branches per thread; stmatrix is .aligned. On 128-row
+          // tiles the packing, branch included, comes after it and the compiler reconverges before
+          // the stmatrix.) Each tile size compiles to the code measured for it (2026-12-01): on
+          // 128-row tiles, packing before the __syncwarp (and the loop's generic bounds) scheduled
+          // differently, 0.8-1.6% slower on DeepSeek-V3 TP8 NVFP4.
           if constexpr (N == 128) {
             __syncwarp();
             sts_matrix_x4_trans(address, pack(j, 0, w0), pack(j, 1, w0), pack(j + 1, 0, w1), pack(j + 1, 1, w1));
@@ -806,7 +807,8 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
   if (p.format == W4Format::kNvfp4 && p.global_scales == nullptr) return cudaErrorInvalidValue;
   if (p.gate_up_inter < 0 || (p.gate_up_inter > 0 && p.n != 2 * p.gate_up_inter) ||
       (p.act_rows != nullptr && (p.gate_up_inter == 0 || !fuses_activation(p.activation))) ||
-      (p.terms != nullptr && (p.act_rows != nullptr || p.row_slots == nullptr)))
+      (p.terms != nullptr && (p.act_rows != nullptr || p.row_slots == nullptr ||
+                              reinterpret_cast<uintptr_t>(p.terms) % 16 != 0)))  // (16-byte row stores)
     return cudaErrorInvalidValue;
   if (p.experts == 0 || p.total_rows == 0) return cudaSuccess;
   void* fn = nullptr;

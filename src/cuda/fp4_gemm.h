@@ -103,7 +103,7 @@ struct Fp4GemmParams {
   // hidden states, the only ones this kernel takes): the epilogue writes those terms, bf16(w * D),
   // into `terms` [total_rows, n] instead of D, w being the row's routing weight
   // (slot_weights[row_slots[row]], or 1 without slot_weights: the router weight on the input).
-  uint16_t* terms = nullptr;
+  uint16_t* terms = nullptr;  // 16-byte aligned
   const int32_t* row_slots = nullptr;   // [total_rows] the slot of each sorted row (device)
   const float* slot_weights = nullptr;  // [slots] routing weights (device), or null
 };
