@@ -217,6 +217,12 @@ void check_terms(cuda::Fp4GemmParams p, const std::vector<float>& d, int total, 
     EXPECT_EQ(differ, 0) << (weighted ? "weighted" : "unweighted") << " tile " << p.tile_inputs << seed_note();
     EXPECT_EQ(trailing_written, 0) << "rows past the experts' were written";
   }
+  // Rejected before any launch: terms the 16-byte row stores cannot take, terms without row slots.
+  p.terms = terms + 1;
+  EXPECT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaErrorInvalidValue) << "terms not 16-byte aligned";
+  p.terms = terms;
+  p.row_slots = nullptr;
+  EXPECT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaErrorInvalidValue) << "terms without row slots";
   cudaFree(terms);
   cudaFree(row_slots_dev);
   cudaFree(weights_dev);
