@@ -662,7 +662,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           // tiles the packing, branch included, comes after it and the compiler reconverges before
           // the stmatrix.) Each tile size compiles to the code measured for it (2026-12-01): on
           // 128-row tiles, packing before the __syncwarp (and the loop's generic bounds) scheduled
-          // differently, 0.8-1.6% slower on DeepSeek-V3 TP8 NVFP4.
+          // differently, about 1% slower on DeepSeek-V3 TP8 NVFP4 (layer 1.005 / 1.011).
           if constexpr (N == 128) {
             __syncwarp();
             sts_matrix_x4_trans(address, pack(j, 0, w0), pack(j, 1, w0), pack(j + 1, 0, w1), pack(j + 1, 1, w1));
