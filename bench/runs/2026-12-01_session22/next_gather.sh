@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # For the next session (not run yet): branch wip/gather-gemm1 (bench/runs/2026-12-01_session22/
-# wip_gather_gemm1.patch, `git am`-able on 3de0291 and later). Build it into .gpu/g (qmoe,
+# wip_gather_gemm1.patch, `git am`-able on main as of this session's end). Build it into .gpu/g (qmoe,
 # qmoe_cuda_tests, libfmt.so.9; xz), then in one device call: its kernel and layer tests with a
 # timeout (a protocol bug would hang, not fail), memcheck / racecheck of the kernel tests, then the
 # A/B of the same binary without (A, QMOE_GATHER_GEMM1=0) and with the gather (B), layer µs.
