@@ -52,12 +52,24 @@ struct TermsTile {
   static constexpr int kRows = N == 128 ? 128 : 64;
   alignas(128) uint16_t rows[2][kRows][64];
 };
+// One tile as the producer warpgroup's second warp publishes it to the consumers (TileMap's walk),
+// with what the consumers would otherwise load at the tile's start, behind a binary search and
+// dependent global loads, while the tensor cores wait.
+template <int N>
+struct TileInfo {
+  int expert, input0, weight_tile;  // Tile
+  int row0, expert_rows;            // the expert's first sorted row and its row count
+  float row_weights[N];             // [input row] the terms epilogue's routing weights (0 past the rows)
+};
+// Tiles published ahead of the consumers: one in use, the rest prepared during its mainloop.
+constexpr int kInfoSlots = 4;
 template <int N, int kScaleWords>
 struct SharedStorage {
   Stage<N, kScaleWords> stage[TileShape<N>::kStages];
   uint64_t full[TileShape<N>::kStages], empty[TileShape<N>::kStages];
+  uint64_t info_full[kInfoSlots], info_empty[kInfoSlots];
   TermsTile<N> terms;
-  float row_weights[2][N];  // [consumer][input row] the terms epilogue's routing weights (0 past the rows)
+  TileInfo<N> info[kInfoSlots];
 };
 
 // ---- PTX wrappers ---------------------------------------------------------------------------------
@@ -416,7 +428,10 @@ __device__ __forceinline__ Tile tile_at(const TileMap& map, int index, int n_til
 }
 
 // Persistent: one CTA per SM walks its tiles (TileMap); the producer thread streams k-tiles through
-// the stages across tile boundaries, so the next tile's loads overlap this one's epilogue. An
+// the stages across tile boundaries, so the next tile's loads overlap this one's epilogue, and the
+// producer warpgroup's second warp publishes each tile (TileInfo) ahead of the consumers. (With a
+// short reduction, 4 k-tiles on the TP8 shapes' GEMM2, the consumers' own tile search and loads
+// were ~15% of GEMM2's warp samples, every warp stalled at once; ncu, 2026-12-01.) An
 // expert's last tile multiplies only the input rows it needs (routing leaves many experts a few rows
 // past a multiple of N), in one of two forms (Format::kLoopPerWidth):
 // - MXFP4: a k-loop per width, N and N / 2 (a third, N / 4 wide, makes ptxas serialize the wgmmas
@@ -465,6 +480,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(&s.full[i], 1);
       mbar_init(&s.empty[i], 256);  // every consumer thread
     }
+    for (int i = 0; i < kInfoSlots; ++i) {
+      mbar_init(&s.info_full[i], 32);    // every lane of the publishing warp
+      mbar_init(&s.info_empty[i], 256);  // every consumer thread
+    }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -493,6 +512,30 @@ __global__ void __launch_bounds__(kThreads, 1)
             bulk_load(s.stage[i].scales[half], scales + code_tile * Format::kWords, kScaleBytes, &s.full[i]);
           }
         }
+      }
+    } else if (threadIdx.x / 32 == 1) {  // publishes the tiles, kInfoSlots ahead at most
+      const int lane = threadIdx.x % 32;
+      int j = 0;  // tiles published so far (slot j % kInfoSlots)
+      for (int index = blockIdx.x; index < map.total_tiles; index += gridDim.x, ++j) {
+        const int slot = j % kInfoSlots;
+        mbar_wait(&s.info_empty[slot], ((j / kInfoSlots) & 1) ^ 1);
+        const Tile tile = tile_at(map, index, N);
+        const int row0 = p.expert_offsets[tile.expert], expert_rows = p.expert_offsets[tile.expert + 1] - row0;
+        const int rows_left = expert_rows - tile.input0;
+        TileInfo<N>& info = s.info[slot];
+        if (p.terms != nullptr) {
+#pragma unroll
+          for (int c = lane; c < N; c += 32)
+            info.row_weights[c] = c >= rows_left ? 0.0f
+                                  : p.slot_weights != nullptr
+                                      ? p.slot_weights[p.row_slots[static_cast<int64_t>(row0) + tile.input0 + c]]
+                                      : 1.0f;
+        }
+        if (lane == 0) {
+          info.expert = tile.expert, info.input0 = tile.input0, info.weight_tile = tile.weight_tile;
+          info.row0 = row0, info.expert_rows = expert_rows;
+        }
+        mbar_arrive(&s.info_full[slot]);
       }
     }
     return;
@@ -554,24 +597,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     keep_registers(a_odd);
     mbar_arrive(&s.empty[(it - 1) % kStages]);
   };
-  for (int index = blockIdx.x; index < map.total_tiles; index += gridDim.x) {
-    const Tile tile = tile_at(map, index, N);
-    const int row0 = p.expert_offsets[tile.expert], expert_rows = p.expert_offsets[tile.expert + 1] - row0;
+  int j = 0;  // tiles taken so far (TileInfo slot j % kInfoSlots)
+  for (int index = blockIdx.x; index < map.total_tiles; index += gridDim.x, ++j) {
+    if (j > 0) mbar_arrive(&s.info_empty[(j - 1) % kInfoSlots]);  // the previous tile's epilogue is done
+    const TileInfo<N>& info = s.info[j % kInfoSlots];
+    mbar_wait(&s.info_full[j % kInfoSlots], (j / kInfoSlots) & 1);
+    const Tile tile{info.expert, info.input0, info.weight_tile};
+    const int row0 = info.row0, expert_rows = info.expert_rows;
     const int rows_left = expert_rows - tile.input0;
-    // The terms epilogue's routing weights, loaded before the mainloop so that their two dependent
-    // loads are in flight during it (loaded in the epilogue, behind its stores, they serialized it):
-    // thread t holds input rows t + 128 i.
-    float row_weight[N / 128];
-    if (p.terms != nullptr) {
-#pragma unroll
-      for (int i = 0; i < N / 128; ++i) {
-        const int c = t + 128 * i;
-        row_weight[i] = c >= rows_left ? 0.0f
-                        : p.slot_weights != nullptr
-                            ? p.slot_weights[p.row_slots[static_cast<int64_t>(row0) + tile.input0 + c]]
-                            : 1.0f;
-      }
-    }
     if constexpr (!Format::kLoopPerWidth) mainloop(std::integral_constant<int, 0>{}, min((rows_left + 63) / 64, N / 64));
     else if (rows_left > N / 2) mainloop(std::integral_constant<int, N>{}, 0);
     else mainloop(std::integral_constant<int, N / 2>{}, 0);
@@ -593,12 +626,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int r = 16 * (t / 32) + t % 32 / 4, c0 = 2 * (t % 4);
     const int weight_row = tile.weight_tile * kTileRows + consumer * 64 + r;  // (weight_row % 16 < 8)
     const int rows_here = min(rows_left, N);                                   // input rows of this tile
-    const float* weights = s.row_weights[consumer];                           // [N] (terms only)
-    if (p.terms != nullptr) {
-#pragma unroll
-      for (int i = 0; i < N / 128; ++i) s.row_weights[consumer][t + 128 * i] = row_weight[i];
-      warpgroup_sync(1 + consumer);
-    }
+    const float* weights = info.row_weights;                                  // [N] (terms only)
     const int64_t first_row = static_cast<int64_t>(row0) + tile.input0 + c0;  // the thread's first input row
     if constexpr (kFusedAct) {
       // Interleaved w13: row r sums gate column i, row r + 8 up column i, for the same input rows.
@@ -677,7 +705,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int row = t / 8; row < rows; row += 16)
           stg128(out + static_cast<int64_t>(first + row) * p.n + 8 * chunk,
                  lds128(buf + row * 128 + ((chunk ^ (row & 7)) << 4)));
-        warpgroup_sync(1 + consumer);  // (read before the next rows' terms or the next tile's weights overwrite them)
+        warpgroup_sync(1 + consumer);  // (read before the next rows' terms overwrite them)
       }
     } else if (p.terms != nullptr) {
       // Fp4GemmParams::terms: each row's routing weight loaded once for both columns, then per
@@ -706,7 +734,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         out += 8 * static_cast<int64_t>(p.n);
       }
-      warpgroup_sync(1 + consumer);  // (weights read before the next tile's overwrite them)
     } else {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {

@@ -193,7 +193,9 @@ void check_terms(cuda::Fp4GemmParams p, const std::vector<float>& d, int total, 
   float* weights_dev = to_device(slot_weights);
   uint16_t* terms = nullptr;
   ASSERT_EQ(cudaMalloc(&terms, sizeof(uint16_t) * count), cudaSuccess);
-  for (bool weighted : {true, false}) {
+  // (The third launch on 2 CTAs: each walks many tiles, round the ring of published tiles.)
+  for (auto [weighted, sms] : {std::pair{true, 0}, std::pair{false, 0}, std::pair{true, 2}}) {
+    p.num_sms = sms;
     p.terms = terms;
     p.row_slots = row_slots_dev;
     p.slot_weights = weighted ? weights_dev : nullptr;
@@ -212,12 +214,15 @@ void check_terms(cuda::Fp4GemmParams p, const std::vector<float>& d, int total, 
       const float w = weighted ? slot_weights[row_slots[row]] : 1.0f;
       differ += got[i] != quant::float_to_bf16(w * d[i]);
     }
-    std::printf("      terms (%s), n %d, tile %d: %lld of %lld differ\n", weighted ? "weighted" : "unweighted", p.n,
-                p.tile_inputs, static_cast<long long>(differ), static_cast<long long>(total) * p.n);
-    EXPECT_EQ(differ, 0) << (weighted ? "weighted" : "unweighted") << " tile " << p.tile_inputs << seed_note();
+    std::printf("      terms (%s), n %d, tile %d, CTAs %s: %lld of %lld differ\n", weighted ? "weighted" : "unweighted",
+                p.n, p.tile_inputs, sms == 0 ? "one per SM" : "2", static_cast<long long>(differ),
+                static_cast<long long>(total) * p.n);
+    EXPECT_EQ(differ, 0) << (weighted ? "weighted" : "unweighted") << " tile " << p.tile_inputs << " CTAs " << sms
+                         << seed_note();
     EXPECT_EQ(trailing_written, 0) << "rows past the experts' were written";
   }
   // Rejected before any launch: terms the 16-byte row stores cannot take, terms without row slots.
+  p.num_sms = 0;
   p.terms = terms + 1;
   EXPECT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaErrorInvalidValue) << "terms not 16-byte aligned";
   p.terms = terms;
