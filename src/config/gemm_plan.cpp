@@ -365,7 +365,7 @@ namespace {
 // kernels ("few": at most kInt4FewExperts experts; inter: GEMM2's reduction); 0 for the kernels that
 // switch at a token count.
 int min_rows_per_expert(GroupedKernel kind, bool few, int inter) {
-  // The 4-bit register kernel's switches with many experts move with GEMM2's reduction (gemm_tuning.h).
+  // The 4-bit register kernel's switches with many experts go by GEMM2's reduction (gemm_tuning.h).
   auto by_reduction = [&](int long_k, int medium_k, int short_k) {
     return inter >= kRegsMinInterLongReduction ? long_k : inter >= kRegsMinInterMediumReduction ? medium_k : short_k;
   };

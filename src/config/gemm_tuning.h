@@ -132,7 +132,7 @@ inline constexpr int kGroupedMinRowsPerExpertDequantF16 = 128;
 // 677 at 32 (~25 interpolated); gpt-oss-120b 1392 vs 1482 at 16, 1793 vs 1500 at 24 (~18; in layer
 // µs ~20, below). Few experts (at most kInt4FewExperts) take the first.
 inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 25;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 18;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 17;
 // The same kernel on NVFP4 weight-only (kNvfp4Bf16; its decode kernels are slower than MXFP4's) and
 // on INT4 with bf16 scales (kInt4RegsBf16: groups of 32, zero points), GEMM us decode vs prefill,
 // same call each, 02bce2d and a24922d (the same kernels; bench/runs/2026-11-30_w4_regs/), crossings
@@ -145,7 +145,7 @@ inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 18;
 //   329 at 16, 336 vs 327 at 24 (~23.0); DeepSeek-V3 TP8 g32 649 vs 861 at 16, 1111 vs 886 at 32
 //   (~23.8); Kimi-K2 TP8 g32 1165 vs 1310 at 21.3, 1682 vs 1325 at 32 (~24.4).
 inline constexpr int kGroupedMinRowsPerExpertNvfp4FewExperts = 20;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 14;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 12;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 25;
 // With many experts the MXFP4 and NVFP4 switches move with GEMM2's reduction, the layer's
 // intermediate size per partition: the register kernel runs k in 64-column tiles, so with a short k
@@ -173,6 +173,20 @@ inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 25;
 //   366 vs 357 at 22; DeepSeek-V3 TP8 945 vs 948 at 22, 1000 vs 959 at 24.
 // - INT4 g32: gpt-oss-120b 1375 vs 1441 at 14, 1473 vs 1449 at 16; Qwen3-30B-A3B 332 vs 335 at 18,
 //   350 vs 339 at 20; DeepSeek-V3 TP8 883 vs 888 at 20, 943 vs 903 at 22.
+// Twenty-third session: the register kernel's tiles are published ahead of its consumers
+// (fp4_gemm.cu, TileInfo), which took the tile search and loads out of every tile's start; the
+// prefill path got 7-14% faster in layer µs on the TP8 shapes at 512-4096 tokens (GEMM2's 4 k-tiles
+// per tile), 1-6% on Qwen3-30B-A3B and gpt-oss-120b (but Qwen3-30B-A3B NVFP4 at 4096: 1.2% slower;
+// bench/runs/2026-12-01_session23/tileinfo/), and the switches moved down again, the short
+// reduction's most: the reduction no longer orders them. Layer µs decode vs prefill, same
+// call (bench/runs/2026-12-01_session23/tileinfo/switches_t.txt), the rows around each crossing:
+// - NVFP4: gpt-oss-120b 1226 vs 1326 at 11, 1471 vs 1341 at 13 (~12); Qwen3-30B-A3B 291 vs 301 at
+//   12, 327 vs 299 at 14 (~12.6); DeepSeek-V3 TP8 618 vs 708 at 11, 772 vs 713 at 13 (~12.2).
+// - MXFP4: gpt-oss-120b 1384 vs 1460 at 15, 1486 vs 1464 at 17 (~16.6); Qwen3-30B-A3B 323 vs 329 at
+//   18, 360 vs 331 at 22 (~18.7); DeepSeek-V3 TP8 767 vs 770 at 17, 812 vs 776 at 19 (~17.1).
+// - INT4 g32: gpt-oss-120b 1410 vs 1432 at 15, 1514 vs 1434 at 17 (~15.4); Qwen3-30B-A3B 291 vs 309
+//   at 14, 324 vs 314 at 18 (~16.6); DeepSeek-V3 TP8 719 vs 737 at 15, 763 vs 745 at 17 (~16).
+// (INT4's Long value stays at 16: between 15.4 and 16 the two paths are within 2%.)
 // Kimi-K2 TP8 (384 experts) was not re-measured; it takes the TP8 values.
 // The Long values hold from kRegsMinInterLongReduction, the Medium ones from
 // kRegsMinInterMediumReduction, the Short ones below it.
@@ -180,13 +194,13 @@ inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 25;
 // exactly 2048 (DeepSeek-V3 at TP 1) has not been measured.
 inline constexpr int kRegsMinInterLongReduction = 2048;
 inline constexpr int kRegsMinInterMediumReduction = 512;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 22;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 24;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 14;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 16;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 19;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 17;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 13;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 12;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsLongReduction = 16;
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsMediumReduction = 20;
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 22;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsMediumReduction = 17;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 16;
 // kMxfp4Bf16's tiles: 128 input rows up to kMxfp4MaxRowsFor128 rows per expert, then 256 (at most
 // 128 rows each tile of 128 is as full as one of 256 can be, and from 129 to 256 both fill the same
 // fraction, where 256's is the faster tile). qmoe_fp4_gemm_bench on gpt-oss-120b's w13 at 6fdd5c2,
