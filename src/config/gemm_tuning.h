@@ -175,18 +175,18 @@ inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 25;
 //   350 vs 339 at 20; DeepSeek-V3 TP8 883 vs 888 at 20, 943 vs 903 at 22.
 // Twenty-third session: the register kernel's tiles are published ahead of its consumers
 // (fp4_gemm.cu, TileInfo), which took the tile search and loads out of every tile's start; the
-// prefill path got 7-14% faster in layer µs on the TP8 shapes at 512-4096 tokens (GEMM2's 4 k-tiles
+// prefill path got 6-14% faster in layer µs on the TP8 shapes at 512-4096 tokens (GEMM2's 4 k-tiles
 // per tile), 1-6% on Qwen3-30B-A3B and gpt-oss-120b (but Qwen3-30B-A3B NVFP4 at 4096: 1.2% slower;
 // bench/runs/2026-12-01_session23/tileinfo/), and the switches moved down again, the short
 // reduction's most: the reduction no longer orders them. Layer µs decode vs prefill, same
 // call (bench/runs/2026-12-01_session23/tileinfo/switches_t.txt), the rows around each crossing:
 // - NVFP4: gpt-oss-120b 1226 vs 1326 at 11, 1471 vs 1341 at 13 (~12); Qwen3-30B-A3B 291 vs 301 at
 //   12, 327 vs 299 at 14 (~12.6); DeepSeek-V3 TP8 618 vs 708 at 11, 772 vs 713 at 13 (~12.2).
-// - MXFP4: gpt-oss-120b 1384 vs 1460 at 15, 1486 vs 1464 at 17 (~16.6); Qwen3-30B-A3B 323 vs 329 at
+// - MXFP4: gpt-oss-120b 1384 vs 1460 at 15, 1486 vs 1464 at 17 (~16.5); Qwen3-30B-A3B 323 vs 329 at
 //   18, 360 vs 331 at 22 (~18.7); DeepSeek-V3 TP8 767 vs 770 at 17, 812 vs 776 at 19 (~17.1).
 // - INT4 g32: gpt-oss-120b 1410 vs 1432 at 15, 1514 vs 1434 at 17 (~15.4); Qwen3-30B-A3B 291 vs 309
 //   at 14, 324 vs 314 at 18 (~16.6); DeepSeek-V3 TP8 719 vs 737 at 15, 763 vs 745 at 17 (~16).
-// (INT4's Long value stays at 16: between 15.4 and 16 the two paths are within 2%.)
+// (INT4's Long value stays at 16: between 15.4 and 16 rows the two paths are within ~2%, interpolated.)
 // Kimi-K2 TP8 (384 experts) was not re-measured; it takes the TP8 values.
 // The Long values hold from kRegsMinInterLongReduction, the Medium ones from
 // kRegsMinInterMediumReduction, the Short ones below it.
