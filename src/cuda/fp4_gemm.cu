@@ -84,7 +84,8 @@ __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes));
 }
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)));
+  // ("memory": the plain shared-memory stores and loads before it stay before it)
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   asm volatile(
@@ -515,10 +516,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     } else if (threadIdx.x / 32 == 1) {  // publishes the tiles, kInfoSlots ahead at most
       const int lane = threadIdx.x % 32;
-      int j = 0;  // tiles published so far (slot j % kInfoSlots)
-      for (int index = blockIdx.x; index < map.total_tiles; index += gridDim.x, ++j) {
-        const int slot = j % kInfoSlots;
-        mbar_wait(&s.info_empty[slot], ((j / kInfoSlots) & 1) ^ 1);
+      int published = 0;  // tiles published so far (slot published % kInfoSlots)
+      for (int index = blockIdx.x; index < map.total_tiles; index += gridDim.x, ++published) {
+        const int slot = published % kInfoSlots;
+        mbar_wait(&s.info_empty[slot], ((published / kInfoSlots) & 1) ^ 1);
         const Tile tile = tile_at(map, index, N);
         const int row0 = p.expert_offsets[tile.expert], expert_rows = p.expert_offsets[tile.expert + 1] - row0;
         const int rows_left = expert_rows - tile.input0;
@@ -597,11 +598,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     keep_registers(a_odd);
     mbar_arrive(&s.empty[(it - 1) % kStages]);
   };
-  int j = 0;  // tiles taken so far (TileInfo slot j % kInfoSlots)
-  for (int index = blockIdx.x; index < map.total_tiles; index += gridDim.x, ++j) {
-    if (j > 0) mbar_arrive(&s.info_empty[(j - 1) % kInfoSlots]);  // the previous tile's epilogue is done
-    const TileInfo<N>& info = s.info[j % kInfoSlots];
-    mbar_wait(&s.info_full[j % kInfoSlots], (j / kInfoSlots) & 1);
+  int taken = 0;  // tiles taken so far (TileInfo slot taken % kInfoSlots)
+  for (int index = blockIdx.x; index < map.total_tiles; index += gridDim.x, ++taken) {
+    if (taken > 0) mbar_arrive(&s.info_empty[(taken - 1) % kInfoSlots]);  // the previous tile's epilogue is done
+    const TileInfo<N>& info = s.info[taken % kInfoSlots];
+    mbar_wait(&s.info_full[taken % kInfoSlots], (taken / kInfoSlots) & 1);
     const Tile tile{info.expert, info.input0, info.weight_tile};
     const int row0 = info.row0, expert_rows = info.expert_rows;
     const int rows_left = expert_rows - tile.input0;

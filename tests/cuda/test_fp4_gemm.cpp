@@ -143,7 +143,10 @@ void check_fused_activation(cuda::Fp4GemmParams p, const float* d, int total, in
   int32_t* total_dev = to_device(std::vector<int32_t>{total});
   ASSERT_EQ(cudaMalloc(&fused, sizeof(uint16_t) * count), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&want, sizeof(uint16_t) * count), cudaSuccess);
-  for (int activation : {0, 3}) {  // silu, swigluoai (clamped at 7)
+  // silu, swigluoai (clamped at 7); silu again on 2 CTAs (each walks many tiles, round the ring of
+  // published tiles).
+  for (auto [activation, sms] : {std::pair{0, 0}, std::pair{3, 0}, std::pair{0, 2}}) {
+    p.num_sms = sms;
     cuda::ActivationParams ap;
     ap.activation = activation;
     ap.limit = 7.0f;
@@ -167,9 +170,10 @@ void check_fused_activation(cuda::Fp4GemmParams p, const float* d, int total, in
       if (i < static_cast<size_t>(total) * inter) differ += got[i] != expected[i];
       else trailing_written += got[i] != 0xFFFF;
     }
-    std::printf("      fused activation %d, inter %d, tile %d: %lld of %lld rows' values differ\n", activation, inter,
-                p.tile_inputs, static_cast<long long>(differ), static_cast<long long>(total) * inter);
-    EXPECT_EQ(differ, 0) << "activation " << activation << seed_note();
+    std::printf("      fused activation %d, inter %d, tile %d, CTAs %s: %lld of %lld rows' values differ\n", activation,
+                inter, p.tile_inputs, sms == 0 ? "one per SM" : "2", static_cast<long long>(differ),
+                static_cast<long long>(total) * inter);
+    EXPECT_EQ(differ, 0) << "activation " << activation << " CTAs " << sms << seed_note();
     EXPECT_EQ(trailing_written, 0) << "rows past the experts' were written";
   }
   cudaFree(fused);
@@ -337,6 +341,17 @@ void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, st
       trailing_written += bits != 0xFFFFFFFFu;
     }
     EXPECT_EQ(trailing_written, 0) << "rows past the experts' were written";
+    // The same launch on 2 CTAs (each walks many tiles, round the ring of published tiles): the
+    // same bits in every output.
+    p.num_sms = 2;
+    cudaMemset(d, 0xFF, sizeof(float) * d_count);
+    ASSERT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    p.num_sms = 0;
+    std::vector<float> two_ctas(d_count);
+    cudaMemcpy(two_ctas.data(), d, sizeof(float) * two_ctas.size(), cudaMemcpyDeviceToHost);
+    EXPECT_EQ(std::memcmp(two_ctas.data(), got.data(), sizeof(float) * d_count), 0)
+        << "2 CTAs differ from one per SM, tile " << tile_inputs << seed_note();
     got.resize(static_cast<size_t>(total) * c.n);
     double err = 0, ref = 0;
     int64_t unwritten = 0, not_exact = 0;
