@@ -614,14 +614,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     // global scale, then the bias, as the CPU applies them to the sum: one fp32 division, one addition.
     // With a short reduction (GEMM2 of small experts: 4 k-tiles) this epilogue is most of a tile's
     // instructions, so it walks one pointer per column in steps of 8 rows and stops at the tile's
-    // last input row, and with N = 128 divides with DivideRn (per output about half the
-    // instructions). With N = 256 DivideRn measured 5-10% slower on NVFP4 prefill (Mixtral,
-    // Qwen3-30B-A3B at 4096-8192 tokens, 2026-11-30), so those tiles keep __fdiv_rn.
+    // last input row, and divides with DivideRn (per output about half the instructions). (With
+    // N = 256 DivideRn measured 5-10% slower on NVFP4 prefill in the twenty-first session, before
+    // the terms and TileInfo; this branch measures it again.)
     const float* bias = p.bias != nullptr ? p.bias[tile.expert] : nullptr;
     const float divisor = Format::kDividesByGlobal ? p.global_scales[tile.expert] * 0.0078125f : 1.0f;  // * 2^-7
     const DivideRn divide(divisor);
     auto sum = [&](float v, float b) {
-      if constexpr (Format::kDividesByGlobal) v = N <= 128 ? divide(v) : __fdiv_rn(v, divisor);
+      if constexpr (Format::kDividesByGlobal) v = divide(v);
       return bias != nullptr ? __fadd_rn(v, b) : v;
     };
     const int r = 16 * (t / 32) + t % 32 / 4, c0 = 2 * (t % 4);
