@@ -636,21 +636,47 @@ __global__ void __launch_bounds__(kThreads, 1)
       const float b_gate = bias != nullptr ? bias[i] : 0.0f, b_up = bias != nullptr ? bias[inter + i] : 0.0f;
       // (One unrolled loop per activation, the activation known at compile time: a switch per output
       // would inline every activation into each of the N / 4 outputs.)
+      // The outputs go in groups of kGroup (2 row blocks of 8, which never straddle a 64-row
+      // width): the group's divisions and silus take their branch-free fast paths together, with one
+      // branch per group to the exact paths where a value is out of their range (zeros, extremes),
+      // so the group's independent chains overlap instead of running one output at a time.
+      constexpr int kGroup = 4;
       auto store = [&](auto activation) {
+        constexpr int kAct = decltype(activation)::value;
         uint16_t* out = p.act_rows + first_row * inter + i;  // [rows, inter]: rows c0 + 8j (+ 1)
 #pragma unroll
-        for (int j = 0; j < N / 8; ++j) {
-          if (8 * j >= rows_here) break;  // (the same for the whole tile)
+        for (int j0 = 0; j0 < N / 8; j0 += kGroup / 2) {
+          if (8 * j0 >= rows_here) break;  // (the same for the whole tile)
+          float gate[kGroup], up[kGroup];  // output g: row block j0 + g / 2, row c0 + g % 2
+          bool exact = !Format::kDividesByGlobal || divide.quick_ok();
 #pragma unroll
-          for (int odd = 0; odd < 2; ++odd) {
-            if (8 * j + c0 + odd < rows_here) {
-              float gate = sum(acc[4 * j + odd], b_gate), up = sum(acc[4 * j + 2 + odd], b_up);
-              if (p.round) gate = round_bf16_hw(gate), up = round_bf16_hw(up);
-              out[odd * inter] =
-                  __bfloat16_as_ushort(__float2bfloat16_rn(activate(decltype(activation)::value, p.limit, gate, up)));
-            }
+          for (int g = 0; g < kGroup; ++g) {
+            gate[g] = acc[4 * (j0 + g / 2) + g % 2], up[g] = acc[4 * (j0 + g / 2) + 2 + g % 2];
+            if constexpr (Format::kDividesByGlobal) gate[g] = divide.quick(gate[g], exact), up[g] = divide.quick(up[g], exact);
           }
-          out += 8 * static_cast<int64_t>(inter);
+          if (!exact) {
+#pragma unroll
+            for (int g = 0; g < kGroup; ++g)
+              gate[g] = divide.exact(acc[4 * (j0 + g / 2) + g % 2]), up[g] = divide.exact(acc[4 * (j0 + g / 2) + 2 + g % 2]);
+          }
+          float act[kGroup];
+          bool act_exact = true;
+#pragma unroll
+          for (int g = 0; g < kGroup; ++g) {
+            if (bias != nullptr) gate[g] = __fadd_rn(gate[g], b_gate), up[g] = __fadd_rn(up[g], b_up);
+            if (p.round) gate[g] = round_bf16_hw(gate[g]), up[g] = round_bf16_hw(up[g]);
+            if constexpr (kAct == kSilu) act[g] = __fmul_rn(silu_quick(gate[g], act_exact), up[g]);
+            else act[g] = activate(kAct, p.limit, gate[g], up[g]);
+          }
+          if (kAct == kSilu && !act_exact) {
+#pragma unroll
+            for (int g = 0; g < kGroup; ++g) act[g] = activate(kAct, p.limit, gate[g], up[g]);
+          }
+#pragma unroll
+          for (int g = 0; g < kGroup; ++g)
+            if (8 * (j0 + g / 2) + c0 + g % 2 < rows_here)
+              out[(8 * (g / 2) + g % 2) * static_cast<int64_t>(inter)] = __bfloat16_as_ushort(__float2bfloat16_rn(act[g]));
+          out += 8 * static_cast<int64_t>(kGroup / 2) * inter;
         }
       };
       if (p.activation == kSwigluOai) store(std::integral_constant<int, kSwigluOai>{});
@@ -668,12 +694,29 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int half = 0; half < 2; ++half) b[half] = bias != nullptr ? bias[weight_row + 8 * half] : 0.0f;
       const int lane = t % 32, w16 = 2 * (t / 32);  // w16: the warp's first 16-byte chunk
-      auto pack = [&](int j, int half, const float (&w)[2]) {  // matrix (half, j): bf16x2 of rows c0, c0 + 1
-        const __nv_bfloat162 v = __floats2bfloat162_rn(__fmul_rn(w[0], sum(acc[4 * j + 2 * half], b[half])),
-                                                       __fmul_rn(w[1], sum(acc[4 * j + 2 * half + 1], b[half])));
-        uint32_t bits;
-        memcpy(&bits, &v, sizeof(bits));
-        return bits;
+      // Matrices (half, j) and (half, j + 1) for half 0, 1: bf16x2 of rows c0, c0 + 1 each (q[2m + half]
+      // for j + m). The eight divisions take their branch-free fast path together, with one branch
+      // to the exact path where a value is out of its range.
+      auto pack = [&](int j, const float (&w)[2][2], uint32_t (&q)[4]) {
+        float v[8];  // v[4m + 2 half + odd]: acc[4 (j + m) + 2 half + odd]
+        bool exact = !Format::kDividesByGlobal || divide.quick_ok();
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          v[e] = acc[4 * (j + e / 4) + e % 4];
+          if constexpr (Format::kDividesByGlobal) v[e] = divide.quick(v[e], exact);
+        }
+        if (!exact) {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) v[e] = divide.exact(acc[4 * (j + e / 4) + e % 4]);
+        }
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) {
+          const int m = e / 4, half = e % 4 / 2;
+          float lo = v[e], hi = v[e + 1];
+          if (bias != nullptr) lo = __fadd_rn(lo, b[half]), hi = __fadd_rn(hi, b[half]);
+          const __nv_bfloat162 pair = __floats2bfloat162_rn(__fmul_rn(w[m][0], lo), __fmul_rn(w[m][1], hi));
+          memcpy(&q[2 * m + half], &pair, sizeof(uint32_t));
+        }
       };
       uint16_t* out = p.terms + (static_cast<int64_t>(row0) + tile.input0) * p.n + col_base;  // [rows, n]
 #pragma unroll
@@ -682,24 +725,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int j = first / 8; j < (first + kRows) / 8; j += 2) {
           if (8 * j >= rows_here) break;  // (the same for the whole tile)
-          const float w0[2] = {weights[8 * j + c0], weights[8 * j + c0 + 1]};
-          const float w1[2] = {weights[8 * j + 8 + c0], weights[8 * j + 8 + c0 + 1]};
+          const float w[2][2] = {{weights[8 * j + c0], weights[8 * j + c0 + 1]},
+                                 {weights[8 * j + 8 + c0], weights[8 * j + 8 + c0 + 1]}};
           // Lanes 8m .. 8m + 7 address matrix m = (half m % 2, j + m / 2)'s transposed rows.
           const int m = lane / 8, row = 8 * (j + m / 2) + lane % 8 - first, chunk = w16 + m % 2;
           const uint32_t address = buf + row * 128 + ((chunk ^ (row & 7)) << 4);
-          // (__syncwarp: DivideRn's slow path branches per thread; stmatrix is .aligned. On 128-row
-          // tiles the packing, branch included, comes after it and the compiler reconverges before
-          // the stmatrix.) Each tile size compiles to the code measured for it (2026-12-01): on
-          // 128-row tiles, packing before the __syncwarp (and the loop's generic bounds) scheduled
-          // differently, about 1% slower on DeepSeek-V3 TP8 NVFP4 (layer 1.005 / 1.011).
-          if constexpr (N == 128) {
-            __syncwarp();
-            sts_matrix_x4_trans(address, pack(j, 0, w0), pack(j, 1, w0), pack(j + 1, 0, w1), pack(j + 1, 1, w1));
-          } else {
-            const uint32_t q0 = pack(j, 0, w0), q1 = pack(j, 1, w0), q2 = pack(j + 1, 0, w1), q3 = pack(j + 1, 1, w1);
-            __syncwarp();
-            sts_matrix_x4_trans(address, q0, q1, q2, q3);
-          }
+          uint32_t q[4];
+          pack(j, w, q);
+          __syncwarp();  // (the exact divisions' branch is per thread; stmatrix is .aligned)
+          sts_matrix_x4_trans(address, q[0], q[1], q[2], q[3]);
         }
         warpgroup_sync(1 + consumer);
         const int chunk = t % 8, rows = kRows == N ? rows_here : min(kRows, rows_here - first);

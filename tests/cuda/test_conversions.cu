@@ -1,6 +1,7 @@
 // The hardware conversions of src/cuda/convert.cuh against formats.h's software roundings, over
 // every one of the 2^32 float bit patterns (NaN inputs excepted: both give a NaN, with different
-// payloads), and every pair of fp8 e4m3 codes; and DivideRn against __fdiv_rn.
+// payloads), and every pair of fp8 e4m3 codes; DivideRn against __fdiv_rn; and the branch-free
+// fast paths of the 4-bit kernel's epilogues (DivideRn::quick, silu_quick) against the exact ones.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "cuda/activation.cuh"
 #include "cuda/convert.cuh"
 #include "gpu_test_util.h"
 #include "quant/formats.h"
@@ -213,6 +215,70 @@ TEST(DivideRn, TheComparisonSeesAMisroundedDivision) {
   REQUIRE_GPU();
   uint32_t first = 0;
   EXPECT_GT(count_division_mismatches<true>(3.0f, first), 1000000u);
+}
+
+// The epilogues' branch-free fast paths over every float x: where they leave `exact` set they must
+// give the exact path's bits (kSilu: silu_quick vs silu; else DivideRn::quick by d vs __fdiv_rn).
+// `taken` counts those x, so a test can check the fast path is not vacuous.
+struct QuickCounts {
+  unsigned long long taken, mismatches;
+  uint32_t first;
+};
+
+template <bool kSilu>
+__global__ void compare_quick(float d, QuickCounts* out) {
+  const cuda::DivideRn divide(d);
+  const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
+  unsigned long long taken = 0, mismatches = 0;
+  for (uint64_t i = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < (uint64_t{1} << 32); i += stride) {
+    const float x = __uint_as_float(static_cast<uint32_t>(i));
+    bool exact = kSilu || divide.quick_ok();
+    const float got = kSilu ? cuda::silu_quick(x, exact) : divide.quick(x, exact);
+    if (!exact) continue;
+    ++taken;
+    const float want = kSilu ? cuda::silu(x) : __fdiv_rn(x, d);
+    if (__float_as_uint(got) != __float_as_uint(want)) {
+      ++mismatches;
+      out->first = static_cast<uint32_t>(i);
+    }
+  }
+  atomicAdd(&out->taken, taken);
+  if (mismatches != 0) atomicAdd(&out->mismatches, mismatches);
+}
+
+template <bool kSilu>
+QuickCounts count_quick(float d) {
+  QuickCounts* d_counts = nullptr;
+  QuickCounts counts{};
+  EXPECT_EQ(cudaMalloc(&d_counts, sizeof(counts)), cudaSuccess);
+  EXPECT_EQ(cudaMemset(d_counts, 0, sizeof(counts)), cudaSuccess);
+  compare_quick<kSilu><<<1024, 256>>>(d, d_counts);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(&counts, d_counts, sizeof(counts), cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(d_counts);
+  return counts;
+}
+
+TEST(DivideRn, QuickMatchesFdivRnWhereItClaimsTo) {
+  REQUIRE_GPU();
+  for (const float d : {1.0f, 0.0078125f, 3.0f, -7.0f, 0x1.fffffep0f * 0x1p17f, 0x1p-60f, 0x1p60f, 0x1p-70f, 0.0f, NAN}) {
+    const QuickCounts c = count_quick<false>(d);
+    EXPECT_EQ(c.mismatches, 0u) << "divisor " << d << ", e.g. x bits 0x" << std::hex << c.first;
+    // Inside the range every x with |x| in [2^-60, 2^60] takes it: 2 signs x 120 binades x 2^23, and 2^60 itself.
+    const bool in_range = std::fabs(d) >= 0x1p-60f && std::fabs(d) <= 0x1p60f;
+    EXPECT_EQ(c.taken, in_range ? 2ull * (120ull << 23) + 2 : 0ull) << "divisor " << d;
+  }
+}
+
+TEST(SiluQuick, MatchesSiluWhereItClaimsTo) {
+  REQUIRE_GPU();
+  const QuickCounts c = count_quick<true>(0.0f);
+  EXPECT_EQ(c.mismatches, 0u) << "e.g. x bits 0x" << std::hex << c.first;
+  // Positive x from 2^-60 to 2^60 (120 binades) and negative x from -2^-60 down to about -41.6
+  // (where 1 + e^-x passes 2^60: 66 binades, the last partly) take the fast path.
+  EXPECT_GT(c.taken, (120ull + 65ull) << 23);
+  EXPECT_LT(c.taken, (120ull + 67ull) << 23);
 }
 
 }  // namespace
