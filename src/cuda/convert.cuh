@@ -78,12 +78,12 @@ class DivideRn {
   // __fdiv_rn(x, d) out of line: what quick() falls back to.
   __device__ __forceinline__ float exact(float x) const { return slow(x, d_); }
   // The fast path's quotient without its branch, for epilogues that divide many values: clears
-  // `exact` where it may differ from __fdiv_rn (the caller then divides those values again with
+  // `in_range` where it may differ from __fdiv_rn (the caller then divides those values again with
   // exact()), so a batch of divisions needs one branch instead of one each and can be scheduled
   // together.
-  __device__ __forceinline__ float quick(float x, bool& exact) const {
+  __device__ __forceinline__ float quick(float x, bool& in_range) const {
     const float ax = fabsf(x);
-    exact = exact && ax >= 0x1p-60f && ax <= 0x1p60f;
+    in_range = in_range && ax >= 0x1p-60f && ax <= 0x1p60f;
     const float q = __fmul_rn(x, r_);
     return __fmaf_rn(r_, __fmaf_rn(-d_, q, x), q);
   }

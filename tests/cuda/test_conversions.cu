@@ -250,7 +250,10 @@ template <bool kSilu>
 QuickCounts count_quick(float d) {
   QuickCounts* d_counts = nullptr;
   QuickCounts counts{};
-  EXPECT_EQ(cudaMalloc(&d_counts, sizeof(counts)), cudaSuccess);
+  if (cudaMalloc(&d_counts, sizeof(counts)) != cudaSuccess) {
+    ADD_FAILURE() << "cudaMalloc failed";
+    return counts;
+  }
   EXPECT_EQ(cudaMemset(d_counts, 0, sizeof(counts)), cudaSuccess);
   compare_quick<kSilu><<<1024, 256>>>(d, d_counts);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
