@@ -6,7 +6,7 @@
 # commits), the fast-path tests, then the bench against torch at 2048 / 4096 / 8192 tokens (the
 # three 4-bit rows at 0.98-0.99x torch on 1a4e208 were measured before b2d53bc and d73035e).
 set -u
-d=.gpu/n; xz -d $d/*.xz 2>/dev/null; chmod +x $d/qmoe $d/qmoe_cuda_tests
+d=.gpu/n; tools/gpu_unpack.sh $d
 export QMOE_TEST_DATA_DIR=$PWD/tests/data
 start=$SECONDS
 LD_LIBRARY_PATH=$PWD/$d timeout 80 $d/qmoe_cuda_tests --gtest_filter='DivideRn.*:SiluQuick.*' > $OUT/fast_paths.log 2>&1

@@ -7,7 +7,7 @@
 # (swigluoai) at 2048-8192 tokens, and Qwen3-30B-A3B NVFP4 at 4096 (silu: one more compare per
 # output in divide_quick).
 set -u
-for d in .gpu/n .gpu/s; do xz -d $d/*.xz 2>/dev/null; chmod +x $d/qmoe $d/qmoe_cuda_tests; done
+tools/gpu_unpack.sh .gpu/n .gpu/s
 export QMOE_TEST_DATA_DIR=$PWD/tests/data
 start=$SECONDS
 LD_LIBRARY_PATH=$PWD/.gpu/s timeout 200 .gpu/s/qmoe_cuda_tests \
