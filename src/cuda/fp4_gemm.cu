@@ -36,6 +36,19 @@ struct TileShape {
   static constexpr int kStages = N == 256 ? 5 : 6;
 };
 
+// A position in the ring of kStages stages: the stage and the parity of its round, advanced one
+// k-tile at a time (a k-tile's wait would otherwise start with a division by kStages, 5 or 6: on
+// the consumers' critical path at the top of every k-tile).
+template <int kStages>
+struct RingPosition {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ int previous() const { return stage == 0 ? kStages - 1 : stage - 1; }
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) stage = 0, phase ^= 1;
+  }
+};
+
 // kScaleWords: a 64 x 64 tile's scale words (the format's).
 template <int N, int kScaleWords>
 struct alignas(1024) Stage {
@@ -500,15 +513,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warpgroup == 0) {  // producer: one thread issues every copy
     if constexpr (kMoveRegisters) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (threadIdx.x == 0) {
-      int it = 0;  // k-tiles streamed so far (stage it % kStages)
+      RingPosition<kStages> ring;  // the next k-tile's stage
       for (int index = blockIdx.x; index < map.total_tiles; index += gridDim.x) {
         const Tile tile = tile_at(map, index, N);
         const uint32_t* codes = p.frag_codes[tile.expert];
         const uint32_t* scales = p.frag_scales[tile.expert];
         const int input_row = p.expert_offsets[tile.expert] + tile.input0;
-        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-          const int i = it % kStages;
-          mbar_wait(&s.empty[i], ((it / kStages) & 1) ^ 1);
+        for (int kt = 0; kt < k_tiles; ++kt, ring.advance()) {
+          const int i = ring.stage;
+          mbar_wait(&s.empty[i], ring.phase ^ 1);
           mbar_expect_tx(&s.full[i], Shape::kInputBytes + 2 * kCodeBytes + 2 * kScaleBytes);
           tma_load_2d(s.stage[i].inputs, &x_map, kt * kTileK, input_row, &s.full[i]);
 #pragma unroll
@@ -549,7 +562,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (kMoveRegisters) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int consumer = warpgroup - 1, t = threadIdx.x % 128;
   float acc[N / 2];
-  int it = 0;  // k-tiles consumed so far, as the producer counts them
+  RingPosition<kStages> ring;  // the next k-tile's stage, as the producer walks them
   // One tile's k-loop on its first `fixed` input rows, or (fixed = 0) on its first 64 * quarters,
   // chosen per k-tile (acc's first W / 2 registers for W rows: wgmma's fragment of n = W is the first
   // part of n = N's).
@@ -580,8 +593,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // are `previous`), issue its MMAs, then wait until at most these are in flight and release the
     // previous k-tile's stage and registers.
     auto mma_tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&previous)[4][4]) {
-      const int i = it % kStages;
-      mbar_wait(&s.full[i], (it / kStages) & 1);
+      const int i = ring.stage;
+      mbar_wait(&s.full[i], ring.phase);
       const uint4 words = lds128(smem_addr(&s.stage[i].codes[consumer][4 * t]));
       const typename Format::Loaded sw = Format::load(smem_addr(&s.stage[i].scales[consumer][0]), t);
       const uint32_t w[4] = {words.x, words.y, words.z, words.w};
@@ -590,8 +603,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       mma(a, s.stage[i].inputs, kt == 0);
       wgmma_wait_one();
       keep_registers(previous);
-      if (kt > 0) mbar_arrive(&s.empty[(it - 1) % kStages]);
-      ++it;
+      if (kt > 0) mbar_arrive(&s.empty[ring.previous()]);
+      ring.advance();
     };
     uint32_t a_even[4][4], a_odd[4][4];  // alternate k-tiles' registers (static indices: unrolled by 2)
     for (int kt = 0; kt < k_tiles; kt += 2) {
@@ -601,7 +614,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait_all();
     keep_registers(a_even);
     keep_registers(a_odd);
-    mbar_arrive(&s.empty[(it - 1) % kStages]);
+    mbar_arrive(&s.empty[ring.previous()]);
   };
   int taken = 0;  // tiles taken so far (TileInfo slot taken % kInfoSlots)
   for (int index = blockIdx.x; index < map.total_tiles; index += gridDim.x, ++taken) {
