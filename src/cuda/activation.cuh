@@ -8,20 +8,27 @@
 namespace qmoe::cuda {
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
-// silu(x) without the division's branch, for epilogues that activate many values: the division's
-// fast path as nvcc compiles x / y (approximate reciprocal, one Newton step, the quotient and one
-// remainder correction), taken where no step can overflow or underflow (|x| in 2^+-60, y = 1 + e
-// up to 2^60); clears `exact` elsewhere, where the caller takes silu(x) itself. The GPU test
-// SiluQuick checks every float x against silu(x), bit for bit.
-__device__ __forceinline__ float silu_quick(float x, bool& exact) {
-  const float y = 1.0f + expf(-x);
+// a / y for y >= 1 without the division's branch, for epilogues that activate many values: the
+// division's fast path as nvcc compiles it (approximate reciprocal, one Newton step, the quotient
+// and one remainder correction), taken where no step can overflow or underflow (|a| in 2^+-60, y up
+// to 2^60); clears `in_range` elsewhere, where the caller divides with `/` itself. The GPU tests
+// DivideQuick (random pairs) and SiluQuick (every float x) check it against `/`, bit for bit.
+__device__ __forceinline__ float divide_quick(float a, float y, bool& in_range) {
   float r0;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r0) : "f"(y));
   const float r = __fmaf_rn(r0, __fmaf_rn(-y, r0, 1.0f), r0);
-  const float ax = fabsf(x);
-  exact = exact && ax >= 0x1p-60f && ax <= 0x1p60f && y <= 0x1p60f;
-  const float q = __fmul_rn(x, r);
-  return __fmaf_rn(r, __fmaf_rn(-y, q, x), q);
+  const float aa = fabsf(a);
+  in_range = in_range && aa >= 0x1p-60f && aa <= 0x1p60f && y >= 1.0f && y <= 0x1p60f;
+  const float q = __fmul_rn(a, r);
+  return __fmaf_rn(r, __fmaf_rn(-y, q, a), q);
+}
+// silu(x) with divide_quick: clears `in_range` where the caller takes silu(x) itself.
+__device__ __forceinline__ float silu_quick(float x, bool& in_range) { return divide_quick(x, 1.0f + expf(-x), in_range); }
+// activate(3 (swigluoai), limit, g, up) with divide_quick, the same float operations before it.
+__device__ __forceinline__ float swiglu_oai_quick(float g, float up, float limit, bool& in_range) {
+  const float gc = fminf(g, limit);
+  const float v = fminf(fmaxf(up, -limit), limit);
+  return divide_quick((v + 1.0f) * gc, 1.0f + expf(-1.702f * gc), in_range);
 }
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 __device__ __forceinline__ float gelu_tanh(float x) {

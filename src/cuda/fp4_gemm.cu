@@ -657,11 +657,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       // (One unrolled loop per activation, the activation known at compile time: a switch per output
       // would inline every activation into each of the N / 4 outputs.)
       // The outputs go in groups of kGroup (4 or 2 row blocks of 8, which never straddle a 64-row
-      // width): the group's divisions and silus take their branch-free fast paths together, with one
-      // branch per group to the exact paths where a value is out of their range (zeros, extremes),
-      // so the group's independent chains overlap instead of running one output at a time. (Groups
-      // of 8 were 1-2% faster than of 4 on NVFP4 and INT4; MXFP4's per-width mainloops leave too few
-      // registers for them: they spilled.)
+      // width): the group's divisions and activations (silu, swigluoai) take their branch-free fast
+      // paths together, with one branch per group to the exact paths where a value is out of their
+      // range (zeros, extremes), so the group's independent chains overlap instead of running one
+      // output at a time. (Groups of 8 were 0-2% faster than of 4 on NVFP4 and INT4; MXFP4's
+      // per-width mainloops leave too few registers for them: they spilled.)
       constexpr int kGroup = Format::kLoopPerWidth ? 4 : 8;
       auto store = [&](auto activation) {
         constexpr int kAct = decltype(activation)::value;
@@ -688,9 +688,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (bias != nullptr) gate[g] = __fadd_rn(gate[g], b_gate), up[g] = __fadd_rn(up[g], b_up);
             if (p.round) gate[g] = round_bf16_hw(gate[g]), up[g] = round_bf16_hw(up[g]);
             if constexpr (kAct == kSilu) act[g] = __fmul_rn(silu_quick(gate[g], act_exact), up[g]);
+            else if constexpr (kAct == kSwigluOai) act[g] = swiglu_oai_quick(gate[g], up[g], p.limit, act_exact);
             else act[g] = activate(kAct, p.limit, gate[g], up[g]);
           }
-          if (kAct == kSilu && !act_exact) {
+          if ((kAct == kSilu || kAct == kSwigluOai) && !act_exact) {
 #pragma unroll
             for (int g = 0; g < kGroup; ++g) act[g] = activate(kAct, p.limit, gate[g], up[g]);
           }

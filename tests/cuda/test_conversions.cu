@@ -284,5 +284,84 @@ TEST(SiluQuick, MatchesSiluWhereItClaimsTo) {
   EXPECT_LT(c.taken, (120ull + 67ull) << 23);
 }
 
+// divide_quick and swiglu_oai_quick on pseudo-random inputs (a hash of the index): where they leave
+// `in_range` set they must give `/` and activate(3, ...)'s bits. kPairs: divide_quick(a, y) with a
+// any float bit pattern and y in [1, 2^62); else swiglu_oai_quick(g, up, 7) with g and up in
+// [-24, 24] (gpt-oss's limit is 7).
+__device__ __forceinline__ uint32_t hash32(uint64_t i) {
+  uint64_t z = i * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return static_cast<uint32_t>(z ^ (z >> 31));
+}
+
+template <bool kPairs>
+__global__ void compare_quick_pairs(uint64_t count, QuickCounts* out) {
+  const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
+  unsigned long long taken = 0, mismatches = 0;
+  for (uint64_t i = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += stride) {
+    const uint32_t h0 = hash32(2 * i), h1 = hash32(2 * i + 1);
+    bool in_range = true;
+    float got, want;
+    if constexpr (kPairs) {
+      const float a = __uint_as_float(h0);
+      const float y = __uint_as_float((127u + h1 % 62u) << 23 | (h1 >> 9));  // [1, 2^62)
+      got = cuda::divide_quick(a, y, in_range);
+      want = a / y;
+    } else {
+      const float g = (static_cast<float>(h0) * 0x1p-32f - 0.5f) * 48.0f;
+      const float up = (static_cast<float>(h1) * 0x1p-32f - 0.5f) * 48.0f;
+      got = cuda::swiglu_oai_quick(g, up, 7.0f, in_range);
+      want = cuda::activate(3, 7.0f, g, up);
+    }
+    if (!in_range) continue;
+    ++taken;
+    if (__float_as_uint(got) != __float_as_uint(want)) {
+      ++mismatches;
+      out->first = static_cast<uint32_t>(i);
+    }
+  }
+  atomicAdd(&out->taken, taken);
+  if (mismatches != 0) atomicAdd(&out->mismatches, mismatches);
+}
+
+template <bool kPairs>
+QuickCounts count_quick_pairs(uint64_t count) {
+  QuickCounts* d_counts = nullptr;
+  QuickCounts counts{};
+  if (cudaMalloc(&d_counts, sizeof(counts)) != cudaSuccess) {
+    ADD_FAILURE() << "cudaMalloc failed";
+    return counts;
+  }
+  EXPECT_EQ(cudaMemset(d_counts, 0, sizeof(counts)), cudaSuccess);
+  compare_quick_pairs<kPairs><<<1024, 256>>>(count, d_counts);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(&counts, d_counts, sizeof(counts), cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(d_counts);
+  return counts;
+}
+
+TEST(DivideQuick, MatchesDivisionWhereItClaimsTo) {
+  REQUIRE_GPU();
+  const uint64_t count = uint64_t{1} << 32;
+  const QuickCounts c = count_quick_pairs<true>(count);
+  EXPECT_EQ(c.mismatches, 0u) << "e.g. index " << c.first;
+  // a's exponent field within 127 -+ 60 (120 of 256 binades, and 2^60) and y below 2^60 (60 of 62):
+  // about 0.45 of the pairs.
+  EXPECT_GT(c.taken, count / 100 * 43);
+  EXPECT_LT(c.taken, count / 100 * 47);
+}
+
+TEST(SwigluOaiQuick, MatchesActivateWhereItClaimsTo) {
+  REQUIRE_GPU();
+  const uint64_t count = uint64_t{1} << 30;
+  const QuickCounts c = count_quick_pairs<false>(count);
+  EXPECT_EQ(c.mismatches, 0u) << "e.g. index " << c.first;
+  // Out of range only where (v + 1) * gc is 0 or tiny (gc or v + 1 near 0) or 1 + e^(-1.702 gc)
+  // passes 2^60 (gc below about -24.4, outside the inputs): a small fraction.
+  EXPECT_GT(c.taken, count / 100 * 99);
+}
+
 }  // namespace
 }  // namespace qmoe
