@@ -104,6 +104,10 @@ struct PrefillGemm {
   DeviceBuffer group_scale;   // weight-only kernels: [experts, k / group, n] bf16 scales (n contiguous)
   cuda::GroupedTcBuffers buf;
   std::unique_ptr<cuda::GroupedTcGemm> gemm[kGroupedTiles];  // by GroupedTile
+  // GEMM2 on the bf16 kernel (dense or dequantized weights) without biases or a global scale: the
+  // same tiles writing the combine's bf16 terms (make_grouped_bf16_terms), bound to the same arrays.
+  std::unique_ptr<cuda::GroupedTcGemm> gemm_terms[kGroupedTiles];
+  bool has_terms = false;
   int64_t n = 0, k = 0;
   int batch_experts = 0;  // kDequantBf16 / kDequantF16: experts per dequantized batch (0: no workspace)
   GemmLayout layout;
@@ -167,8 +171,11 @@ void repack_4bit(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host, i
 }
 
 // Builds projection `L`'s prefill GEMM (weights `experts` on the device, `host` their host copy).
+// `terms`: GEMM2, whose bf16 kernel also gets its terms instances; `weight_on_input`: their terms
+// take no routing weight (it scaled the input).
 void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, const cuda::ExpertTensors* experts,
-                       const std::vector<cuda::ExpertTensors>& host, int num_sms) {
+                       const std::vector<cuda::ExpertTensors>& host, int num_sms, bool terms = false,
+                       bool weight_on_input = false) {
   const int E = static_cast<int>(host.size());
   g.kind = kind;
   g.n = L.rows;
@@ -179,7 +186,7 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
   g.divide_by_global = dequantizes_to_workspace(kind) && dequant_divides_by_global_scale(L);
   if (dequantizes_in_registers(kind)) return;  // its weights are repacked where the path is taken
   const size_t ptrs = sizeof(void*) * E;
-  g.arrays = DeviceBuffer(sizeof(int32_t) * 3 * E + 6 * ptrs);
+  g.arrays = DeviceBuffer(sizeof(int32_t) * 3 * E + 7 * ptrs);
   char* base = g.arrays.get<char>();
   g.buf.a = reinterpret_cast<const void**>(base);
   g.buf.b = reinterpret_cast<const void**>(base + ptrs);
@@ -187,7 +194,8 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
   g.buf.a_scale = reinterpret_cast<float**>(base + 3 * ptrs);
   g.buf.b_scale = reinterpret_cast<float**>(base + 4 * ptrs);
   g.buf.b_group_scale = reinterpret_cast<const void**>(base + 5 * ptrs);
-  g.buf.problem_mnk = reinterpret_cast<int32_t*>(base + 6 * ptrs);
+  g.buf.row_weight = reinterpret_cast<float**>(base + 6 * ptrs);
+  g.buf.problem_mnk = reinterpret_cast<int32_t*>(base + 7 * ptrs);
   check(cudaMemset(base, 0, g.arrays.bytes()), "cudaMemset");
   std::vector<const void*> data(E);
   for (int e = 0; e < E; ++e) data[e] = host[e].data;
@@ -261,6 +269,13 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
           break;
         case GroupedKernel::kNone: break;
       }
+    }
+    if (terms && gemm_of(kind) == GroupedKernel::kBf16 && !g.has_bias && !g.divide_by_global) {
+      cuda::GroupedTcBuffers buf = g.buf;
+      if (weight_on_input) buf.row_weight = nullptr;  // (a weight of 1)
+      for (int t = 0; t < kGroupedTiles; ++t)
+        g.gemm_terms[t] = cuda::make_grouped_bf16_terms(static_cast<GroupedTile>(t), buf, E, g.n, g.k, num_sms);
+      g.has_terms = true;
     }
   } catch (const std::exception& e) {
     throw Error(std::string("prefill GEMM setup: ") + e.what());
@@ -431,7 +446,8 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_pt
   if (g1 != GroupedKernel::kNone)
     make_prefill_gemm(m.prefill1, g1, prefill_plan.w13, m.w13_experts.get<cuda::ExpertTensors>(), w13, m.num_sms);
   if (g2 != GroupedKernel::kNone)
-    make_prefill_gemm(m.prefill2, g2, prefill_plan.w2, m.w2_experts.get<cuda::ExpertTensors>(), w2, m.num_sms);
+    make_prefill_gemm(m.prefill2, g2, prefill_plan.w2, m.w2_experts.get<cuda::ExpertTensors>(), w2, m.num_sms, true,
+                      layer.routing.router_weight_on_input);
   // kDequantBf16 / kDequantF16: the batches its workspace piece holds (0: the decode kernels).
   m.prefill1.batch_experts = ws.dequant.w13;
   m.prefill2.batch_experts = ws.dequant.w2;
@@ -587,8 +603,10 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     check(cuda::launch_finish_expert_rows(fr, stream), "prefill rows: global scale and bias");
   };
   // `rows`: the GEMM's sorted input rows. The 4-bit register kernel only: `act_rows` (GEMM1 on an
-  // interleaved w13), the activation's bf16 rows, written by the GEMM's epilogue instead of d; or
-  // `terms` (GEMM2), the combine's weighted 16-bit terms instead of d (Fp4GemmParams::terms).
+  // interleaved w13), the activation's bf16 rows, written by the GEMM's epilogue instead of d.
+  // `terms` (GEMM2 on the register kernel or with PrefillGemm::has_terms): the combine's weighted
+  // 16-bit terms instead of d (Fp4GemmParams::terms; the terms instances read each row's weight
+  // from sorted_scales, free by then: the bf16 kernel takes no input scales).
   auto run_prefill = [&](const PrefillGemm& g, void* rows, float* d, uint16_t* act_rows, uint16_t* terms = nullptr) {
     cuda::GroupedSetupParams sp;
     sp.buf = g.buf;
@@ -602,6 +620,11 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     sp.a_scale_rows = m.sorted_scales.get<float>();
     sp.scales_per_row = std::max<int64_t>(1, grouped_scales_per_row(g.kind, g.k));
     sp.d_rows = d;
+    const bool weighted_terms = terms != nullptr && !L.routing.router_weight_on_input;
+    if (terms != nullptr) {
+      sp.terms_rows = terms;
+      sp.row_weights = weighted_terms ? m.sorted_scales.get<float>() : nullptr;
+    }
     const int tile = options.prefill_tile >= 0 ? options.prefill_tile
                                                : static_cast<int>(plan_grouped_tile(g.kind, num_slots, L.num_experts));
     if (dequantizes_in_registers(g.kind)) {
@@ -632,10 +655,15 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       if (num_slots > 0) check(cuda::launch_fp4_grouped_gemm(fp, stream), "prefill GEMM");
       return;
     }
+    if (weighted_terms)
+      check(cuda::launch_sorted_row_weights(rp.weights, gp.sorted_slots, gp.expert_offsets + E,
+                                            static_cast<int>(num_slots), m.sorted_scales.get<float>(), stream),
+            "prefill terms: row weights");
+    cuda::GroupedTcGemm* gemm = (terms != nullptr ? g.gemm_terms : g.gemm)[tile].get();
     if (!dequantizes_to_workspace(g.kind)) {
       check(cuda::launch_grouped_setup(sp, stream), "prefill setup");
-      if (num_slots > 0) check(g.gemm[tile]->run(stream), "prefill GEMM");
-      finish_rows(g, d);
+      if (num_slots > 0) check(gemm->run(stream), "prefill GEMM");
+      if (terms == nullptr) finish_rows(g, d);
       return;
     }
     // Batches of experts: dequantize their weights, then the GEMM on their rows only.
@@ -655,9 +683,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       batch.begin = first;
       batch.end = first + dq.count;
       check(cuda::launch_grouped_setup_batch(sp, batch, stream), "prefill setup");
-      check(g.gemm[tile]->run(stream), "prefill GEMM");
+      check(gemm->run(stream), "prefill GEMM");
     }
-    finish_rows(g, d);
+    if (terms == nullptr) finish_rows(g, d);
   };
   // (The prefill kernels' 16-bit rows are gathered from the tensor-core input layout, also where
   // the decode kernel is another one: act order.)
@@ -771,10 +799,17 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g2.in = m.act.get<float>();
   g2.in_by_token = false;
   g2.out = m.y.get<float>();
-  // GEMM2 on the register kernel (bf16 rows) with the combine rounding each weighted term to bf16:
-  // the kernel writes those terms (in y's memory, half its size), the combine only sums them.
-  // (Without the GEMMs too, so that the timing of the rest reads the same bytes as the forward.)
-  uint16_t* terms = prefill2 && dequantizes_in_registers(plan.g2) && options.round_intermediate && kind == 0
+  // GEMM2 on the register kernel (bf16 rows), or on the bf16 kernel with its terms instances, with
+  // the combine rounding each weighted term to bf16: the kernel writes those terms (in y's memory,
+  // half its size), the combine only sums them. (Without the GEMMs too, so that the timing of the
+  // rest reads the same bytes as the forward. QMOE_CUTLASS_TERMS=0, for A/B runs: the bf16 kernel
+  // writes fp32 rows instead. Read once.)
+  static const bool cutlass_terms = [] {
+    const char* env = std::getenv("QMOE_CUTLASS_TERMS");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  const bool terms2 = dequantizes_in_registers(plan.g2) || (cutlass_terms && m.prefill2.has_terms && plan.g2 == m.prefill2.kind);
+  uint16_t* terms = prefill2 && terms2 && options.round_intermediate && kind == 0
                         ? reinterpret_cast<uint16_t*>(m.y.get<float>())
                         : nullptr;
   if (gemms && prefill2) {

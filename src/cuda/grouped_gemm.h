@@ -18,12 +18,13 @@ struct GroupedTcBuffers {
   int32_t* problem_mnk = nullptr;  // [groups, 3]: (m_e, n, k), or (n, m_e, k) for the mixed-input kernels
   const void** a = nullptr;        // A_e: [m_e, k] rows of the sorted input
   const void** b = nullptr;        // B_e: [n, k] weights
-  void** d = nullptr;              // D_e: [m_e, n] fp32 rows of the sorted output
+  void** d = nullptr;              // D_e: [m_e, n] fp32 rows of the sorted output (terms instances: bf16)
   float** a_scale = nullptr;       // [m_e] per-row input scales, or the array itself null (scale 1);
                                    // FP8 block: [m_e, ceil(k / 128)]
   float** b_scale = nullptr;       // [n] per-column weight scales, or the array itself null (scale 1);
                                    // FP8 block: [ceil(n / 128), ceil(k / 128)]
   const void** b_group_scale = nullptr;  // weight-only kernels: [k / group, n] bf16 scales (n contiguous)
+  float** row_weight = nullptr;  // terms instances: [m_e] each row's routing weight, or the array null (1)
 };
 
 // One grouped GEMM instance (CUTLASS, wgmma + TMA) bound to its buffers at load; run() only
@@ -50,6 +51,11 @@ std::unique_ptr<GroupedTcGemm> make_grouped_int8(GroupedTile tile, const Grouped
                                                  int64_t k, int num_sms);
 std::unique_ptr<GroupedTcGemm> make_grouped_bf16(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
                                                  int64_t k, int num_sms);
+// GEMM2's terms instances of the bf16 kernel (grouped_sm90_bf16_terms.cu): D_e holds the combine's
+// terms bf16(row_weight_e[m] * (A_e B_e^T)[m, n]) (the product in fp32, one rounding), half the
+// bytes of the fp32 rows, and the combine only sums them.
+std::unique_ptr<GroupedTcGemm> make_grouped_bf16_terms(GroupedTile tile, const GroupedTcBuffers& buf, int groups,
+                                                       int64_t n, int64_t k, int num_sms);
 std::unique_ptr<GroupedTcGemm> make_grouped_f16(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
                                                 int64_t k, int num_sms);
 // INT4 and INT8 weights dequantized in the mainloop (grouped_sm90_int4.cu, grouped_sm90_int8w.cu;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "cuda/grouped_sm90_common.cuh"
 #include "cuda/grouped_gemm.h"
@@ -30,12 +31,13 @@ namespace qmoe::cuda::sm90 {
 
 using namespace cute;
 
-// The CUTLASS types of one configuration.
-template <class Config>
+// The CUTLASS types of one configuration. kTerms: GEMM2's terms for the combine, bf16(w[m] * D[m, n])
+// with w the rows' routing weights (GroupedTcBuffers::row_weight), instead of fp32 D.
+template <class Config, bool kTerms = false>
 struct GroupedTypes {
   using ElementIn = typename Config::ElementIn;
   using ElementAcc = typename Config::ElementAcc;
-  using ElementD = float;
+  using ElementD = std::conditional_t<kTerms, cutlass::bfloat16_t, float>;
   using TileShape = typename Config::TileShape;
   using ClusterShape = typename Config::ClusterShape;
   static constexpr int kAlignIn = 128 / cutlass::sizeof_bits<ElementIn>::value;  // 16-byte rows
@@ -48,7 +50,12 @@ struct GroupedTypes {
   using AScale = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, float*, float>;
   using Mul = cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float,
                                                      cutlass::FloatRoundStyle::round_to_nearest>;
-  using Epilogue = cutlass::epilogue::fusion::Sm90EVT<Mul, AScale, cutlass::epilogue::fusion::Sm90EVT<Mul, BScale, Acc>>;
+  using Scaled = cutlass::epilogue::fusion::Sm90EVT<Mul, AScale, cutlass::epilogue::fusion::Sm90EVT<Mul, BScale, Acc>>;
+  // Terms: w[m] * D in fp32, then rounded to bf16 to nearest even (the combine's rounding of a term).
+  using RowWeight = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, float*, float>;
+  using MulToBf16 = cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, cutlass::bfloat16_t, float,
+                                                           cutlass::FloatRoundStyle::round_to_nearest>;
+  using Epilogue = std::conditional_t<kTerms, cutlass::epilogue::fusion::Sm90EVT<MulToBf16, RowWeight, Scaled>, Scaled>;
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
@@ -62,9 +69,9 @@ struct GroupedTypes {
   using Kernel = typename Gemm::GemmKernel;
 };
 
-template <class Config>
-class GroupedGemm final : public CutlassGrouped<typename GroupedTypes<Config>::Gemm> {
-  using T = GroupedTypes<Config>;
+template <class Config, bool kTerms>
+class GroupedGemm final : public CutlassGrouped<typename GroupedTypes<Config, kTerms>::Gemm> {
+  using T = GroupedTypes<Config, kTerms>;
   using ElementIn = typename T::ElementIn;
   using ElementD = typename T::ElementD;
   using StrideA = typename T::Kernel::InternalStrideA;
@@ -88,7 +95,9 @@ class GroupedGemm final : public CutlassGrouped<typename GroupedTypes<Config>::G
         {{}, nullptr, nullptr, reinterpret_cast<ElementD**>(buf.d), d},
         this->hardware(num_sms)};
     // Arguments of Sm90EVT<Mul, AScale, Sm90EVT<Mul, BScale, Acc>>: children first, then the node.
-    args.epilogue.thread = {{buf.a_scale, 1.0f, {}}, {{buf.b_scale, 1.0f, {}}, {}, {}}, {}};
+    const typename T::Scaled::Arguments scaled = {{buf.a_scale, 1.0f, {}}, {{buf.b_scale, 1.0f, {}}, {}, {}}, {}};
+    if constexpr (kTerms) args.epilogue.thread = {{buf.row_weight, 1.0f, {}}, scaled, {}};
+    else args.epilogue.thread = scaled;
     this->initialize(args);
   }
 };
@@ -100,7 +109,7 @@ class GroupedGemm final : public CutlassGrouped<typename GroupedTypes<Config>::G
 // model shape). 128 x 256 holds 64 x 256 32-bit accumulators per warpgroup: it fits without a second
 // accumulator set (FP8 with the MMA's own accumulation, INT8, bf16); FP8 and INT8 use it for most
 // batches, bf16 uses 128 x 192 (gemm_tuning.h).
-template <class ElementIn, class ElementAcc, class TileK, class KernelCoop, class KernelPingpong>
+template <class ElementIn, class ElementAcc, class TileK, class KernelCoop, class KernelPingpong, bool kTerms = false>
 std::unique_ptr<GroupedTcGemm> make_grouped(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
                                             int64_t k, int num_sms) {
   using Cluster = Shape<_1, _2, _1>;
@@ -112,11 +121,11 @@ std::unique_ptr<GroupedTcGemm> make_grouped(GroupedTile tile, const GroupedTcBuf
   using Pingpong64x128 =
       GroupedConfig<ElementIn, ElementAcc, Shape<_64, _128, TileK>, Cluster, KernelPingpong, EpiPingpong>;
   switch (tile) {
-    case GroupedTile::kMedium: return std::make_unique<GroupedGemm<Coop128x128>>(buf, groups, n, k, num_sms);
-    case GroupedTile::kLarge: return std::make_unique<GroupedGemm<Coop128x192>>(buf, groups, n, k, num_sms);
-    case GroupedTile::kHuge: return std::make_unique<GroupedGemm<Coop128x256>>(buf, groups, n, k, num_sms);
+    case GroupedTile::kMedium: return std::make_unique<GroupedGemm<Coop128x128, kTerms>>(buf, groups, n, k, num_sms);
+    case GroupedTile::kLarge: return std::make_unique<GroupedGemm<Coop128x192, kTerms>>(buf, groups, n, k, num_sms);
+    case GroupedTile::kHuge: return std::make_unique<GroupedGemm<Coop128x256, kTerms>>(buf, groups, n, k, num_sms);
     case GroupedTile::kSmall:
-      return std::make_unique<GroupedGemm<Pingpong64x128>>(buf, groups, n, k, num_sms);
+      return std::make_unique<GroupedGemm<Pingpong64x128, kTerms>>(buf, groups, n, k, num_sms);
     case GroupedTile::kTiny:
     case GroupedTile::kTiny48: return nullptr;  // not built (grouped_tile_built)
   }

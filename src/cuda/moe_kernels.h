@@ -173,7 +173,8 @@ cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream);
 
 // Fills the per-group arrays for the rows sorted by expert: group e covers sorted rows
 // [offsets[e], offsets[e+1]) of `a_rows` (row stride k elements of `elem_bytes`), `a_scale_rows`
-// and `d_rows` (row stride n floats); buf.b and buf.b_scale are set once at load.
+// and `d_rows` (row stride n floats), or for a terms instance `terms_rows` (row stride n bf16s)
+// and `row_weights`; buf.b and buf.b_scale are set once at load.
 struct GroupedSetupParams {
   GroupedTcBuffers buf;
   const int32_t* expert_offsets = nullptr;  // [groups + 1] (device)
@@ -184,9 +185,16 @@ struct GroupedSetupParams {
   float* a_scale_rows = nullptr;  // or null: no input scales
   int64_t scales_per_row = 1;     // input scales per sorted row (grouped_scales_per_row)
   float* d_rows = nullptr;
+  uint16_t* terms_rows = nullptr;     // or null: D is d_rows
+  const float* row_weights = nullptr;  // [sorted rows] (launch_sorted_row_weights), for buf.row_weight
   bool transposed = false;  // problem_mnk as (n, m_e, k): the mixed-input kernels
 };
 cudaError_t launch_grouped_setup(const GroupedSetupParams& p, cudaStream_t stream);
+
+// Each sorted row's routing weight for GEMM2's terms: row_weights[p] = slot_weights[sorted_slots[p]]
+// for p < *total_rows (max_rows: a bound on it).
+cudaError_t launch_sorted_row_weights(const float* slot_weights, const int32_t* sorted_slots, const int32_t* total_rows,
+                                      int max_rows, float* row_weights, cudaStream_t stream);
 
 // The prefill GEMM's input rows in expert order: row p (< *total_rows) of `a_rows` [*, k] becomes
 // input row r = slot / top_k (by_token) or slot (slot = sorted_slots[p]), un-permuted from the

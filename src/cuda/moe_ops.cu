@@ -896,8 +896,18 @@ __global__ void grouped_setup_kernel(GroupedSetupParams p, DequantBatch batch) {
   p.buf.problem_mnk[3 * e + 1] = p.transposed ? m : static_cast<int32_t>(p.n);
   p.buf.problem_mnk[3 * e + 2] = static_cast<int32_t>(p.k);
   p.buf.a[e] = static_cast<const char*>(p.a_rows) + m0 * p.k * p.elem_bytes;
-  p.buf.d[e] = p.d_rows + m0 * p.n;
+  if (p.terms_rows != nullptr) p.buf.d[e] = p.terms_rows + m0 * p.n;
+  else p.buf.d[e] = p.d_rows + m0 * p.n;
   if (p.buf.a_scale) p.buf.a_scale[e] = p.a_scale_rows + m0 * p.scales_per_row;
+  if (p.buf.row_weight && p.row_weights) p.buf.row_weight[e] = const_cast<float*>(p.row_weights) + m0;
+}
+
+__global__ void sorted_row_weights_kernel(const float* slot_weights, const int32_t* sorted_slots,
+                                          const int32_t* total_rows, float* row_weights) {
+  chain_start();
+  const int rows = *total_rows;
+  for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
+    row_weights[r] = slot_weights[sorted_slots[r]];
 }
 
 // An e2m1 nibble's value, as quant::e2m1_to_float (m / 2, or (1 + m / 2) * 2^(e - 1)) built from
@@ -1291,6 +1301,14 @@ cudaError_t launch_grouped_setup(const GroupedSetupParams& p, cudaStream_t strea
 cudaError_t launch_grouped_setup_batch(const GroupedSetupParams& p, const DequantBatch& batch, cudaStream_t stream) {
   if (p.groups == 0) return cudaSuccess;
   return launch_chained(grouped_setup_kernel, (p.groups + 127) / 128, 128, 0, stream, p, batch);
+}
+
+cudaError_t launch_sorted_row_weights(const float* slot_weights, const int32_t* sorted_slots, const int32_t* total_rows,
+                                      int max_rows, float* row_weights, cudaStream_t stream) {
+  if (max_rows <= 0) return cudaSuccess;
+  const int blocks = std::min((max_rows + 255) / 256, 1024);
+  return launch_chained(sorted_row_weights_kernel, blocks, 256, 0, stream, slot_weights, sorted_slots, total_rows,
+                        row_weights);
 }
 
 cudaError_t launch_finish_expert_rows(const ExpertRowsParams& p, cudaStream_t stream) {

@@ -552,6 +552,15 @@ TEST(PrefillKernels, EdgeCases) {
   llama.routing.renormalize = false;
   random_inputs(200, llama, x, logits);
   expect_cuda_matches_cpu(llama, x, logits, "prefill router weight on input", GemmPath::kPrefill);
+  // The bf16 kernel's GEMM2 writes the combine's terms: with the router weight on the input its
+  // terms take no weight (a null weight array). (The automatic path: with the intermediates
+  // unrounded the weighted input rows are not bf16 values, so that case has no prefill kernel and
+  // runs the decode kernels.) Also all tokens on two experts, one token, an expert map.
+  MoeLayer llama_dense = random_layer(Scheme::kDense, {8, 1, 512, 256});
+  llama_dense.routing = llama.routing;
+  random_inputs(200, llama_dense, x, logits);
+  expect_cuda_matches_cpu(llama_dense, x, logits, "dense, router weight on input", GemmPath::kAuto);
+  expect_prefill_edges(Scheme::kDense, 300, Scheme::kDense, 129);
   // Per-tensor dynamic input scales: GEMM2's input takes the unfused path (activation, tensor-wide
   // amax, codes, gather).
   MoeLayer dyn = random_layer(Scheme::kFp8Channel, {8, 2, 512, 256});
