@@ -246,8 +246,9 @@ __global__ void compare_quick(float d, QuickCounts* out) {
   if (mismatches != 0) atomicAdd(&out->mismatches, mismatches);
 }
 
-template <bool kSilu>
-QuickCounts count_quick(float d) {
+// The counts a comparison kernel accumulates: `launch(d_counts)` launches it on zeroed device counts.
+template <class Launch>
+QuickCounts run_counting(Launch launch) {
   QuickCounts* d_counts = nullptr;
   QuickCounts counts{};
   if (cudaMalloc(&d_counts, sizeof(counts)) != cudaSuccess) {
@@ -255,12 +256,17 @@ QuickCounts count_quick(float d) {
     return counts;
   }
   EXPECT_EQ(cudaMemset(d_counts, 0, sizeof(counts)), cudaSuccess);
-  compare_quick<kSilu><<<1024, 256>>>(d, d_counts);
+  launch(d_counts);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(cudaMemcpy(&counts, d_counts, sizeof(counts), cudaMemcpyDeviceToHost), cudaSuccess);
   cudaFree(d_counts);
   return counts;
+}
+
+template <bool kSilu>
+QuickCounts count_quick(float d) {
+  return run_counting([&](QuickCounts* d_counts) { compare_quick<kSilu><<<1024, 256>>>(d, d_counts); });
 }
 
 TEST(DivideRn, QuickMatchesFdivRnWhereItClaimsTo) {
@@ -327,19 +333,7 @@ __global__ void compare_quick_pairs(uint64_t count, QuickCounts* out) {
 
 template <bool kPairs>
 QuickCounts count_quick_pairs(uint64_t count) {
-  QuickCounts* d_counts = nullptr;
-  QuickCounts counts{};
-  if (cudaMalloc(&d_counts, sizeof(counts)) != cudaSuccess) {
-    ADD_FAILURE() << "cudaMalloc failed";
-    return counts;
-  }
-  EXPECT_EQ(cudaMemset(d_counts, 0, sizeof(counts)), cudaSuccess);
-  compare_quick_pairs<kPairs><<<1024, 256>>>(count, d_counts);
-  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(&counts, d_counts, sizeof(counts), cudaMemcpyDeviceToHost), cudaSuccess);
-  cudaFree(d_counts);
-  return counts;
+  return run_counting([&](QuickCounts* d_counts) { compare_quick_pairs<kPairs><<<1024, 256>>>(count, d_counts); });
 }
 
 TEST(DivideQuick, MatchesDivisionWhereItClaimsTo) {
