@@ -194,7 +194,7 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
   g.buf.a_scale = reinterpret_cast<float**>(base + 3 * ptrs);
   g.buf.b_scale = reinterpret_cast<float**>(base + 4 * ptrs);
   g.buf.b_group_scale = reinterpret_cast<const void**>(base + 5 * ptrs);
-  g.buf.row_weight = reinterpret_cast<float**>(base + 6 * ptrs);
+  g.buf.row_weight = reinterpret_cast<const float**>(base + 6 * ptrs);
   g.buf.problem_mnk = reinterpret_cast<int32_t*>(base + 7 * ptrs);
   check(cudaMemset(base, 0, g.arrays.bytes()), "cudaMemset");
   std::vector<const void*> data(E);
@@ -270,7 +270,8 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
         case GroupedKernel::kNone: break;
       }
     }
-    if (terms && gemm_of(kind) == GroupedKernel::kBf16 && !g.has_bias && !g.divide_by_global) {
+    // (n % 8: the terms instances' 16-byte bf16 stores; the planner allows n % 4)
+    if (terms && gemm_of(kind) == GroupedKernel::kBf16 && !g.has_bias && !g.divide_by_global && g.n % 8 == 0) {
       cuda::GroupedTcBuffers buf = g.buf;
       if (weight_on_input) buf.row_weight = nullptr;  // (a weight of 1)
       for (int t = 0; t < kGroupedTiles; ++t)
@@ -808,7 +809,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     const char* env = std::getenv("QMOE_CUTLASS_TERMS");
     return env == nullptr || std::strcmp(env, "0") != 0;
   }();
-  const bool terms2 = dequantizes_in_registers(plan.g2) || (cutlass_terms && m.prefill2.has_terms && plan.g2 == m.prefill2.kind);
+  const bool terms2 = dequantizes_in_registers(plan.g2) || (cutlass_terms && m.prefill2.has_terms);
   uint16_t* terms = prefill2 && terms2 && options.round_intermediate && kind == 0
                         ? reinterpret_cast<uint16_t*>(m.y.get<float>())
                         : nullptr;

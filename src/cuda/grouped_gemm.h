@@ -24,7 +24,7 @@ struct GroupedTcBuffers {
   float** b_scale = nullptr;       // [n] per-column weight scales, or the array itself null (scale 1);
                                    // FP8 block: [ceil(n / 128), ceil(k / 128)]
   const void** b_group_scale = nullptr;  // weight-only kernels: [k / group, n] bf16 scales (n contiguous)
-  float** row_weight = nullptr;  // terms instances: [m_e] each row's routing weight, or the array null (1)
+  const float** row_weight = nullptr;  // terms instances: [m_e] each row's routing weight, or the array null (1)
 };
 
 // One grouped GEMM instance (CUTLASS, wgmma + TMA) bound to its buffers at load; run() only

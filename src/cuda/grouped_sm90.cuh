@@ -4,7 +4,8 @@
 //
 // Per group (local expert) e with m_e rows:  D_e[m, n] = sum_k A_e[m, k] * B_e[n, k] * a_scale_e[m] * b_scale_e[n]
 // A_e: [m_e, k] row-major, B_e: [n, k] row-major (the checkpoint's [out, in] weights), D_e: [m_e, n]
-// fp32 row-major; a null scale array means a scale of 1.
+// fp32 row-major (terms instances: bf16(row_weight_e[m] * D_e[m, n])); a null scale array means a
+// scale of 1.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -899,7 +899,7 @@ __global__ void grouped_setup_kernel(GroupedSetupParams p, DequantBatch batch) {
   if (p.terms_rows != nullptr) p.buf.d[e] = p.terms_rows + m0 * p.n;
   else p.buf.d[e] = p.d_rows + m0 * p.n;
   if (p.buf.a_scale) p.buf.a_scale[e] = p.a_scale_rows + m0 * p.scales_per_row;
-  if (p.buf.row_weight && p.row_weights) p.buf.row_weight[e] = const_cast<float*>(p.row_weights) + m0;
+  if (p.buf.row_weight && p.row_weights) p.buf.row_weight[e] = p.row_weights + m0;
 }
 
 __global__ void sorted_row_weights_kernel(const float* slot_weights, const int32_t* sorted_slots,
