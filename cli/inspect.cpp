@@ -100,6 +100,7 @@ nlohmann::ordered_json gemm_json(const CudaPlanSummary::Gemm& g) {
   j["prefill_from_tokens"] = g.prefill_from_tokens;
   auto& tiles = j["prefill_tiles"] = nlohmann::ordered_json::array();
   for (const auto& [tokens, tile] : g.tiles) tiles.push_back({{"from_tokens", tokens}, {"tile", tile}});
+  j["writes_combine_terms"] = g.writes_terms;
   return j;
 }
 
@@ -243,7 +244,8 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
                r.cuda_plan_layer);
     for (const auto& [name, g] : {std::pair{"w13", &r.cuda_plan->w13}, std::pair{"w2", &r.cuda_plan->w2}}) {
       fmt::print("    {:<4} decode: {}; {}\n", name, g->decode, prefill_from(*g));
-      if (g->prefill_from_tokens >= 0) fmt::print("         prefill: {}\n", g->prefill);
+      if (g->prefill_from_tokens >= 0)
+        fmt::print("         prefill: {}{}\n", g->prefill, g->writes_terms ? ", writing the combine's bf16 terms" : "");
       for (const auto& [tokens, tile] : g->tiles) fmt::print("         from {:>5} tokens: {}\n", tokens, tile);
     }
     fmt::print("    expert weights on the device {:.1f} MiB per layer (every expert local)\n",

@@ -511,6 +511,16 @@ int implied_act_kind(const MoeLayer& layer) {
   return f16 ? 1 : 0;
 }
 
+bool cutlass_writes_terms(GroupedKernel kind, const GemmLayout& L, bool has_bias) {
+  const bool divides_by_global = dequantizes_to_workspace(kind) && dequant_divides_by_global_scale(L);
+  return gemm_of(kind) == GroupedKernel::kBf16 && !has_bias && !divides_by_global && L.rows % 8 == 0;
+}
+
+bool gemm2_writes_terms(GroupedKernel kind, const GemmLayout& L, bool has_bias, int act_kind, bool round) {
+  if (act_kind != 0 || !round) return false;
+  return dequantizes_in_registers(kind) || cutlass_writes_terms(kind, L, has_bias);
+}
+
 CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
   const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, true);
   auto gemm = [&](GemmKernel decode, GroupedKernel prefill) {
@@ -527,6 +537,8 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
     return g;
   };
   CudaPlanSummary summary{gemm(plan.k1, plan.g1), gemm(plan.k2, plan.g2)};
+  const bool w2_bias = !layer.experts.empty() && !layer.experts[0].w2_bias.empty();
+  summary.w2.writes_terms = plan.g2 != GroupedKernel::kNone && gemm2_writes_terms(plan.g2, plan.w2, w2_bias, act_kind, true);
   // Every expert has the shapes of the loaded ones (inspect loads expert 0 alone).
   if (!layer.experts.empty())
     summary.weight_bytes = layer.weight_bytes() / static_cast<int64_t>(layer.experts.size()) * layer.num_experts;

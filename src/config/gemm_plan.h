@@ -105,6 +105,16 @@ bool dequantizes_weights(GroupedKernel kind);
 // Whether it is our 4-bit kernel that dequantizes in registers (kMxfp4Bf16, kNvfp4Bf16,
 // kInt4RegsBf16).
 bool dequantizes_in_registers(GroupedKernel kind);
+// Whether GEMM2's CUTLASS kernel `kind` on layout `L` gets terms instances at load, whose epilogue
+// writes the combine's bf16 terms bf16(w * y) instead of fp32 rows: the bf16 kernel on dense or
+// dequantized weights without a global scale and without a bias (the CUTLASS kernels have both
+// applied after the GEMM), with n % 8 == 0 (the terms' 16-byte bf16 stores).
+bool cutlass_writes_terms(GroupedKernel kind, const GemmLayout& L, bool has_bias);
+// Whether GEMM2 on prefill kernel `kind` writes the combine's terms in a forward with hidden dtype
+// `act_kind` (0 bf16) and rounded intermediates `round`: the 4-bit register kernel, or
+// cutlass_writes_terms; only for bf16 hidden states with rounding on, where the combine rounds each
+// weighted term to bf16.
+bool gemm2_writes_terms(GroupedKernel kind, const GemmLayout& L, bool has_bias, int act_kind, bool round);
 // Whether every weight of layout `L` dequantizes (formats.h, as the CPU reference does it) to a
 // value that bf16 holds exactly, so that a bf16 GEMM on the dequantized weights has the CPU's
 // products: integer and FP8 codes times bf16 scales rounded to bf16, MXFP4, NVFP4 rounded to bf16.
@@ -177,6 +187,7 @@ struct CudaPlanSummary {
     int64_t prefill_from_tokens = -1;
     // (from tokens, tile_config): the first entry from prefill_from_tokens, one more where the tile changes.
     std::vector<std::pair<int64_t, std::string>> tiles;
+    bool writes_terms = false;  // GEMM2 on its prefill kernel writes the combine's terms (gemm2_writes_terms)
   };
   Gemm w13, w2;
   // The expert tensors CudaMoeLayer uploads with every expert local: the loaded layer's (W4A8-FP8 as

@@ -270,8 +270,7 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
         case GroupedKernel::kNone: break;
       }
     }
-    // (n % 8: the terms instances' 16-byte bf16 stores; the planner allows n % 4)
-    if (terms && gemm_of(kind) == GroupedKernel::kBf16 && !g.has_bias && !g.divide_by_global && g.n % 8 == 0) {
+    if (terms && cutlass_writes_terms(kind, L, g.has_bias)) {
       cuda::GroupedTcBuffers buf = g.buf;
       if (weight_on_input) buf.row_weight = nullptr;  // (a weight of 1)
       for (int t = 0; t < kGroupedTiles; ++t)
@@ -809,10 +808,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     const char* env = std::getenv("QMOE_CUTLASS_TERMS");
     return env == nullptr || std::strcmp(env, "0") != 0;
   }();
-  const bool terms2 = dequantizes_in_registers(plan.g2) || (cutlass_terms && m.prefill2.has_terms);
-  uint16_t* terms = prefill2 && terms2 && options.round_intermediate && kind == 0
-                        ? reinterpret_cast<uint16_t*>(m.y.get<float>())
-                        : nullptr;
+  const bool terms2 = gemm2_writes_terms(plan.g2, plan.w2, m.prefill2.has_bias, kind, options.round_intermediate) &&
+                      (dequantizes_in_registers(plan.g2) || (cutlass_terms && m.prefill2.has_terms));
+  uint16_t* terms = prefill2 && terms2 ? reinterpret_cast<uint16_t*>(m.y.get<float>()) : nullptr;
   if (gemms && prefill2) {
     if (!fused_act) gather_rows(m.prefill2, act16, act_scale, false, I);
     run_prefill(m.prefill2, fused_act1 ? static_cast<void*>(act_rows) : m.sorted_rows.get(), g2.out, nullptr, terms);

@@ -210,6 +210,13 @@ TEST(Cli, InspectCudaPlan) {
     EXPECT_EQ(fp8.at(gemm).at("prefill_tiles").at(0).at("from_tokens").get<int64_t>(), kGroupedMinTokensFp8);
   }
   EXPECT_EQ(fp8.at("w13").at("prefill_tiles").back().at("tile").get<std::string>(), "coop 128x256 cluster 1x2");
+  // GEMM2 writing the combine's terms: FP8's CUTLASS kernel does not, the bf16 one on dense weights
+  // and the 4-bit register kernel (gpt-oss's biases too) do; GEMM1 never.
+  EXPECT_FALSE(fp8.at("w2").at("writes_combine_terms").get<bool>());
+  const auto dense = plan_of("unquantized");
+  EXPECT_TRUE(dense.at("w2").at("writes_combine_terms").get<bool>());
+  EXPECT_FALSE(dense.at("w13").at("writes_combine_terms").get<bool>());
+  EXPECT_TRUE(plan_of("gptoss_mxfp4a16").at("w2").at("writes_combine_terms").get<bool>());
   // gpt-oss's MXFP4 (with biases): its own prefill kernel on a repacked copy; act-order groups: the
   // bf16 kernel on dequantized weights, and act order decodes on the generic kernel.
   const auto mxfp4 = plan_of("gptoss_mxfp4a16");

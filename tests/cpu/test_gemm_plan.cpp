@@ -1081,6 +1081,38 @@ TEST(GemmPlan, CudaPlanSummary) {
                                            repacked(GroupedKernel::kNvfp4Bf16, 256, 128)));
 }
 
+// Which GEMM2s write the combine's bf16 terms: the 4-bit register kernel (biases too: it adds them
+// in its epilogue), and the CUTLASS bf16 kernel without a bias, a global scale or n % 8 != 0; only
+// for bf16 hidden states with rounded intermediates.
+TEST(GemmPlan, Gemm2WritesTheCombinesTerms) {
+  auto w2_of = [](const MoeLayer& layer) { return plan_layer_gemms(layer, 0, true); };
+  const MoeLayer dense = synthetic_layer("bf16", {"small", 8, 2, 256, 128}, 7, 1);
+  const LayerGemmPlan d = w2_of(dense);
+  ASSERT_EQ(d.g2, GroupedKernel::kBf16);
+  EXPECT_TRUE(cutlass_writes_terms(d.g2, d.w2, false));
+  EXPECT_TRUE(gemm2_writes_terms(d.g2, d.w2, false, 0, true));
+  EXPECT_FALSE(gemm2_writes_terms(d.g2, d.w2, false, 0, false));  // unrounded: fp32 rows
+  EXPECT_FALSE(gemm2_writes_terms(d.g2, d.w2, false, 1, true));   // f16 hidden states
+  EXPECT_FALSE(cutlass_writes_terms(d.g2, d.w2, true));           // a bias, added after the GEMM
+  GemmLayout odd = d.w2;
+  odd.rows = 260;  // n % 4 == 0 but not % 8
+  EXPECT_FALSE(cutlass_writes_terms(d.g2, odd, false));
+  EXPECT_TRUE(summarize_cuda_plan(dense, 0).w2.writes_terms);
+  EXPECT_FALSE(summarize_cuda_plan(dense, 0).w13.writes_terms);
+  // The bf16 kernel on dequantized weights (act order), and FP8 (its terms are not built).
+  const MoeLayer act_order = with_act_order(synthetic_layer("w4a16_g32", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1));
+  const LayerGemmPlan a = w2_of(act_order);
+  ASSERT_EQ(a.g2, GroupedKernel::kDequantBf16);
+  EXPECT_TRUE(gemm2_writes_terms(a.g2, a.w2, false, 0, true));
+  const LayerGemmPlan f = w2_of(synthetic_layer("fp8_channel", {"small", 8, 2, 256, 128}, 7, 1));
+  EXPECT_FALSE(gemm2_writes_terms(f.g2, f.w2, false, 0, true));
+  // The 4-bit register kernel, with or without biases; not unrounded.
+  const LayerGemmPlan m = w2_of(synthetic_layer("mxfp4", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1));
+  ASSERT_EQ(m.g2, GroupedKernel::kMxfp4Bf16);
+  EXPECT_TRUE(gemm2_writes_terms(m.g2, m.w2, true, 0, true));
+  EXPECT_FALSE(gemm2_writes_terms(m.g2, m.w2, false, 0, false));
+}
+
 TEST(GemmPlan, KernelNames) {
   EXPECT_EQ(to_string(GroupedKernel::kFp8), "grouped wgmma (FP8)");
   EXPECT_EQ(to_string(GroupedKernel::kInt8), "grouped wgmma (INT8)");
