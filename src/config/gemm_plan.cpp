@@ -494,7 +494,8 @@ LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64
     const int64_t elem_bytes = takes_16bit_rows(g1) || takes_16bit_rows(g2) ? 2 : 1;  // 16-bit rows or codes
     w.bytes[W::kSortedRows] = T * k * std::max(H, I) * elem_bytes;
     const int64_t scales_per_row = std::max({int64_t{1}, grouped_scales_per_row(g1, H), grouped_scales_per_row(g2, I)});
-    w.bytes[W::kSortedScales] = 4 * T * k * scales_per_row;
+    // (+ one float per slot: GEMM2's terms instances read each sorted row's routing weight there)
+    w.bytes[W::kSortedScales] = 4 * T * k * (scales_per_row + 1);
     w.bytes[W::kSlotPosition] = 4 * T * k;
   }
   for (int p = 0; p < W::kPieces; ++p) {
@@ -513,7 +514,8 @@ int implied_act_kind(const MoeLayer& layer) {
 
 bool cutlass_writes_terms(GroupedKernel kind, const GemmLayout& L, bool has_bias) {
   const bool divides_by_global = dequantizes_to_workspace(kind) && dequant_divides_by_global_scale(L);
-  return gemm_of(kind) == GroupedKernel::kBf16 && !has_bias && !divides_by_global && L.rows % 8 == 0;
+  const bool kernel = gemm_of(kind) == GroupedKernel::kBf16 || kind == GroupedKernel::kFp8;
+  return kernel && !has_bias && !divides_by_global && L.rows % 8 == 0;
 }
 
 bool gemm2_writes_terms(GroupedKernel kind, const GemmLayout& L, bool has_bias, int act_kind, bool round) {

@@ -107,8 +107,9 @@ bool dequantizes_weights(GroupedKernel kind);
 bool dequantizes_in_registers(GroupedKernel kind);
 // Whether GEMM2's CUTLASS kernel `kind` on layout `L` gets terms instances at load, whose epilogue
 // writes the combine's bf16 terms bf16(w * y) instead of fp32 rows: the bf16 kernel on dense or
-// dequantized weights without a global scale and without a bias (the CUTLASS kernels have both
-// applied after the GEMM), with n % 8 == 0 (the terms' 16-byte bf16 stores).
+// dequantized weights without a global scale, or the FP8 (per-tensor / per-channel) kernel, without
+// a bias (the CUTLASS kernels have both applied after the GEMM), with n % 8 == 0 (the terms' 16-byte
+// bf16 stores).
 bool cutlass_writes_terms(GroupedKernel kind, const GemmLayout& L, bool has_bias);
 // Whether GEMM2 on prefill kernel `kind` writes the combine's terms in a forward with hidden dtype
 // `act_kind` (0 bf16) and rounded intermediates `round`: the 4-bit register kernel, or

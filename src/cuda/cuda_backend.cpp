@@ -104,8 +104,9 @@ struct PrefillGemm {
   DeviceBuffer group_scale;   // weight-only kernels: [experts, k / group, n] bf16 scales (n contiguous)
   cuda::GroupedTcBuffers buf;
   std::unique_ptr<cuda::GroupedTcGemm> gemm[kGroupedTiles];  // by GroupedTile
-  // GEMM2 on the bf16 kernel (dense or dequantized weights) without biases or a global scale: the
-  // same tiles writing the combine's bf16 terms (make_grouped_bf16_terms), bound to the same arrays.
+  // GEMM2 on the bf16 kernel (dense or dequantized weights) or the FP8 one, without biases or a
+  // global scale: the same tiles writing the combine's bf16 terms (make_grouped_bf16_terms,
+  // make_grouped_fp8_terms), bound to the same arrays.
   std::unique_ptr<cuda::GroupedTcGemm> gemm_terms[kGroupedTiles];
   bool has_terms = false;
   int64_t n = 0, k = 0;
@@ -171,8 +172,8 @@ void repack_4bit(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host, i
 }
 
 // Builds projection `L`'s prefill GEMM (weights `experts` on the device, `host` their host copy).
-// `terms`: GEMM2, whose bf16 kernel also gets its terms instances; `weight_on_input`: their terms
-// take no routing weight (it scaled the input).
+// `terms`: GEMM2, whose bf16 or FP8 kernel also gets its terms instances; `weight_on_input`: their
+// terms take no routing weight (it scaled the input).
 void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, const cuda::ExpertTensors* experts,
                        const std::vector<cuda::ExpertTensors>& host, int num_sms, bool terms = false,
                        bool weight_on_input = false) {
@@ -271,10 +272,14 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
       }
     }
     if (terms && cutlass_writes_terms(kind, L, g.has_bias)) {
+      const bool bf16 = gemm_of(kind) == GroupedKernel::kBf16;  // (else FP8)
       cuda::GroupedTcBuffers buf = g.buf;
       if (weight_on_input) buf.row_weight = nullptr;  // (a weight of 1)
-      for (int t = 0; t < kGroupedTiles; ++t)
-        g.gemm_terms[t] = cuda::make_grouped_bf16_terms(static_cast<GroupedTile>(t), buf, E, g.n, g.k, num_sms);
+      for (int t = 0; t < kGroupedTiles; ++t) {
+        const auto tile = static_cast<GroupedTile>(t);
+        g.gemm_terms[t] = bf16 ? cuda::make_grouped_bf16_terms(tile, buf, E, g.n, g.k, num_sms)
+                               : cuda::make_grouped_fp8_terms(tile, buf, E, g.n, g.k, num_sms);
+      }
       g.has_terms = true;
     }
   } catch (const std::exception& e) {
@@ -606,7 +611,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   // interleaved w13), the activation's bf16 rows, written by the GEMM's epilogue instead of d.
   // `terms` (GEMM2 on the register kernel or with PrefillGemm::has_terms): the combine's weighted
   // 16-bit terms instead of d (Fp4GemmParams::terms; the terms instances read each row's weight
-  // from sorted_scales, free by then: the bf16 kernel takes no input scales).
+  // from the last slots of sorted_scales, after the input scales: plan_layer_workspace).
   auto run_prefill = [&](const PrefillGemm& g, void* rows, float* d, uint16_t* act_rows, uint16_t* terms = nullptr) {
     cuda::GroupedSetupParams sp;
     sp.buf = g.buf;
@@ -621,9 +626,12 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     sp.scales_per_row = std::max<int64_t>(1, grouped_scales_per_row(g.kind, g.k));
     sp.d_rows = d;
     const bool weighted_terms = terms != nullptr && !L.routing.router_weight_on_input;
+    float* row_weights = weighted_terms ? m.sorted_scales.get<float>() + (m.sorted_scales.bytes() / sizeof(float) -
+                                                                          static_cast<int64_t>(m.max_tokens) * k)
+                                        : nullptr;  // [max_tokens * top_k]
     if (terms != nullptr) {
       sp.terms_rows = terms;
-      sp.row_weights = weighted_terms ? m.sorted_scales.get<float>() : nullptr;
+      sp.row_weights = row_weights;
     }
     const int tile = options.prefill_tile >= 0 ? options.prefill_tile
                                                : static_cast<int>(plan_grouped_tile(g.kind, num_slots, L.num_experts));
@@ -657,7 +665,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     }
     if (weighted_terms)
       check(cuda::launch_sorted_row_weights(rp.weights, gp.sorted_slots, gp.expert_offsets + E,
-                                            static_cast<int>(num_slots), m.sorted_scales.get<float>(), stream),
+                                            static_cast<int>(num_slots), row_weights, stream),
             "prefill terms: row weights");
     cuda::GroupedTcGemm* gemm = (terms != nullptr ? g.gemm_terms : g.gemm)[tile].get();
     if (!dequantizes_to_workspace(g.kind)) {
@@ -802,8 +810,8 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   // GEMM2 on the register kernel (bf16 rows), or on the bf16 kernel with its terms instances, with
   // the combine rounding each weighted term to bf16: the kernel writes those terms (in y's memory,
   // half its size), the combine only sums them. (Without the GEMMs too, so that the timing of the
-  // rest reads the same bytes as the forward. QMOE_CUTLASS_TERMS=0, for A/B runs: the bf16 kernel
-  // writes fp32 rows instead. Read once.)
+  // rest reads the same bytes as the forward. QMOE_CUTLASS_TERMS=0, for A/B runs: the CUTLASS
+  // kernels write fp32 rows instead. Read once.)
   static const bool cutlass_terms = [] {
     const char* env = std::getenv("QMOE_CUTLASS_TERMS");
     return env == nullptr || std::strcmp(env, "0") != 0;

@@ -56,6 +56,10 @@ std::unique_ptr<GroupedTcGemm> make_grouped_bf16(GroupedTile tile, const Grouped
 // bytes of the fp32 rows, and the combine only sums them.
 std::unique_ptr<GroupedTcGemm> make_grouped_bf16_terms(GroupedTile tile, const GroupedTcBuffers& buf, int groups,
                                                        int64_t n, int64_t k, int num_sms);
+// The same for the FP8 kernel (grouped_sm90_fp8_terms.cu): bf16(row_weight_e[m] * D_e[m, n]) with D_e
+// the scaled fp32 sums as above.
+std::unique_ptr<GroupedTcGemm> make_grouped_fp8_terms(GroupedTile tile, const GroupedTcBuffers& buf, int groups,
+                                                      int64_t n, int64_t k, int num_sms);
 std::unique_ptr<GroupedTcGemm> make_grouped_f16(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
                                                 int64_t k, int num_sms);
 // INT4 and INT8 weights dequantized in the mainloop (grouped_sm90_int4.cu, grouped_sm90_int8w.cu;

@@ -210,9 +210,10 @@ TEST(Cli, InspectCudaPlan) {
     EXPECT_EQ(fp8.at(gemm).at("prefill_tiles").at(0).at("from_tokens").get<int64_t>(), kGroupedMinTokensFp8);
   }
   EXPECT_EQ(fp8.at("w13").at("prefill_tiles").back().at("tile").get<std::string>(), "coop 128x256 cluster 1x2");
-  // GEMM2 writing the combine's terms: FP8's CUTLASS kernel does not, the bf16 one on dense weights
-  // and the 4-bit register kernel (gpt-oss's biases too) do; GEMM1 never.
-  EXPECT_FALSE(fp8.at("w2").at("writes_combine_terms").get<bool>());
+  // GEMM2 writing the combine's terms: FP8's and bf16's CUTLASS kernels and the 4-bit register
+  // kernel (gpt-oss's biases too) do; GEMM1 never.
+  EXPECT_TRUE(fp8.at("w2").at("writes_combine_terms").get<bool>());
+  EXPECT_FALSE(fp8.at("w13").at("writes_combine_terms").get<bool>());
   const auto dense = plan_of("unquantized");
   EXPECT_TRUE(dense.at("w2").at("writes_combine_terms").get<bool>());
   EXPECT_FALSE(dense.at("w13").at("writes_combine_terms").get<bool>());

@@ -1099,13 +1099,13 @@ TEST(GemmPlan, Gemm2WritesTheCombinesTerms) {
   EXPECT_FALSE(cutlass_writes_terms(d.g2, odd, false));
   EXPECT_TRUE(summarize_cuda_plan(dense, 0).w2.writes_terms);
   EXPECT_FALSE(summarize_cuda_plan(dense, 0).w13.writes_terms);
-  // The bf16 kernel on dequantized weights (act order), and FP8 (its terms are not built).
+  // The bf16 kernel on dequantized weights (act order), and FP8 per channel.
   const MoeLayer act_order = with_act_order(synthetic_layer("w4a16_g32", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1));
   const LayerGemmPlan a = w2_of(act_order);
   ASSERT_EQ(a.g2, GroupedKernel::kDequantBf16);
   EXPECT_TRUE(gemm2_writes_terms(a.g2, a.w2, false, 0, true));
   const LayerGemmPlan f = w2_of(synthetic_layer("fp8_channel", {"small", 8, 2, 256, 128}, 7, 1));
-  EXPECT_FALSE(gemm2_writes_terms(f.g2, f.w2, false, 0, true));
+  EXPECT_TRUE(gemm2_writes_terms(f.g2, f.w2, false, 0, true));
   // The 4-bit register kernel, with or without biases; not unrounded.
   const LayerGemmPlan m = w2_of(synthetic_layer("mxfp4", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1));
   ASSERT_EQ(m.g2, GroupedKernel::kMxfp4Bf16);
