@@ -1,6 +1,7 @@
 // `qmoe bench`: synthetic layers of real model shapes x schemes x token counts on the CUDA backend,
 // timed by CUDA-graph replay over rotating inputs; reports time, unique weight bytes, bandwidth,
 // FLOP rate and the roofline fraction, plus the per-expert token counts for the torch baseline.
+#include <charconv>
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -37,7 +38,8 @@ double peak_tflops(const std::string& scheme) {
   return 790.0;
 }
 
-// "auto", "decode", "prefill" or "prefill:<tile>" (a forced prefill tile configuration).
+// "auto", "decode", "prefill", "prefill:<tile>" (a forced prefill tile configuration) or
+// "prefill:<tile1>/<tile2>" (GEMM1's and GEMM2's).
 ForwardOptions options_of_path(const std::string& name) {
   ForwardOptions o;
   const size_t colon = name.find(':');
@@ -49,12 +51,19 @@ ForwardOptions options_of_path(const std::string& name) {
       known = true;
     }
   if (!known || (colon != std::string::npos && o.gemm_path != GemmPath::kPrefill))
-    throw Error("--gemm-paths: unknown path '" + name + "' (auto, decode, prefill, prefill:<tile>)");
-  if (colon != std::string::npos) {
-    o.prefill_tile = std::stoi(name.substr(colon + 1));
-    if (o.prefill_tile < 0 || o.prefill_tile >= kGroupedTiles)
+    throw Error("--gemm-paths: unknown path '" + name + "' (auto, decode, prefill, prefill:<tile>, prefill:<tile1>/<tile2>)");
+  if (colon == std::string::npos) return o;
+  const std::string tiles = name.substr(colon + 1);
+  const size_t slash = tiles.find('/');
+  auto tile_of = [&](const std::string& text) {
+    int t = -1;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), t);
+    if (ec != std::errc() || end != text.data() + text.size() || t < 0 || t >= kGroupedTiles)
       throw Error("--gemm-paths: " + name + ": prefill tiles are 0.." + std::to_string(kGroupedTiles - 1));
-  }
+    return t;
+  };
+  o.prefill_tile = tile_of(tiles.substr(0, slash));
+  if (slash != std::string::npos) o.prefill_tile2 = tile_of(tiles.substr(slash + 1));
   return o;
 }
 

@@ -180,8 +180,9 @@ struct ForwardOptions {
   bool round_intermediate = true;
   GemmPath gemm_path = GemmPath::kAuto;
   // Benchmarks: force the prefill kernels' tile configuration i (qmoe bench --gemm-paths
-  // prefill:i); -1: the planner's choice.
+  // prefill:i); -1: the planner's choice. prefill_tile2: GEMM2's own (prefill:i/j), -1: prefill_tile.
   int prefill_tile = -1;
+  int prefill_tile2 = -1;
 };
 
 // A compute backend. forward() takes hidden_states [T, hidden] (BF16, F16 or F32) and

@@ -484,9 +484,10 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
                        void* stream_ptr, const ForwardOptions& options, bool gemms) const {
   const Impl& m = *impl_;
   const MoeLayer& L = *m.layer;
-  if (options.prefill_tile >= kGroupedTiles)
-    throw Error("ForwardOptions::prefill_tile " + std::to_string(options.prefill_tile) + ": there are " +
-                std::to_string(kGroupedTiles) + " tile configurations");
+  for (int t : {options.prefill_tile, options.prefill_tile2})
+    if (t >= kGroupedTiles)
+      throw Error("ForwardOptions::prefill_tile " + std::to_string(t) + ": there are " +
+                  std::to_string(kGroupedTiles) + " tile configurations");
   if (tokens < 0 || tokens > m.max_tokens)
     throw Error("CudaMoeLayer::forward: " + std::to_string(tokens) + " tokens, workspace holds " +
                 std::to_string(m.max_tokens));
@@ -498,13 +499,13 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   // Decode or prefill kernels, per projection (the prefill ones read the decode kernels' codes).
   if (options.gemm_path == GemmPath::kPrefill && plan.g1 == GroupedKernel::kNone && plan.g2 == GroupedKernel::kNone)
     throw NotSupported("prefill GEMMs for this scheme are not supported yet");
-  // A forced tile must exist for every prefill kernel of the layer (checked before any launch).
-  if (options.prefill_tile >= 0 && options.gemm_path != GemmPath::kDecode)
-    for (GroupedKernel g : {plan.g1, plan.g2})
-      if (g != GroupedKernel::kNone && !grouped_tile_built(g, static_cast<GroupedTile>(options.prefill_tile)))
-        throw NotSupported("prefill tile " + to_string(static_cast<GroupedTile>(options.prefill_tile)) + " (" +
-                           std::to_string(options.prefill_tile) + ") is not built for the " + to_string(g) +
-                           " kernel");
+  // A forced tile must exist for the prefill kernel it is forced on (checked before any launch).
+  const int forced_tile2 = options.prefill_tile2 >= 0 ? options.prefill_tile2 : options.prefill_tile;
+  if (options.gemm_path != GemmPath::kDecode)
+    for (auto [g, tile] : {std::pair{plan.g1, options.prefill_tile}, std::pair{plan.g2, forced_tile2}})
+      if (tile >= 0 && g != GroupedKernel::kNone && !grouped_tile_built(g, static_cast<GroupedTile>(tile)))
+        throw NotSupported("prefill tile " + to_string(static_cast<GroupedTile>(tile)) + " (" + std::to_string(tile) +
+                           ") is not built for the " + to_string(g) + " kernel");
   // kDequantBf16 / kDequantF16 without its workspace, the FP4 kernel without its repacked weights.
   auto unprepared = [](const PrefillGemm& g) {
     return (dequantizes_to_workspace(g.kind) && g.batch_experts == 0) ||
@@ -633,8 +634,8 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       sp.terms_rows = terms;
       sp.row_weights = row_weights;
     }
-    const int tile = options.prefill_tile >= 0 ? options.prefill_tile
-                                               : static_cast<int>(plan_grouped_tile(g.kind, num_slots, L.num_experts));
+    const int forced = &g == &m.prefill2 ? forced_tile2 : options.prefill_tile;
+    const int tile = forced >= 0 ? forced : static_cast<int>(plan_grouped_tile(g.kind, num_slots, L.num_experts));
     if (dequantizes_in_registers(g.kind)) {
       cuda::Fp4GemmParams fp;
       fp.format = w4_format(g);

@@ -122,6 +122,11 @@ TEST(Cli, BenchRejectsUnknownGemmPathsBeforeAnyWork) {
   Result r = run_cli("bench --gemm-paths decode,prefill:7");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("prefill tiles are 0..5"));
+  for (const char* path : {"prefill:1/6", "prefill:1/", "prefill:x/1", "prefill:1/2/3"}) {
+    r = run_cli(std::string("bench --gemm-paths ") + path);
+    EXPECT_EQ(r.exit_code, 2) << path << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr("prefill tiles are 0..5")) << path;
+  }
   r = run_cli("bench --gemm-paths fast");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("unknown path 'fast'"));

@@ -248,7 +248,7 @@ void random_inputs(int64_t tokens, const MoeLayer& L, Tensor& x, Tensor& logits)
 
 void expect_cuda_matches_cpu(const MoeLayer& layer, const Tensor& x, const Tensor& logits, const std::string& what,
                              GemmPath path = GemmPath::kAuto, Comparison bound = Comparison::kCudaVsReference,
-                             int prefill_tile = -1) {
+                             int prefill_tile = -1, int prefill_tile2 = -1) {
   auto cpu = make_backend("cpu");
   auto gpu = make_backend("cuda");
   for (bool round : {true, false}) {
@@ -256,6 +256,7 @@ void expect_cuda_matches_cpu(const MoeLayer& layer, const Tensor& x, const Tenso
     options.round_intermediate = round;
     options.gemm_path = path;
     options.prefill_tile = prefill_tile;
+    options.prefill_tile2 = prefill_tile2;
     const Tensor want = cpu->forward(layer, x, logits, options);
     const Tensor got = gpu->forward(layer, x, logits, options);
     const OutputDiff d = compare_outputs(got, want);
@@ -453,6 +454,7 @@ TEST(PrefillKernels, EveryTileMatchesTheCpuBackend) {
       const LayerGemmPlan plan = plan_layer_gemms(layer, 0, true);
       Tensor x, logits;
       random_inputs(300, layer, x, logits);
+      std::vector<int> built;  // the tiles of both GEMMs' kernels
       for (int tile = 0; tile < kGroupedTiles; ++tile) {
         const auto t = static_cast<GroupedTile>(tile);
         const std::string what = std::string("prefill ") + name_of(s) + " H " + std::to_string(shape.hidden) +
@@ -470,7 +472,14 @@ TEST(PrefillKernels, EveryTileMatchesTheCpuBackend) {
           continue;
         }
         expect_cuda_matches_cpu(layer, x, logits, what, GemmPath::kPrefill, Comparison::kCudaVsReference, tile);
+        built.push_back(tile);
       }
+      // GEMM1 and GEMM2 on different tiles (prefill:<tile1>/<tile2>): the first and last built.
+      ASSERT_FALSE(built.empty()) << name_of(s);
+      expect_cuda_matches_cpu(layer, x, logits,
+                              std::string("prefill ") + name_of(s) + " H " + std::to_string(shape.hidden) + " tiles " +
+                                  std::to_string(built.front()) + "/" + std::to_string(built.back()),
+                              GemmPath::kPrefill, Comparison::kCudaVsReference, built.front(), built.back());
     }
   }
 }
