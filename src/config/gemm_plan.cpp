@@ -340,13 +340,12 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
   return "?";
 }
 
-GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_experts) {
+GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_experts, int64_t k) {
   // The dequantizing kernels run their GEMM's tiles; f16's are bf16's (same MMA rate, not swept apart).
   kind = gemm_of(kind) == GroupedKernel::kF16 ? GroupedKernel::kBf16 : gemm_of(kind);
   const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_experts, 1);
   if (dequantizes_in_registers(kind))
     return rows_per_expert <= kMxfp4MaxRowsFor128 ? GroupedTile::kSmall : GroupedTile::kLarge;
-  const int min_rows_256 = kind == GroupedKernel::kFp8 ? kGroupedMinRowsFor256Fp8 : kGroupedMinRowsFor256Int8;
   if (dequantizes_weights(kind)) {
     if (rows_per_expert < kInt4MinRowsForTiny48) return GroupedTile::kTiny;
     if (rows_per_expert < kInt4MinRowsForSmall) return GroupedTile::kTiny48;
@@ -356,8 +355,9 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
   if (kind == GroupedKernel::kFp8Block)
     return rows_per_expert < kFp8BlockMinRowsForMedium ? GroupedTile::kSmall : GroupedTile::kMedium;
   if (rows_per_expert < kGroupedMinRowsFor128) return GroupedTile::kSmall;
-  if (kind == GroupedKernel::kBf16) return rows_per_expert < kGroupedMinRowsFor192Bf16 ? GroupedTile::kMedium : GroupedTile::kLarge;
-  return rows_per_expert < min_rows_256 ? GroupedTile::kMedium : GroupedTile::kHuge;
+  // bf16 on a short reduction (GEMM2 of the TP8 shapes): 128 x 192 beat 128 x 256 (gemm_tuning.h).
+  if (kind == GroupedKernel::kBf16 && k < kBf16MinReductionFor256) return GroupedTile::kLarge;
+  return GroupedTile::kHuge;
 }
 
 namespace {
@@ -525,7 +525,7 @@ bool gemm2_writes_terms(GroupedKernel kind, const GemmLayout& L, bool has_bias, 
 
 CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
   const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, true);
-  auto gemm = [&](GemmKernel decode, GroupedKernel prefill) {
+  auto gemm = [&](GemmKernel decode, GroupedKernel prefill, int64_t k) {  // k: the GEMM's reduction
     CudaPlanSummary::Gemm g;
     g.decode = to_string(decode);
     g.prefill = to_string(prefill);
@@ -533,12 +533,12 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
     g.prefill_from_tokens = grouped_min_tokens(prefill, layer.num_experts, layer.top_k, layer.inter);
     // Every batch size in turn (a cheap pure function), so each switch is exact.
     for (int64_t tokens = g.prefill_from_tokens; tokens <= kPlanSummaryMaxTokens; ++tokens) {
-      std::string tile = tile_config(prefill, plan_grouped_tile(prefill, tokens * layer.top_k, layer.num_experts));
+      std::string tile = tile_config(prefill, plan_grouped_tile(prefill, tokens * layer.top_k, layer.num_experts, k));
       if (g.tiles.empty() || g.tiles.back().second != tile) g.tiles.emplace_back(tokens, std::move(tile));
     }
     return g;
   };
-  CudaPlanSummary summary{gemm(plan.k1, plan.g1), gemm(plan.k2, plan.g2)};
+  CudaPlanSummary summary{gemm(plan.k1, plan.g1, layer.hidden), gemm(plan.k2, plan.g2, layer.inter)};
   const bool w2_bias = !layer.experts.empty() && !layer.experts[0].w2_bias.empty();
   summary.w2.writes_terms = plan.g2 != GroupedKernel::kNone && gemm2_writes_terms(plan.g2, plan.w2, w2_bias, act_kind, true);
   // Every expert has the shapes of the loaded ones (inspect loads expert 0 alone).

@@ -152,8 +152,9 @@ bool grouped_tile_built(GroupedKernel kind, GroupedTile t);
 // (input rows x weight rows; the transposed W4A16 kernel's are weight rows x input rows).
 std::string tile_config(GroupedKernel kind, GroupedTile t);
 // The tile of prefill kernel `kind` for num_slots (tokens * top_k) slots over num_experts (all of
-// them, local or not): the mean rows per expert decide (gemm_tuning.h, measured on the H200).
-GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_experts);
+// them, local or not) on a GEMM of reduction k: the mean rows per expert decide, and for bf16 also k
+// (gemm_tuning.h, measured on the H200).
+GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_experts, int64_t k);
 
 // From how many tokens the automatic path runs prefill kernel `kind` on a layer of num_experts
 // experts (all of them, local or not: each local expert gets tokens * top_k / num_experts rows on

@@ -226,21 +226,30 @@ inline constexpr int kInt4MinRowsForTiny48 = 28;
 inline constexpr int kInt4MinRowsForSmall = 44;
 inline constexpr int kInt4MinRowsForMedium = 128;
 inline constexpr int kInt4MinRowsForLarge = 256;
-// Prefill tiles by mean rows per expert: 64 x 128 pingpong below kGroupedMinRowsFor128 (up to 1.15x
-// faster than 128-row tiles at 16-1024 tokens on Qwen3-30B-A3B and DeepSeek-V3), then 128 x 128
-// cooperative (INT8 and bf16 only: FP8's next tile starts at the same 64 rows), then in clusters of
-// 2: 128 x 256 for FP8 (from kGroupedMinRowsFor256Fp8) and INT8 (from kGroupedMinRowsFor256Int8),
-// 128 x 192 for bf16 (from kGroupedMinRowsFor192Bf16; 1.1-1.3x faster than 128 x 128 at 256 rows).
-// 128 x 256 against 128 x 192 (H200, 2026-11-30, two same-run repetitions at 4096 / 8192 / 16384
-// tokens, TFLOP/s, bench/RESULTS.md): Qwen3-30B-A3B +4-9% for all three kernels (FP8 16384: 900 vs
-// 835); DeepSeek-V3 FP8 +3-5% at 4096 / 8192, -1..-4% at 16384, INT8 +4-6%, bf16 -1..-4% at 8192 /
-// 16384; Mixtral FP8 -2..+8% (a tie at 4096, +4% at 16384), INT8 and bf16 -5..+7% (ties within the
-// spread). FP8 at 64 rows: 128 x 256 beat 128 x 128 too (Qwen3-30B-A3B at 1024 tokens 342 vs 327,
-// DeepSeek-V3 at 2048 464 vs 457). bf16 keeps 128 x 192: its losses on DeepSeek-V3 set it apart.
+// Prefill tiles of the FP8, INT8 and bf16 kernels by mean rows per expert: 64 x 128 pingpong below
+// kGroupedMinRowsFor128 (up to 1.15x faster than 128-row tiles at 16-1024 tokens on Qwen3-30B-A3B
+// and DeepSeek-V3), then cooperative 128 x 256 in clusters of 2, except bf16's GEMM2 with a
+// reduction (inter) below kBf16MinReductionFor256, which takes 128 x 192 in clusters of 2.
+// Each GEMM's tile apart (qmoe bench prefill:<tile1>/<tile2>; H200, 2026-12-01, bench/runs/
+// 2026-12-01_session26/tiles_*.txt, GEMM us at 2048 / 4096 / 8192 tokens):
+// - bf16, old plan (128 x 128 from 64 rows, 128 x 192 from 256) against 128 x 256 for GEMM1 and
+//   128 x 192 for GEMM2: DeepSeek-V3 TP8 949 / 1369 / 2255 against 917 / 1203 / 1905, Kimi-K2 TP8
+//   1472 / 2713 against 1422 / 2271 at 4096 / 8192 (k 256: 128 x 256 for both 1249 / 1943 and 1499 /
+//   2380); 128 x 256 for both: Qwen3-30B-A3B 466 / 708 / 1169 against 455 / 664 / 1114 (128 x 192 for
+//   GEMM2 463 / 687 / 1165), DeepSeek-V3 6135 / 9317 / 12193 against 6087 / 7861 / 11922; Mixtral
+//   (its rows all above 256) 128 x 192 against 128 x 256 forced in the same run 2551 / 4739 / 9193
+//   against 2363 / 4671 / 8930 (its automatic rows, first of each batch, ran up to 12% faster than the
+//   same tile forced later: the power cap).
+// - INT8 (128 x 128 from 64 rows, 128 x 256 from 256) against 128 x 256 from 64: DeepSeek-V3 4319
+//   against 3890 at 4096, DeepSeek-V3 TP8 966 against 829 at 4096, Kimi-K2 TP8 1069 / 1881 against
+//   961 / 1564 at 4096 / 8192; 128 x 128 for either GEMM was slower than 128 x 256 for both on every
+//   shape.
+// - FP8 (128 x 256 from 64 rows since 2026-11-30): no pair of tiles beat 128 x 256 for both beyond
+//   1% (the one-GEMM 128 x 128 / 128 x 192 pairs were 1-13% slower).
+// Earlier (2026-11-30), 128 x 256 against 128 x 192 for both GEMMs: bf16 DeepSeek-V3 -1..-4% at 8192 /
+// 16384 tokens, Mixtral within the spread.
 inline constexpr int kGroupedMinRowsFor128 = 64;
-inline constexpr int kGroupedMinRowsFor256Fp8 = 64;
-inline constexpr int kGroupedMinRowsFor256Int8 = 256;
-inline constexpr int kGroupedMinRowsFor192Bf16 = 256;
+inline constexpr int kBf16MinReductionFor256 = 512;
 // FP8 block: 64 x 128 pingpong tiles below this many rows per expert, then 128 x 128 cooperative
 // (H200, 2026-11-30, GEMM us: DeepSeek-V3 32 rows 3023 vs 3328, 128 rows 5583 vs 5203; Qwen3-30B-A3B
 // 64 rows 268 vs 291, 256 rows 702 vs 709; Mixtral 256 rows 1110 vs 919). The third tile (no

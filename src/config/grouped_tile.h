@@ -9,11 +9,11 @@ namespace qmoe {
 // each, all loaded with the layer; the values are the `prefill:<tile>` numbers of qmoe bench). What
 // each is for each kernel: tile_config.
 enum class GroupedTile {
-  kMedium,  // FP8/INT8/BF16: cooperative 128 x 128 (not planned for FP8); W4A16: cooperative 128 x
-            // 192, clusters of 2
-  kLarge,   // FP8/INT8/BF16: cooperative 128 x 192, clusters of 2 (planned for BF16 only);
-            // W4A16: 128 x 256, clusters of 2; FP8 block: cooperative 128 x 128 without clusters
-            // (a sweep option, not planned)
+  kMedium,  // FP8/INT8/BF16: cooperative 128 x 128 (a sweep option, not planned); W4A16: cooperative
+            // 128 x 192, clusters of 2
+  kLarge,   // FP8/INT8/BF16: cooperative 128 x 192, clusters of 2 (planned for bf16's GEMMs of short
+            // reduction only); W4A16: 128 x 256, clusters of 2; FP8 block: cooperative 128 x 128
+            // without clusters (a sweep option, not planned)
   kSmall,   // FP8/INT8/BF16/FP8 block: pingpong 64 x 128; W4A16: cooperative 128 x 128
   kHuge,    // FP8/INT8/BF16: cooperative 128 x 256, clusters of 2; not built for the others
   kTiny,    // W4A16/W8A16/W4A8: cooperative 128 x 32 (a few input rows per expert: the 128-row tiles

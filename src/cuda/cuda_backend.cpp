@@ -635,7 +635,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       sp.row_weights = row_weights;
     }
     const int forced = &g == &m.prefill2 ? forced_tile2 : options.prefill_tile;
-    const int tile = forced >= 0 ? forced : static_cast<int>(plan_grouped_tile(g.kind, num_slots, L.num_experts));
+    const int tile = forced >= 0 ? forced : static_cast<int>(plan_grouped_tile(g.kind, num_slots, L.num_experts, g.k));
     if (dequantizes_in_registers(g.kind)) {
       cuda::Fp4GemmParams fp;
       fp.format = w4_format(g);

@@ -471,8 +471,8 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kSmall), "persistent 128x128 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kLarge), "persistent 128x256 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kMedium), "none");
-  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kMxfp4Bf16, int64_t{kMxfp4MaxRowsFor128} * 128, 128), GroupedTile::kSmall);
-  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kMxfp4Bf16, int64_t{kMxfp4MaxRowsFor128} * 128 + 1, 128), GroupedTile::kLarge);
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kMxfp4Bf16, int64_t{kMxfp4MaxRowsFor128} * 128, 128, 4096), GroupedTile::kSmall);
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kMxfp4Bf16, int64_t{kMxfp4MaxRowsFor128} * 128 + 1, 128, 4096), GroupedTile::kLarge);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), (int64_t{kGroupedMinRowsPerExpertMxfp4LongReduction} * 128 + 3) / 4);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), int64_t{kGroupedMinRowsPerExpertMxfp4FewExperts} * 4);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), 100);  // Mixtral-8x7B: 25 rows per expert
@@ -642,7 +642,7 @@ TEST(GemmPlan, F16ModelsPrefillKernels) {
   EXPECT_EQ(gemm_of(GroupedKernel::kDequantBf16), GroupedKernel::kBf16);
   EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kF16, 256), 0);
   EXPECT_EQ(tile_config(GroupedKernel::kDequantF16, GroupedTile::kLarge), tile_config(GroupedKernel::kF16, GroupedTile::kLarge));
-  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kF16, 4096 * 2, 8), plan_grouped_tile(GroupedKernel::kBf16, 4096 * 2, 8));
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kF16, 4096 * 2, 8, 4096), plan_grouped_tile(GroupedKernel::kBf16, 4096 * 2, 8, 4096));
   // (The f16 dequantized path's switch is its own: 128 rows per expert.)
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantF16, 8, 2, 14336), kGroupedMinRowsPerExpertDequantF16 * 8 / 2);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kF16, 8, 2, 14336), grouped_min_tokens(GroupedKernel::kBf16, 8, 2, 14336));
@@ -780,7 +780,7 @@ TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {
     EXPECT_EQ(tile_config(GroupedKernel::kDequantBf16, tile), tile_config(GroupedKernel::kBf16, tile));
   }
   for (int64_t slots : {64, 1024, 8192, 65536})
-    EXPECT_EQ(plan_grouped_tile(GroupedKernel::kDequantBf16, slots, 128), plan_grouped_tile(GroupedKernel::kBf16, slots, 128));
+    EXPECT_EQ(plan_grouped_tile(GroupedKernel::kDequantBf16, slots, 128, 4096), plan_grouped_tile(GroupedKernel::kBf16, slots, 128, 4096));
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantBf16, 128, 8, 768),
             (int64_t{kGroupedMinRowsPerExpertDequant} * 128 + 7) / 8);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 2, 14336), int64_t{kGroupedMinRowsPerExpertDequant} * 4);
@@ -914,84 +914,22 @@ TEST(GemmPlan, PrefillFromTheCrossover) {
 
 TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   // Mean rows per expert: Qwen3-30B-A3B (128 experts, top-8) at 1024 tokens has 64, Mixtral (8,
-  // top-2) at 4096 tokens 1024, DeepSeek-V3 (256, top-8) at 16 tokens 0.5.
+  // top-2) at 4096 tokens 1024, DeepSeek-V3 (256, top-8) at 16 tokens 0.5. k: the GEMM's reduction.
   for (GroupedKernel kind : {GroupedKernel::kFp8, GroupedKernel::kInt8, GroupedKernel::kBf16}) {
-    const int min_256 = kind == GroupedKernel::kFp8    ? kGroupedMinRowsFor256Fp8
-                        : kind == GroupedKernel::kInt8 ? kGroupedMinRowsFor256Int8
-                                                       : kGroupedMinRowsFor192Bf16;
-    const GroupedTile widest = kind == GroupedKernel::kBf16 ? GroupedTile::kLarge : GroupedTile::kHuge;
-    EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128 - 1, 128), GroupedTile::kSmall);
-    if (min_256 > kGroupedMinRowsFor128) {
-      EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128, 128), GroupedTile::kMedium);
-      EXPECT_EQ(plan_grouped_tile(kind, int64_t{min_256} * 8 - 1, 8), GroupedTile::kMedium);
+    for (int64_t k : {int64_t{7168}, int64_t{kBf16MinReductionFor256}, int64_t{256}}) {
+      // bf16 on a short reduction (the TP8 shapes' GEMM2): 128 x 192; else 128 x 256.
+      const GroupedTile wide = kind == GroupedKernel::kBf16 && k < kBf16MinReductionFor256 ? GroupedTile::kLarge
+                                                                                          : GroupedTile::kHuge;
+      EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128 - 1, 128, k), GroupedTile::kSmall);
+      EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128, 128, k), wide);
+      EXPECT_EQ(plan_grouped_tile(kind, 16384 * 2, 8, k), wide);
+      EXPECT_EQ(plan_grouped_tile(kind, 16 * 8, 256, k), GroupedTile::kSmall);
+      EXPECT_EQ(plan_grouped_tile(kind, 0, 0, k), GroupedTile::kSmall);
     }
-    EXPECT_EQ(plan_grouped_tile(kind, int64_t{min_256} * 8, 8), widest);
-    EXPECT_EQ(plan_grouped_tile(kind, 16384 * 2, 8), widest);
-    EXPECT_EQ(plan_grouped_tile(kind, 16 * 8, 256), GroupedTile::kSmall);
-    EXPECT_EQ(plan_grouped_tile(kind, 0, 0), GroupedTile::kSmall);
   }
-  EXPECT_LT(kGroupedMinRowsFor128, kGroupedMinRowsFor256Int8);
-  EXPECT_LT(kGroupedMinRowsFor128, kGroupedMinRowsFor192Bf16);
-  EXPECT_LE(kGroupedMinRowsFor128, kGroupedMinRowsFor256Fp8);
-  // Qwen3-30B-A3B at 1024 tokens (64 rows per expert): FP8 runs 128 x 256, INT8 128 x 128.
-  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kFp8, 1024 * 8, 128), GroupedTile::kHuge);
-  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt8, 1024 * 8, 128), GroupedTile::kMedium);
-  // FP8 block: 64-row pingpong tiles, then 128 x 128 (DeepSeek-V3 at 4096 tokens: 128 rows); the
-  // cluster-less third tile is never planned.
-  const GroupedKernel block = GroupedKernel::kFp8Block;
-  EXPECT_EQ(plan_grouped_tile(block, int64_t{kFp8BlockMinRowsForMedium} * 256 - 1, 256), GroupedTile::kSmall);
-  EXPECT_EQ(plan_grouped_tile(block, int64_t{kFp8BlockMinRowsForMedium} * 256, 256), GroupedTile::kMedium);
-  EXPECT_EQ(plan_grouped_tile(block, 16384 * 8, 8), GroupedTile::kMedium);
-  EXPECT_EQ(tile_config(block, GroupedTile::kLarge), "coop 128x128 cluster 1x1");
-  // W4A16 has its own thresholds (its tiles differ): 128 x 32, then 128 x 48 for a few rows per expert.
-  const GroupedKernel int4 = GroupedKernel::kInt4Bf16;
-  EXPECT_EQ(plan_grouped_tile(int4, 0, 0), GroupedTile::kTiny);
-  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForTiny48} * 8 - 1, 8), GroupedTile::kTiny);
-  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForTiny48} * 8, 8), GroupedTile::kTiny48);
-  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForSmall} * 8 - 1, 8), GroupedTile::kTiny48);
-  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForSmall} * 8, 8), GroupedTile::kSmall);
-  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt4Codes, 16 * 256, 256), GroupedTile::kTiny);
-  // Mixtral at 128 tokens (32 rows per expert) and DeepSeek-V3 at 1024: 128 x 48.
-  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt4Codes, 128 * 2, 8), GroupedTile::kTiny48);
-  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt8Bf16, 1024 * 8, 256), GroupedTile::kTiny48);
-  EXPECT_LT(kInt4MinRowsForTiny48, kInt4MinRowsForSmall);
-  EXPECT_LT(kInt4MinRowsForSmall, kInt4MinRowsForMedium);
-  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForMedium} * 256 - 1, 256), GroupedTile::kSmall);
-  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForMedium} * 256, 256), GroupedTile::kMedium);
-  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForLarge} * 8 - 1, 8), GroupedTile::kMedium);
-  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForLarge} * 8, 8), GroupedTile::kLarge);
-  EXPECT_LT(kInt4MinRowsForMedium, kInt4MinRowsForLarge);
-  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt8Bf16, int64_t{kInt4MinRowsForLarge} * 8, 8), GroupedTile::kLarge);
-  EXPECT_EQ(to_string(GroupedTile::kLarge), "large");
-  EXPECT_EQ(tile_config(GroupedKernel::kFp8, GroupedTile::kLarge), "coop 128x192 cluster 1x2");
-  EXPECT_EQ(tile_config(int4, GroupedTile::kLarge), "coop 128x256 cluster 2x1 (weight rows x input rows)");
-  // The fourth tile exists for the FP8, INT8 and BF16 kernels only.
-  EXPECT_EQ(to_string(GroupedTile::kHuge), "huge");
-  EXPECT_EQ(tile_config(GroupedKernel::kInt8, GroupedTile::kHuge), "coop 128x256 cluster 1x2");
-  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kFp8, GroupedTile::kHuge));
-  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kBf16, GroupedTile::kHuge));
-  EXPECT_FALSE(grouped_tile_built(int4, GroupedTile::kHuge));
-  EXPECT_FALSE(grouped_tile_built(block, GroupedTile::kHuge));
-  EXPECT_FALSE(grouped_tile_built(GroupedKernel::kNone, GroupedTile::kSmall));
-  EXPECT_TRUE(grouped_tile_built(block, GroupedTile::kLarge));
-  EXPECT_EQ(tile_config(int4, GroupedTile::kHuge), "none");
-  // The fifth only for the kernels that dequantize weights.
-  EXPECT_EQ(to_string(GroupedTile::kTiny), "tiny");
-  EXPECT_TRUE(grouped_tile_built(int4, GroupedTile::kTiny));
-  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kInt4Codes, GroupedTile::kTiny));
-  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kInt8Bf16, GroupedTile::kTiny));
-  EXPECT_FALSE(grouped_tile_built(GroupedKernel::kFp8, GroupedTile::kTiny));
-  EXPECT_FALSE(grouped_tile_built(block, GroupedTile::kTiny));
-  EXPECT_FALSE(grouped_tile_built(GroupedKernel::kBf16, GroupedTile::kTiny));
-  EXPECT_EQ(tile_config(int4, GroupedTile::kTiny), "coop 128x32 (weight rows x input rows)");
-  EXPECT_EQ(tile_config(GroupedKernel::kFp8, GroupedTile::kTiny), "none");
-  // The sixth too.
-  EXPECT_EQ(to_string(GroupedTile::kTiny48), "tiny48");
-  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kInt4Codes, GroupedTile::kTiny48));
-  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kInt8Bf16, GroupedTile::kTiny48));
-  EXPECT_FALSE(grouped_tile_built(GroupedKernel::kInt8, GroupedTile::kTiny48));
-  EXPECT_FALSE(grouped_tile_built(block, GroupedTile::kTiny48));
-  EXPECT_EQ(tile_config(int4, GroupedTile::kTiny48), "coop 128x48 (weight rows x input rows)");
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kBf16, 8192 * 8, 256, 256), GroupedTile::kLarge);
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kBf16, 8192 * 8, 256, 7168), GroupedTile::kHuge);
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt8, 8192 * 8, 256, 256), GroupedTile::kHuge);
   EXPECT_EQ(tile_config(GroupedKernel::kBf16, GroupedTile::kTiny48), "none");
 }
 
@@ -1000,11 +938,12 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
 // without prefill kernels.
 TEST(GemmPlan, CudaPlanSummary) {
   // Each entry's batch is exactly where the planner's tile changes.
-  auto expect_exact_switches = [](const CudaPlanSummary::Gemm& g, GroupedKernel kind, const MoeLayer& L) {
+  // (k: the GEMM's reduction, hidden for w13 and inter for w2.)
+  auto expect_exact_switches = [](const CudaPlanSummary::Gemm& g, GroupedKernel kind, const MoeLayer& L, int64_t k) {
     ASSERT_FALSE(g.tiles.empty());
     EXPECT_EQ(g.tiles.front().first, g.prefill_from_tokens);
     auto tile_at = [&](int64_t tokens) {
-      return tile_config(kind, plan_grouped_tile(kind, tokens * L.top_k, L.num_experts));
+      return tile_config(kind, plan_grouped_tile(kind, tokens * L.top_k, L.num_experts, k));
     };
     for (size_t i = 0; i < g.tiles.size(); ++i) {
       EXPECT_EQ(tile_at(g.tiles[i].first), g.tiles[i].second);
@@ -1018,12 +957,12 @@ TEST(GemmPlan, CudaPlanSummary) {
     EXPECT_EQ(g->decode, to_string(GemmKernel::kTensorCoreCodes));
     EXPECT_EQ(g->prefill, to_string(GroupedKernel::kFp8));
     EXPECT_EQ(g->prefill_from_tokens, kGroupedMinTokensFp8);
-    expect_exact_switches(*g, GroupedKernel::kFp8, fp8);
+    expect_exact_switches(*g, GroupedKernel::kFp8, fp8, g == &s.w13 ? fp8.hidden : fp8.inter);
     // 64 x 128 pingpong, then from 64 rows per expert (1024 tokens x top-8 over 128 experts) FP8's
     // 128 x 256.
     ASSERT_EQ(g->tiles.size(), 2u);
     EXPECT_EQ(g->tiles[0].second, tile_config(GroupedKernel::kFp8, GroupedTile::kSmall));
-    EXPECT_EQ(g->tiles[1].first, int64_t{kGroupedMinRowsFor256Fp8} * 128 / 8);
+    EXPECT_EQ(g->tiles[1].first, int64_t{kGroupedMinRowsFor128} * 128 / 8);
     EXPECT_EQ(g->tiles[1].second, tile_config(GroupedKernel::kFp8, GroupedTile::kHuge));
   }
   // W4A16 on 8 experts, top-2: the mixed-input kernel from its rows-per-expert crossover on its
@@ -1032,7 +971,7 @@ TEST(GemmPlan, CudaPlanSummary) {
   const CudaPlanSummary m = summarize_cuda_plan(w4, 0);
   EXPECT_EQ(m.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kInt4Bf16, 8, 2, 128));
   EXPECT_EQ(m.w13.prefill_from_tokens, int64_t{kGroupedMinRowsPerExpertInt4FewExperts} * 8 / 2);
-  expect_exact_switches(m.w13, GroupedKernel::kInt4Bf16, w4);
+  expect_exact_switches(m.w13, GroupedKernel::kInt4Bf16, w4, w4.hidden);
   ASSERT_EQ(m.w13.tiles.size(), 5u);
   EXPECT_EQ(m.w13.tiles[1].second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kTiny48));
   EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kTiny));
@@ -1044,7 +983,9 @@ TEST(GemmPlan, CudaPlanSummary) {
   const CudaPlanSummary n = summarize_cuda_plan(mx, 0);
   EXPECT_EQ(n.w2.prefill, to_string(GroupedKernel::kDequantBf16));
   EXPECT_EQ(n.w2.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kDequantBf16, 8, 4, 128));
-  expect_exact_switches(n.w2, GroupedKernel::kDequantBf16, mx);
+  expect_exact_switches(n.w2, GroupedKernel::kDequantBf16, mx, mx.inter);
+  expect_exact_switches(n.w13, GroupedKernel::kDequantBf16, mx, mx.hidden);
+  // w2's reduction (inter 128) is short: 128 x 192; w13's (hidden 256) too.
   ASSERT_FALSE(n.w2.tiles.empty());
   EXPECT_EQ(n.w2.tiles.back().second, tile_config(GroupedKernel::kBf16, GroupedTile::kLarge));
   // Its workspace at the default budget: every expert of the larger projection (w13: 256 x 256 bf16),
@@ -1063,7 +1004,7 @@ TEST(GemmPlan, CudaPlanSummary) {
   const CudaPlanSummary f = summarize_cuda_plan(mxfp4, 0);
   EXPECT_EQ(f.w13.prefill, to_string(GroupedKernel::kMxfp4Bf16));
   EXPECT_EQ(f.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 4, 128));
-  expect_exact_switches(f.w13, GroupedKernel::kMxfp4Bf16, mxfp4);
+  expect_exact_switches(f.w13, GroupedKernel::kMxfp4Bf16, mxfp4, mxfp4.hidden);
   ASSERT_EQ(f.w13.tiles.size(), 2u);
   EXPECT_EQ(f.w13.tiles[1].first, int64_t{kMxfp4MaxRowsFor128} * 8 / 4 + 1);
   EXPECT_EQ(f.dequant_workspace_bytes, 0);
