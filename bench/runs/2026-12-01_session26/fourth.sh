@@ -21,7 +21,7 @@ timeout 180 tools/gpu_ab.sh .gpu/m .gpu/p $OUT/ab_small 3 --models qwen3-30b-a3b
   --schemes bf16,int8 --tokens 2048,4096,8192 --rotations 2 --replays 5 > /dev/null 2>&1
 echo "ab small rc $? ($((SECONDS - start)) s)"; cat $OUT/ab_small/summary.txt
 mkdir -p $OUT/torch
-QMOE_COMMIT=$(git log -1 --format=%h 2>/dev/null) timeout 200 tools/gpu_bench.sh .gpu/p $OUT/torch \
+QMOE_COMMIT=1e06bd9 timeout 200 tools/gpu_bench.sh .gpu/p $OUT/torch \
   --models mixtral-8x7b,qwen3-30b-a3b,deepseek-v3,deepseek-v3-tp8,kimi-k2-tp8 --schemes bf16,int8 --tokens 2048,4096,8192 \
   --rotations 2 --replays 5 > /dev/null 2>&1
 echo "torch rc $? ($((SECONDS - start)) s)"; tail -n 40 $OUT/torch/results.md 2>/dev/null
