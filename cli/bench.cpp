@@ -1,10 +1,10 @@
 // `qmoe bench`: synthetic layers of real model shapes x schemes x token counts on the CUDA backend,
 // timed by CUDA-graph replay over rotating inputs; reports time, unique weight bytes, bandwidth,
 // FLOP rate and the roofline fraction, plus the per-expert token counts for the torch baseline.
-#include <charconv>
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>

@@ -538,7 +538,7 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
     }
     return g;
   };
-  CudaPlanSummary summary{gemm(plan.k1, plan.g1, layer.hidden), gemm(plan.k2, plan.g2, layer.inter)};
+  CudaPlanSummary summary{gemm(plan.k1, plan.g1, plan.w13.cols), gemm(plan.k2, plan.g2, plan.w2.cols)};
   const bool w2_bias = !layer.experts.empty() && !layer.experts[0].w2_bias.empty();
   summary.w2.writes_terms = plan.g2 != GroupedKernel::kNone && gemm2_writes_terms(plan.g2, plan.w2, w2_bias, act_kind, true);
   // Every expert has the shapes of the loaded ones (inspect loads expert 0 alone).

@@ -228,8 +228,10 @@ inline constexpr int kInt4MinRowsForMedium = 128;
 inline constexpr int kInt4MinRowsForLarge = 256;
 // Prefill tiles of the FP8, INT8 and bf16 kernels by mean rows per expert: 64 x 128 pingpong below
 // kGroupedMinRowsFor128 (up to 1.15x faster than 128-row tiles at 16-1024 tokens on Qwen3-30B-A3B
-// and DeepSeek-V3), then cooperative 128 x 256 in clusters of 2, except bf16's GEMM2 with a
-// reduction (inter) below kBf16MinReductionFor256, which takes 128 x 192 in clusters of 2.
+// and DeepSeek-V3), then cooperative 128 x 256 in clusters of 2, except bf16 GEMMs with a reduction
+// below kBf16MinReductionFor256 (in the bench shapes GEMM2 of the TP8 ones, k = inter = 256), which
+// take 128 x 192 in clusters of 2. 512 lies between the measured k = 256 (128 x 192 faster) and
+// k = 768 (Qwen3-30B-A3B's GEMM2: 128 x 256 faster); 384-512 (TP4-like shapes) is not measured.
 // Each GEMM's tile apart (qmoe bench prefill:<tile1>/<tile2>; H200, 2026-12-01, bench/runs/
 // 2026-12-01_session26/tiles_*.txt, GEMM us at 2048 / 4096 / 8192 tokens):
 // - bf16, old plan (128 x 128 from 64 rows, 128 x 192 from 256) against 128 x 256 for GEMM1 and

@@ -484,9 +484,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
                        void* stream_ptr, const ForwardOptions& options, bool gemms) const {
   const Impl& m = *impl_;
   const MoeLayer& L = *m.layer;
-  for (int t : {options.prefill_tile, options.prefill_tile2})
+  for (auto [field, t] : {std::pair{"prefill_tile", options.prefill_tile}, std::pair{"prefill_tile2", options.prefill_tile2}})
     if (t >= kGroupedTiles)
-      throw Error("ForwardOptions::prefill_tile " + std::to_string(t) + ": there are " +
+      throw Error(std::string("ForwardOptions::") + field + " " + std::to_string(t) + ": there are " +
                   std::to_string(kGroupedTiles) + " tile configurations");
   if (tokens < 0 || tokens > m.max_tokens)
     throw Error("CudaMoeLayer::forward: " + std::to_string(tokens) + " tokens, workspace holds " +
@@ -613,7 +613,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   // `terms` (GEMM2 on the register kernel or with PrefillGemm::has_terms): the combine's weighted
   // 16-bit terms instead of d (Fp4GemmParams::terms; the terms instances read each row's weight
   // from the last slots of sorted_scales, after the input scales: plan_layer_workspace).
-  auto run_prefill = [&](const PrefillGemm& g, void* rows, float* d, uint16_t* act_rows, uint16_t* terms = nullptr) {
+  // `forced_tile`: the tile ForwardOptions forces on this GEMM, -1 for the planner's.
+  auto run_prefill = [&](const PrefillGemm& g, int forced_tile, void* rows, float* d, uint16_t* act_rows,
+                         uint16_t* terms = nullptr) {
     cuda::GroupedSetupParams sp;
     sp.buf = g.buf;
     sp.expert_offsets = gp.expert_offsets;
@@ -634,8 +636,8 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       sp.terms_rows = terms;
       sp.row_weights = row_weights;
     }
-    const int forced = &g == &m.prefill2 ? forced_tile2 : options.prefill_tile;
-    const int tile = forced >= 0 ? forced : static_cast<int>(plan_grouped_tile(g.kind, num_slots, L.num_experts, g.k));
+    const int tile = forced_tile >= 0 ? forced_tile
+                                      : static_cast<int>(plan_grouped_tile(g.kind, num_slots, L.num_experts, g.k));
     if (dequantizes_in_registers(g.kind)) {
       cuda::Fp4GemmParams fp;
       fp.format = w4_format(g);
@@ -765,7 +767,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   uint16_t* act_rows = fused_act1 ? m.u.get<uint16_t>() : nullptr;  // [slots, I] bf16
   if (gemms && prefill1) {
     if (!fused_input) gather_rows(m.prefill1, x16, x_scale, true, H);
-    run_prefill(m.prefill1, m.sorted_rows.get(), g1.out, act_rows);
+    run_prefill(m.prefill1, options.prefill_tile, m.sorted_rows.get(), g1.out, act_rows);
   }
   else if (gemms) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, plan.w13_has_g_idx, tokens, stream), "gemm1");
 
@@ -808,7 +810,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g2.in = m.act.get<float>();
   g2.in_by_token = false;
   g2.out = m.y.get<float>();
-  // GEMM2 on the register kernel (bf16 rows), or on the bf16 kernel with its terms instances, with
+  // GEMM2 on the register kernel (bf16 rows), or on the bf16 / FP8 kernel with its terms instances, with
   // the combine rounding each weighted term to bf16: the kernel writes those terms (in y's memory,
   // half its size), the combine only sums them. (Without the GEMMs too, so that the timing of the
   // rest reads the same bytes as the forward. QMOE_CUTLASS_TERMS=0, for A/B runs: the CUTLASS
@@ -822,7 +824,8 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   uint16_t* terms = prefill2 && terms2 ? reinterpret_cast<uint16_t*>(m.y.get<float>()) : nullptr;
   if (gemms && prefill2) {
     if (!fused_act) gather_rows(m.prefill2, act16, act_scale, false, I);
-    run_prefill(m.prefill2, fused_act1 ? static_cast<void*>(act_rows) : m.sorted_rows.get(), g2.out, nullptr, terms);
+    run_prefill(m.prefill2, forced_tile2, fused_act1 ? static_cast<void*>(act_rows) : m.sorted_rows.get(), g2.out,
+                nullptr, terms);
   }
   else if (gemms) check(grouped_gemm(g2, k2, act16, {act_scale, in2.act_group}, kind == 0, plan.w2_has_g_idx, tokens, stream), "gemm2");
 

@@ -19,6 +19,7 @@ namespace qmoe {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct Result {
   int exit_code = -1;
@@ -361,6 +362,10 @@ TEST(Cli, BenchWithoutAGpuSaysNotSupported) {
   EXPECT_EQ(r.exit_code, 3) << r.out;  // no CUDA device here (CI) or no CUDA build
   EXPECT_THAT(r.out, HasSubstr("not supported"));
   EXPECT_NE(run_cli("bench --models qwen3-30b-a3b --rotations 0").exit_code, 0);
+  // A well-formed pair of tiles passes the path check and meets the same missing device.
+  const Result pair = run_cli("bench --models qwen3-30b-a3b --tokens 1 --gemm-paths auto,prefill:3/1");
+  EXPECT_EQ(pair.exit_code, 3) << pair.out;
+  EXPECT_THAT(pair.out, Not(HasSubstr("prefill tiles are")));
 }
 
 }  // namespace

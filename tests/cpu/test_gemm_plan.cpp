@@ -703,6 +703,12 @@ TEST(GemmPlan, LayerWorkspacePieces) {
   EXPECT_EQ(w.bytes[W::kU], 4 * 8 * 2 * 2 * 128);  // gated: gate and up
   EXPECT_EQ(w.bytes[W::kY], 4 * 8 * 2 * 256);
   EXPECT_EQ(w.bytes[W::kSortedRows], 8 * 2 * 256);  // FP8 codes, one byte each
+  // Per sorted row: its input scale (per token), then at the tail every row's routing weight (the
+  // terms instances read them from the last max_tokens * top_k floats).
+  EXPECT_EQ(w.bytes[W::kSortedScales], 4 * 8 * 2 * (1 + 1));
+  // 128 x 128 blocks: ceil(256 / 128) scales per row.
+  const MoeLayer block = synthetic_layer("fp8_block", {"small", 4, 2, 256, 128}, 7, 1);
+  EXPECT_EQ(plan_layer_workspace(block, 8, int64_t{1} << 30).bytes[W::kSortedScales], 4 * 8 * 2 * (2 + 1));
   EXPECT_EQ(w.bytes[W::kCounts], 4 * 4);
   EXPECT_EQ(w.bytes[W::kDequantized], 0);
   int64_t end = 0;
@@ -930,7 +936,70 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kBf16, 8192 * 8, 256, 256), GroupedTile::kLarge);
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kBf16, 8192 * 8, 256, 7168), GroupedTile::kHuge);
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt8, 8192 * 8, 256, 256), GroupedTile::kHuge);
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kBf16, 8192 * 8, 256, kBf16MinReductionFor256 - 1), GroupedTile::kLarge);
+  // f16 and the dequantized kinds run bf16's tiles, the short-reduction rule included.
+  for (GroupedKernel kind : {GroupedKernel::kF16, GroupedKernel::kDequantBf16, GroupedKernel::kDequantF16})
+    for (int64_t k : {int64_t{256}, int64_t{7168}})
+      EXPECT_EQ(plan_grouped_tile(kind, 8192 * 8, 256, k), plan_grouped_tile(GroupedKernel::kBf16, 8192 * 8, 256, k));
+  // FP8 block: 64-row pingpong tiles, then 128 x 128 (DeepSeek-V3 at 4096 tokens: 128 rows); the
+  // cluster-less third tile is never planned.
+  const GroupedKernel block = GroupedKernel::kFp8Block;
+  EXPECT_EQ(plan_grouped_tile(block, int64_t{kFp8BlockMinRowsForMedium} * 256 - 1, 256, 4096), GroupedTile::kSmall);
+  EXPECT_EQ(plan_grouped_tile(block, int64_t{kFp8BlockMinRowsForMedium} * 256, 256, 4096), GroupedTile::kMedium);
+  EXPECT_EQ(plan_grouped_tile(block, 16384 * 8, 8, 4096), GroupedTile::kMedium);
+  EXPECT_EQ(tile_config(block, GroupedTile::kLarge), "coop 128x128 cluster 1x1");
+  // W4A16 has its own thresholds (its tiles differ): 128 x 32, then 128 x 48 for a few rows per expert.
+  const GroupedKernel int4 = GroupedKernel::kInt4Bf16;
+  EXPECT_EQ(plan_grouped_tile(int4, 0, 0, 4096), GroupedTile::kTiny);
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForTiny48} * 8 - 1, 8, 4096), GroupedTile::kTiny);
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForTiny48} * 8, 8, 4096), GroupedTile::kTiny48);
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForSmall} * 8 - 1, 8, 4096), GroupedTile::kTiny48);
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForSmall} * 8, 8, 4096), GroupedTile::kSmall);
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt4Codes, 16 * 256, 256, 4096), GroupedTile::kTiny);
+  // Mixtral at 128 tokens (32 rows per expert) and DeepSeek-V3 at 1024: 128 x 48.
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt4Codes, 128 * 2, 8, 4096), GroupedTile::kTiny48);
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt8Bf16, 1024 * 8, 256, 4096), GroupedTile::kTiny48);
+  EXPECT_LT(kInt4MinRowsForTiny48, kInt4MinRowsForSmall);
+  EXPECT_LT(kInt4MinRowsForSmall, kInt4MinRowsForMedium);
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForMedium} * 256 - 1, 256, 4096), GroupedTile::kSmall);
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForMedium} * 256, 256, 4096), GroupedTile::kMedium);
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForLarge} * 8 - 1, 8, 4096), GroupedTile::kMedium);
+  EXPECT_EQ(plan_grouped_tile(int4, int64_t{kInt4MinRowsForLarge} * 8, 8, 4096), GroupedTile::kLarge);
+  EXPECT_LT(kInt4MinRowsForMedium, kInt4MinRowsForLarge);
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt8Bf16, int64_t{kInt4MinRowsForLarge} * 8, 8, 4096), GroupedTile::kLarge);
+  EXPECT_EQ(to_string(GroupedTile::kLarge), "large");
+  EXPECT_EQ(tile_config(GroupedKernel::kFp8, GroupedTile::kLarge), "coop 128x192 cluster 1x2");
+  EXPECT_EQ(tile_config(int4, GroupedTile::kLarge), "coop 128x256 cluster 2x1 (weight rows x input rows)");
+  // The fourth tile exists for the FP8, INT8 and BF16 kernels only.
+  EXPECT_EQ(to_string(GroupedTile::kHuge), "huge");
+  EXPECT_EQ(tile_config(GroupedKernel::kInt8, GroupedTile::kHuge), "coop 128x256 cluster 1x2");
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kFp8, GroupedTile::kHuge));
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kBf16, GroupedTile::kHuge));
+  EXPECT_FALSE(grouped_tile_built(int4, GroupedTile::kHuge));
+  EXPECT_FALSE(grouped_tile_built(block, GroupedTile::kHuge));
+  EXPECT_FALSE(grouped_tile_built(GroupedKernel::kNone, GroupedTile::kSmall));
+  EXPECT_TRUE(grouped_tile_built(block, GroupedTile::kLarge));
+  EXPECT_EQ(tile_config(int4, GroupedTile::kHuge), "none");
+  // The fifth only for the kernels that dequantize weights.
+  EXPECT_EQ(to_string(GroupedTile::kTiny), "tiny");
+  EXPECT_TRUE(grouped_tile_built(int4, GroupedTile::kTiny));
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kInt4Codes, GroupedTile::kTiny));
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kInt8Bf16, GroupedTile::kTiny));
+  EXPECT_FALSE(grouped_tile_built(GroupedKernel::kFp8, GroupedTile::kTiny));
+  EXPECT_FALSE(grouped_tile_built(block, GroupedTile::kTiny));
+  EXPECT_FALSE(grouped_tile_built(GroupedKernel::kBf16, GroupedTile::kTiny));
+  EXPECT_EQ(tile_config(int4, GroupedTile::kTiny), "coop 128x32 (weight rows x input rows)");
+  EXPECT_EQ(tile_config(GroupedKernel::kFp8, GroupedTile::kTiny), "none");
+  // The sixth too.
+  EXPECT_EQ(to_string(GroupedTile::kTiny48), "tiny48");
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kInt4Codes, GroupedTile::kTiny48));
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kInt8Bf16, GroupedTile::kTiny48));
+  EXPECT_FALSE(grouped_tile_built(GroupedKernel::kInt8, GroupedTile::kTiny48));
+  EXPECT_FALSE(grouped_tile_built(block, GroupedTile::kTiny48));
+  EXPECT_EQ(tile_config(int4, GroupedTile::kTiny48), "coop 128x48 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kBf16, GroupedTile::kTiny48), "none");
+}
+
 }
 
 // The summary `qmoe inspect --cuda-plan` prints: each GEMM's kernels, the crossover and each tile

@@ -438,6 +438,16 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
     random_inputs(1024, layer, x, logits);
     expect_cuda_matches_cpu(layer, x, logits, std::string("auto ") + name_of(s) + " tokens 1024");
   }
+  // A TP8-like dense layer (inter 256): the planner's 128 x 256 tile for GEMM1 and, on GEMM2's short
+  // reduction, 128 x 192 (150 rows per expert).
+  {
+    const MoeLayer layer = random_layer(Scheme::kDense, {16, 8, 1024, 256});
+    ASSERT_EQ(plan_grouped_tile(GroupedKernel::kBf16, 300 * 8, 16, 256), GroupedTile::kLarge);
+    ASSERT_EQ(plan_grouped_tile(GroupedKernel::kBf16, 300 * 8, 16, 1024), GroupedTile::kHuge);
+    Tensor x, logits;
+    random_inputs(300, layer, x, logits);
+    expect_cuda_matches_cpu(layer, x, logits, "auto dense inter 256 tokens 300");
+  }
 }
 
 // Every tile configuration each prefill kernel has, whatever the planner would pick; a tile that is
@@ -474,12 +484,29 @@ TEST(PrefillKernels, EveryTileMatchesTheCpuBackend) {
         expect_cuda_matches_cpu(layer, x, logits, what, GemmPath::kPrefill, Comparison::kCudaVsReference, tile);
         built.push_back(tile);
       }
-      // GEMM1 and GEMM2 on different tiles (prefill:<tile1>/<tile2>): the first and last built.
+      // GEMM1 and GEMM2 on different tiles (prefill:<tile1>/<tile2>): the first and last built, and
+      // the planner's GEMM1 with the first built for GEMM2.
       ASSERT_FALSE(built.empty()) << name_of(s);
-      expect_cuda_matches_cpu(layer, x, logits,
-                              std::string("prefill ") + name_of(s) + " H " + std::to_string(shape.hidden) + " tiles " +
-                                  std::to_string(built.front()) + "/" + std::to_string(built.back()),
+      const std::string where = std::string("prefill ") + name_of(s) + " H " + std::to_string(shape.hidden) + " tiles ";
+      expect_cuda_matches_cpu(layer, x, logits, where + std::to_string(built.front()) + "/" + std::to_string(built.back()),
                               GemmPath::kPrefill, Comparison::kCudaVsReference, built.front(), built.back());
+      expect_cuda_matches_cpu(layer, x, logits, where + "planned/" + std::to_string(built.front()), GemmPath::kPrefill,
+                              Comparison::kCudaVsReference, -1, built.front());
+      // A GEMM2 tile its kernel lacks says so, though GEMM1's is built.
+      for (int tile = 0; tile < kGroupedTiles; ++tile) {
+        if (grouped_tile_built(plan.g2, static_cast<GroupedTile>(tile))) continue;
+        ForwardOptions options;
+        options.gemm_path = GemmPath::kPrefill;
+        options.prefill_tile = built.front();
+        options.prefill_tile2 = tile;
+        try {
+          make_backend("cuda")->forward(layer, x, logits, options);
+          ADD_FAILURE() << where << built.front() << "/" << tile << ": ran a GEMM2 tile that is not built";
+        } catch (const NotSupported& e) {
+          EXPECT_NE(std::string(e.what()).find("is not built"), std::string::npos) << where << ": " << e.what();
+        }
+        break;
+      }
     }
   }
 }

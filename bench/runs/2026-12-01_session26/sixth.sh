@@ -8,12 +8,12 @@ set -u
 tools/gpu_unpack.sh .gpu/wt
 start=$SECONDS
 export LD_LIBRARY_PATH=$PWD/.gpu/wt
-timeout 120 .gpu/wt/qmoe bench --models kimi-k2-tp8,deepseek-v3-tp8 --schemes bf16 --tokens 4096,8192 \
+timeout 60 .gpu/wt/qmoe bench --models kimi-k2-tp8,deepseek-v3-tp8 --schemes bf16 --tokens 4096,8192 \
   --gemm-paths auto,prefill:6/1,prefill:6/3 --rotations 2 --replays 5 > $OUT/wide_gemm1_bf16.txt 2>&1
 echo "bf16 rc $? ($((SECONDS - start)) s)"; grep -E " bf16 " $OUT/wide_gemm1_bf16.txt
 timeout 120 .gpu/wt/qmoe bench --models qwen3-30b-a3b,kimi-k2-tp8,deepseek-v3-tp8 --schemes bf16,int8,fp8_channel --tokens 4096,8192 \
   --gemm-paths auto,prefill:6/3 --rotations 2 --replays 5 > $OUT/wide_gemm1.txt 2>&1
 echo "all rc $? ($((SECONDS - start)) s)"; grep -E "auto|prefill" $OUT/wide_gemm1.txt
-timeout 150 .gpu/wt/qmoe bench --models deepseek-v3 --schemes fp8_channel,bf16 --tokens 4096,8192 \
+timeout 100 .gpu/wt/qmoe bench --models deepseek-v3 --schemes fp8_channel --tokens 4096,8192 \
   --gemm-paths auto,prefill:6/3 --rotations 2 --replays 5 > $OUT/wide_gemm1_dsv3.txt 2>&1
 echo "dsv3 rc $? ($((SECONDS - start)) s)"; grep -E "auto|prefill" $OUT/wide_gemm1_dsv3.txt
