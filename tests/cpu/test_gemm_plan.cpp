@@ -1000,8 +1000,6 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_EQ(tile_config(GroupedKernel::kBf16, GroupedTile::kTiny48), "none");
 }
 
-}
-
 // The summary `qmoe inspect --cuda-plan` prints: each GEMM's kernels, the crossover and each tile
 // with the batch it takes over from, as the planner functions give them; nothing for a scheme
 // without prefill kernels.
