@@ -86,8 +86,9 @@ int run_bench(const BenchArgs& args) {
   const int max_tokens = *std::max_element(token_counts.begin(), token_counts.end());
 
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  fmt::print("{:<16} {:<12} {:<9} {:>6} {:>11} {:>11} {:>10} {:>8} {:>9} {:>8}\n", "model", "scheme", "path", "tokens",
-             "layer us", "gemm us", "uniq MB", "TB/s", "TFLOP/s", "roofline");
+  fmt::print("{:<16} {:<12} {:<9} {:>6} {:>11} {:>11} {:>10} {:>8} {:>9} {:>8}{}\n", "model", "scheme", "path", "tokens",
+             "layer us", "gemm us", "uniq MB", "TB/s", "TFLOP/s", "roofline",
+             args.split_gemms ? fmt::format(" {:>10} {:>10}", "gemm1 us", "gemm2 us") : "");
   for (const std::string& model : models) {
     const MoeShape& shape = benchmark_shape(model);
     for (const std::string& base_scheme : split(args.schemes)) {
@@ -122,7 +123,7 @@ int run_bench(const BenchArgs& args) {
           const ForwardOptions options = options_of_path(path);
           CudaTiming t;
           try {
-            t = time_cuda_forward(dev, hidden, logits, args.replays, options);
+            t = time_cuda_forward(dev, hidden, logits, args.replays, options, args.split_gemms);
           } catch (const NotSupported& e) {
             fmt::print("{:<16} {:<12} {:<9} {:>6} skipped: {}\n", model, scheme, path, tokens, e.what());
             continue;
@@ -132,17 +133,23 @@ int run_bench(const BenchArgs& args) {
           const double gemm_s = std::max(t.gemm_us(), 1e-3) * 1e-6;
           const double floor_s = std::max(bytes / (copy_gbs * 1e9), flops / (peak_tflops(base_scheme) * 1e12));
           const double roofline = floor_s / gemm_s;
-          fmt::print("{:<16} {:<12} {:<9} {:>6} {:>11.1f} {:>11.1f} {:>10.1f} {:>8.2f} {:>9.1f} {:>8.2f}\n", model, scheme,
+          fmt::print("{:<16} {:<12} {:<9} {:>6} {:>11.1f} {:>11.1f} {:>10.1f} {:>8.2f} {:>9.1f} {:>8.2f}{}\n", model, scheme,
                      path, tokens, t.forward_us, t.gemm_us(), bytes / 1e6, bytes / gemm_s / 1e12,
-                     flops / gemm_s / 1e12, roofline);
+                     flops / gemm_s / 1e12, roofline,
+                     args.split_gemms ? fmt::format(" {:>10.1f} {:>10.1f}", t.gemm1_us(), t.gemm2_us()) : "");
           std::fflush(stdout);
-          rows.push_back({{"model", model}, {"scheme", scheme}, {"path", path}, {"tokens", tokens},
-                          {"experts", layer.num_experts}, {"top_k", layer.top_k}, {"hidden", layer.hidden},
-                          {"inter", layer.inter},
-                          {"layer_us", t.forward_us}, {"gemm_us", t.gemm_us()}, {"unique_weight_bytes", bytes},
-                          {"flops", flops}, {"tb_per_s", bytes / gemm_s / 1e12}, {"tflops", flops / gemm_s / 1e12},
-                          {"roofline_fraction", roofline}, {"copy_gbs", copy_gbs}, {"skew", args.skew},
-                          {"expert_counts", counts}});
+          nlohmann::ordered_json row = {{"model", model}, {"scheme", scheme}, {"path", path}, {"tokens", tokens},
+                                        {"experts", layer.num_experts}, {"top_k", layer.top_k}, {"hidden", layer.hidden},
+                                        {"inter", layer.inter},
+                                        {"layer_us", t.forward_us}, {"gemm_us", t.gemm_us()}, {"unique_weight_bytes", bytes},
+                                        {"flops", flops}, {"tb_per_s", bytes / gemm_s / 1e12}, {"tflops", flops / gemm_s / 1e12},
+                                        {"roofline_fraction", roofline}, {"copy_gbs", copy_gbs}, {"skew", args.skew}};
+          if (args.split_gemms) {
+            row["gemm1_us"] = t.gemm1_us();
+            row["gemm2_us"] = t.gemm2_us();
+          }
+          row["expert_counts"] = counts;
+          rows.push_back(std::move(row));
         }
       }
     }

@@ -69,6 +69,7 @@ struct BenchArgs {
   uint64_t seed = 1;
   bool skew = false;
   bool f16 = false;  // f16 models (as_f16_model) with f16 hidden states
+  bool split_gemms = false;  // also time GEMM1 and GEMM2 apart (one more graph per row)
   std::string gemm_paths = "auto";  // comma list of auto, decode, prefill
   std::string json;
 };

@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
   bench->add_option("--replays", bench_args.replays, "timed graph replays (median)")->check(CLI::Range(1, 10000));
   bench->add_option("--seed", bench_args.seed, "seed of weights and inputs");
   bench->add_flag("--skew", bench_args.skew, "skewed (Zipf-like) routing instead of uniform");
+  bench->add_flag("--split-gemms", bench_args.split_gemms,
+                  "also time GEMM1 and GEMM2 apart (columns gemm1 us, gemm2 us; GEMM2 is what leaving it out saves)");
   bench->add_flag("--f16", bench_args.f16,
                   "f16 models: the schemes' bf16 scales and dense weights as f16, f16 hidden states (rows "
                   "labelled f16:<scheme>)");

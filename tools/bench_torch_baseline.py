@@ -4,7 +4,8 @@
 For every row of the qmoe bench JSON (model shape, tokens, per-expert token counts of each
 rotation), time GEMM1 + GEMM2 of the same routed problem with torch._grouped_mm (bf16) and
 torch._scaled_grouped_mm (FP8 e4m3, row-wise scales), by CUDA-graph replay over the same
-rotations, median of the replays. Writes a JSON list of {model, tokens, bf16_us, fp8_us, notes}.
+rotations, median of the replays; bf16's GEMM2 also alone. Writes a JSON list of {model, tokens,
+bf16_us, bf16_gemm2_us, fp8_us, notes}.
 
     python3 tools/bench_torch_baseline.py qmoe_bench.json torch_baseline.json
 """
@@ -70,7 +71,13 @@ def run_row(row):
                 inter.copy_(h[:, :I])
                 torch._grouped_mm(inter, w2.transpose(-2, -1), offs=offs)
 
+            def bf16_gemm2(r):
+                offs, _, inter = problems[r]
+                torch._grouped_mm(inter, w2.transpose(-2, -1), offs=offs)
+
             out["bf16_us"] = time_graph(bf16, len(problems))
+            # GEMM2 alone (GEMM1 with its copy: the rest), to set beside qmoe bench --split-gemms.
+            out["bf16_gemm2_us"] = time_graph(bf16_gemm2, len(problems))
             if pad > 1:
                 out["notes"].append(f"bf16 groups padded to {pad} rows")
             break
@@ -113,7 +120,8 @@ def main():
             continue
         seen.add(key)
         res = run_row(row)
-        print(f"{res['model']:<16} {res['tokens']:>6} bf16 {res.get('bf16_us', float('nan')):10.1f} us  "
+        print(f"{res['model']:<16} {res['tokens']:>6} bf16 {res.get('bf16_us', float('nan')):10.1f} us "
+              f"(gemm2 {res.get('bf16_gemm2_us', float('nan')):8.1f})  "
               f"fp8 {res.get('fp8_us', float('nan')):10.1f} us  {'; '.join(res['notes'])}", flush=True)
         results.append(res)
     json.dump(results, open(sys.argv[2], "w"), indent=1)

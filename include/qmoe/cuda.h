@@ -76,9 +76,10 @@ class CudaMoeLayer {
   void forward(const void* hidden, DType hidden_dtype, const float* router_logits, float* out, int tokens,
                void* stream, const ForwardOptions& options) const;
 
-  // The same launches with the two grouped GEMMs left out (benchmarks time the rest this way).
+  // The same launches with the two grouped GEMMs left out, or only GEMM2 with keep_gemm1
+  // (benchmarks time the rest this way; the output is not the layer's).
   void forward_without_gemms(const void* hidden, DType hidden_dtype, const float* router_logits, float* out, int tokens,
-                             void* stream, const ForwardOptions& options) const;
+                             void* stream, const ForwardOptions& options, bool keep_gemm1 = false) const;
 
   int max_tokens() const;
   const MoeLayer& layer() const;
@@ -86,7 +87,7 @@ class CudaMoeLayer {
 
  private:
   void run(const void* hidden, DType hidden_dtype, const float* router_logits, float* out, int tokens, void* stream,
-           const ForwardOptions& options, bool gemms) const;
+           const ForwardOptions& options, bool gemm1, bool gemm2) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -98,13 +99,19 @@ double measure_copy_bandwidth_gbs(size_t bytes = size_t{4} << 30);
 // inputs (consecutive forwards touch different experts, so weights stream from HBM rather than L2).
 // `forward_us`: median time of one whole forward; `other_us`: the same with the two grouped GEMMs
 // left out (routing, grouping, quantization, activation, combine; the prefill kernels' gathers of
-// sorted rows go with the GEMMs); their difference is the GEMMs.
+// sorted rows go with the GEMMs); their difference is the GEMMs. With split_gemms also
+// `without_gemm2_us`, the forward with GEMM1 but not GEMM2: GEMM2 is what it saves, GEMM1 the rest
+// of the GEMMs' time (with a fused activation, GEMM1's epilogue: it goes with GEMM1).
 struct CudaTiming {
   double forward_us = 0.0;
   double other_us = 0.0;
+  double without_gemm2_us = 0.0;  // (split_gemms only)
   double gemm_us() const { return forward_us - other_us; }
+  double gemm2_us() const { return forward_us - without_gemm2_us; }
+  double gemm1_us() const { return without_gemm2_us - other_us; }
 };
 CudaTiming time_cuda_forward(const CudaMoeLayer& layer, const std::vector<Tensor>& hidden,
-                             const std::vector<Tensor>& logits, int replays, const ForwardOptions& options);
+                             const std::vector<Tensor>& logits, int replays, const ForwardOptions& options,
+                             bool split_gemms = false);
 
 }  // namespace qmoe

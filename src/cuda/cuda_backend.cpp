@@ -472,16 +472,16 @@ int64_t CudaMoeLayer::device_weight_bytes() const { return impl_->weight_bytes; 
 
 void CudaMoeLayer::forward(const void* hidden, DType hidden_dtype, const float* router_logits, float* out, int tokens,
                            void* stream, const ForwardOptions& options) const {
-  run(hidden, hidden_dtype, router_logits, out, tokens, stream, options, true);
+  run(hidden, hidden_dtype, router_logits, out, tokens, stream, options, true, true);
 }
 
 void CudaMoeLayer::forward_without_gemms(const void* hidden, DType hidden_dtype, const float* router_logits, float* out,
-                                         int tokens, void* stream, const ForwardOptions& options) const {
-  run(hidden, hidden_dtype, router_logits, out, tokens, stream, options, false);
+                                         int tokens, void* stream, const ForwardOptions& options, bool keep_gemm1) const {
+  run(hidden, hidden_dtype, router_logits, out, tokens, stream, options, keep_gemm1, false);
 }
 
 void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* router_logits, float* out, int tokens,
-                       void* stream_ptr, const ForwardOptions& options, bool gemms) const {
+                       void* stream_ptr, const ForwardOptions& options, bool gemm1, bool gemm2) const {
   const Impl& m = *impl_;
   const MoeLayer& L = *m.layer;
   for (auto [field, t] : {std::pair{"prefill_tile", options.prefill_tile}, std::pair{"prefill_tile2", options.prefill_tile2}})
@@ -765,11 +765,11 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
                           takes_16bit_rows(plan.g2) && plan.g2 != GroupedKernel::kInt4Codes &&
                           q2.kind == ActQuant::kNone && fused_activation_fits(plan.g2, q2, I);
   uint16_t* act_rows = fused_act1 ? m.u.get<uint16_t>() : nullptr;  // [slots, I] bf16
-  if (gemms && prefill1) {
+  if (gemm1 && prefill1) {
     if (!fused_input) gather_rows(m.prefill1, x16, x_scale, true, H);
     run_prefill(m.prefill1, options.prefill_tile, m.sorted_rows.get(), g1.out, act_rows);
   }
-  else if (gemms) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, plan.w13_has_g_idx, tokens, stream), "gemm1");
+  else if (gemm1) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, plan.w13_has_g_idx, tokens, stream), "gemm1");
 
   cuda::ActivationParams ap;
   ap.activation = static_cast<int>(L.activation);
@@ -822,12 +822,12 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   const bool terms2 = gemm2_writes_terms(plan.g2, plan.w2, m.prefill2.has_bias, kind, options.round_intermediate) &&
                       (dequantizes_in_registers(plan.g2) || (cutlass_terms && m.prefill2.has_terms));
   uint16_t* terms = prefill2 && terms2 ? reinterpret_cast<uint16_t*>(m.y.get<float>()) : nullptr;
-  if (gemms && prefill2) {
+  if (gemm2 && prefill2) {
     if (!fused_act) gather_rows(m.prefill2, act16, act_scale, false, I);
     run_prefill(m.prefill2, forced_tile2, fused_act1 ? static_cast<void*>(act_rows) : m.sorted_rows.get(), g2.out,
                 nullptr, terms);
   }
-  else if (gemms) check(grouped_gemm(g2, k2, act16, {act_scale, in2.act_group}, kind == 0, plan.w2_has_g_idx, tokens, stream), "gemm2");
+  else if (gemm2) check(grouped_gemm(g2, k2, act16, {act_scale, in2.act_group}, kind == 0, plan.w2_has_g_idx, tokens, stream), "gemm2");
 
   cuda::CombineParams cp;
   cp.y = m.y.get<float>();
@@ -890,7 +890,7 @@ double measure_copy_bandwidth_gbs(size_t bytes) {
 }
 
 CudaTiming time_cuda_forward(const CudaMoeLayer& layer, const std::vector<Tensor>& hidden, const std::vector<Tensor>& logits,
-                             int replays, const ForwardOptions& options) {
+                             int replays, const ForwardOptions& options, bool split_gemms) {
   if (hidden.empty() || hidden.size() != logits.size()) throw Error("time_cuda_forward: need as many hidden as logits sets");
   const int64_t T = hidden[0].dim(0), H = layer.layer().hidden;
   std::vector<DeviceBuffer> xs, ls;
@@ -902,18 +902,21 @@ CudaTiming time_cuda_forward(const CudaMoeLayer& layer, const std::vector<Tensor
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
   CudaTiming timing;
-  for (bool gemms : {true, false}) {
+  // The whole forward, without the GEMMs, and (split_gemms) with GEMM1 only.
+  enum Run { kForward, kOther, kWithoutGemm2 };
+  for (Run run : {kForward, kOther, kWithoutGemm2}) {
+    if (run == kWithoutGemm2 && !split_gemms) break;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
     try {
       for (size_t i = 0; i < xs.size(); ++i) {
-        if (gemms)
+        if (run == kForward)
           layer.forward(xs[i].get(), hidden[i].dtype(), ls[i].get<float>(), out.get<float>(), static_cast<int>(T), stream,
                         options);
         else
           layer.forward_without_gemms(xs[i].get(), hidden[i].dtype(), ls[i].get<float>(), out.get<float>(),
-                                      static_cast<int>(T), stream, options);
+                                      static_cast<int>(T), stream, options, run == kWithoutGemm2);
       }
     } catch (...) {  // a rejected forward (e.g. NotSupported): close the capture so the caller can go on
       if (cudaStreamEndCapture(stream, &graph) == cudaSuccess) cudaGraphDestroy(graph);
@@ -923,7 +926,8 @@ CudaTiming time_cuda_forward(const CudaMoeLayer& layer, const std::vector<Tensor
     }
     check(cudaStreamEndCapture(stream, &graph), "capture");
     check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-    (gemms ? timing.forward_us : timing.other_us) = time_graph(exec, stream, replays, static_cast<int>(xs.size()));
+    const double us = time_graph(exec, stream, replays, static_cast<int>(xs.size()));
+    (run == kForward ? timing.forward_us : run == kOther ? timing.other_us : timing.without_gemm2_us) = us;
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
   }

@@ -362,8 +362,8 @@ TEST(Cli, BenchWithoutAGpuSaysNotSupported) {
   EXPECT_EQ(r.exit_code, 3) << r.out;  // no CUDA device here (CI) or no CUDA build
   EXPECT_THAT(r.out, HasSubstr("not supported"));
   EXPECT_NE(run_cli("bench --models qwen3-30b-a3b --rotations 0").exit_code, 0);
-  // A well-formed pair of tiles passes the path check and meets the same missing device.
-  const Result pair = run_cli("bench --models qwen3-30b-a3b --tokens 1 --gemm-paths auto,prefill:3/1");
+  // A well-formed pair of tiles (and the split timing) passes the checks and meets the same missing device.
+  const Result pair = run_cli("bench --models qwen3-30b-a3b --tokens 1 --gemm-paths auto,prefill:3/1 --split-gemms");
   EXPECT_EQ(pair.exit_code, 3) << pair.out;
   EXPECT_THAT(pair.out, Not(HasSubstr("prefill tiles are")));
 }

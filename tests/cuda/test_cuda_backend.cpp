@@ -1304,6 +1304,30 @@ TEST(CudaMoeLayerApi, PoisonedOutputIsFullyWrittenAndGraphReplayMatchesEager) {
 
 // An output pointer that is only 4-byte aligned (the combine then stores one float at a time
 // instead of 16-byte pieces) gives bit for bit the aligned forward's output, decode and prefill.
+// The bench's timing (time_cuda_forward) with GEMM1 and GEMM2 apart: the forwards without GEMM2
+// capture and run on the decode and prefill paths (the register kernel's GEMM1 with its fused
+// activation among them) and give finite, positive times.
+TEST(CudaMoeLayerApi, BenchTimingSplitsTheGemms) {
+  REQUIRE_GPU();
+  for (Scheme s : {Scheme::kW4A16G128, Scheme::kMxfp4, Scheme::kFp8Channel, Scheme::kDense}) {
+    const MoeLayer layer = random_layer(s, {16, 4, 1024, 512});
+    const CudaMoeLayer dev(layer, 512);
+    std::vector<Tensor> xs(2), ls(2);
+    for (int r = 0; r < 2; ++r) random_inputs(512, layer, xs[r], ls[r]);
+    for (GemmPath path : {GemmPath::kDecode, GemmPath::kPrefill}) {
+      ForwardOptions options;
+      options.gemm_path = path;
+      const std::string what = std::string(name_of(s)) + (path == GemmPath::kDecode ? " decode" : " prefill");
+      const CudaTiming t = time_cuda_forward(dev, xs, ls, 3, options, true);
+      for (double us : {t.forward_us, t.other_us, t.without_gemm2_us}) {
+        EXPECT_TRUE(std::isfinite(us)) << what;
+        EXPECT_GT(us, 0.0) << what;
+      }
+      EXPECT_EQ(cudaGetLastError(), cudaSuccess) << what;
+    }
+  }
+}
+
 TEST(CudaMoeLayerApi, UnalignedOutputMatchesAligned) {
   REQUIRE_GPU();
   const MoeLayer layer = random_layer(Scheme::kW4A16G128, {16, 4, 1024, 512});
