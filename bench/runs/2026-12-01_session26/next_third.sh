@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# For the next session (not run): branch wip/decode-k-blocks (`7f1720e`: GEMM2 of the tensor-core
+# For the next session (not run): branch wip/decode-k-blocks (`dfa1756`: GEMM2 of the tensor-core
 # decode kernel split over several blocks along its reduction, `decode:<n>`) built into .gpu/k
 # (qmoe, qmoe_cuda_tests, libfmt.so.9; xz), against main's qmoe in .gpu/n (carry .gpu/k and .gpu/n
 # with n's qmoe_cuda_tests.xz moved out: the tracked tree is ~44 MB of a call's 64 MiB).
