@@ -19,5 +19,7 @@ for ((r = 1; r <= rounds; ++r)); do
     env $side_env LD_LIBRARY_PATH=$PWD/$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$bin/qmoe" bench --json "$out/$side$r.json" "$@" \
       > "$out/$side$r.log" 2>&1 || { echo "gpu_ab.sh: $bin/qmoe bench failed (round $r): $out/$side$r.log"; exit 1; }
   done
+  # (after every round, so that a call cut short by its time limit still leaves the rounds it ran)
+  python3 tools/bench_ab.py "$out" > "$out/summary.txt"
 done
-python3 tools/bench_ab.py "$out" | tee "$out/summary.txt"
+cat "$out/summary.txt"
