@@ -3,7 +3,9 @@
 // input rows, expert): a producer thread streams 64-deep k-tiles through shared-memory stages with
 // TMA (the bf16 input rows, 128-byte swizzled) and bulk copies (the repacked codes and scales); two
 // consumer warpgroups each convert their 64 weight rows' codes to bf16 registers (one k-tile while
-// the previous one's MMAs run) and run wgmma m64nNk16 with A from registers.
+// the previous one's MMAs run) and run wgmma m64nNk16 with A from registers. W4A8 with int8 inputs
+// (kInt4Int8): 128-deep k-tiles of int8, codes to int8 registers, wgmma m64nNk32 into int32 sums
+// that each k-tile promotes to the fp32 accumulators with its rows' group scales.
 #include "cuda/fp4_gemm.h"
 
 #include "cuda/activation.cuh"
@@ -24,15 +26,14 @@
 namespace qmoe::cuda {
 namespace {
 
-constexpr int kTileRows = 128;  // weight rows per tile (two consumer warpgroups of 64)
-constexpr int kTileK = 64;      // k per stage: 128 bytes of bf16 per input row
-constexpr int kThreads = 384;   // producer warpgroup + two consumers
-constexpr int kCodeBytes = 64 * kTileK / 2;  // one 64 x 64 tile of codes: 2 KB
+constexpr int kTileRows = 128;      // weight rows per tile (two consumer warpgroups of 64)
+constexpr int kInputRowBytes = 128;  // per input row and stage: 64 k of bf16 (int8 inputs: 128 k)
+constexpr int kThreads = 384;        // producer warpgroup + two consumers
 
 // N: input rows per tile (wgmma's n).
 template <int N>
 struct TileShape {
-  static constexpr int kInputBytes = N * kTileK * 2;
+  static constexpr int kInputBytes = N * kInputRowBytes;
   static constexpr int kStages = N == 256 ? 5 : 6;
 };
 
@@ -49,12 +50,12 @@ struct RingPosition {
   }
 };
 
-// kScaleWords: a 64 x 64 tile's scale words (the format's).
-template <int N, int kScaleWords>
+// Format::kCodeBytes / kWords: a consumer's codes and scale words per k-tile (the format's).
+template <int N, class Format>
 struct alignas(1024) Stage {
-  uint8_t inputs[TileShape<N>::kInputBytes];  // [N input rows][64 bf16], TMA's 128-byte swizzle
-  uint32_t codes[2][kCodeBytes / 4];          // [consumer][128 threads][4 words]
-  uint32_t scales[2][kScaleWords];            // [consumer][32 thread quads][kScaleWords / 32]
+  uint8_t inputs[TileShape<N>::kInputBytes];  // [N input rows][128 bytes], TMA's 128-byte swizzle
+  uint32_t codes[2][Format::kCodeBytes / 4];  // [consumer][128 threads][kCodeBytes / 512 words]
+  uint32_t scales[2][Format::kWords];         // [consumer][32 thread quads][kWords / 32]
 };
 // The staged terms epilogue's tile: [consumer][kRows input rows][64 weight columns] bf16, each
 // row's 16-byte chunks XOR-swizzled by the row's low 3 bits (stmatrix writes 8 rows of one chunk at
@@ -68,21 +69,22 @@ struct TermsTile {
 // One tile as the producer warpgroup's second warp publishes it to the consumers (TileMap's walk),
 // with what the consumers would otherwise load at the tile's start, behind a binary search and
 // dependent global loads, while the tensor cores wait.
-template <int N>
+template <int N, bool kRowScales>
 struct TileInfo {
   alignas(16) float row_weights[N];  // [input row] the terms epilogue's routing weights (0 past the rows)
+  alignas(16) float row_scales[kRowScales ? N : 1];  // [input row] int8 inputs' scales (0 past the rows)
   int expert, input0, weight_tile;   // Tile
   int row0, expert_rows;             // the expert's first sorted row and its row count
 };
 // Tiles published ahead of the consumers: one in use, the rest prepared during its mainloop.
 constexpr int kInfoSlots = 4;
-template <int N, int kScaleWords>
+template <int N, class Format>
 struct SharedStorage {
-  Stage<N, kScaleWords> stage[TileShape<N>::kStages];
+  Stage<N, Format> stage[TileShape<N>::kStages];
   uint64_t full[TileShape<N>::kStages], empty[TileShape<N>::kStages];
   uint64_t info_full[kInfoSlots], info_empty[kInfoSlots];
   TermsTile<N> terms;
-  TileInfo<N> info[kInfoSlots];
+  TileInfo<N, Format::kInt8Mma> info[kInfoSlots];
 };
 
 // ---- PTX wrappers ---------------------------------------------------------------------------------
@@ -189,8 +191,34 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
   }(std::make_index_sequence<N / 2>{});
 }
 
+// D (64 x N int32) += A (64 x 32 int8 in registers, a[4]) * B^T (B: N rows x 32 int8 columns in shared
+// memory, K-major, 128-byte swizzled: `desc`); `accumulate` 0: D = A * B^T. CuTe's wrapper of
+// `wgmma.mma_async ... m64nNk32.s32.s8.s8` with A from registers.
+template <int N>
+__device__ __forceinline__ void wgmma_rs_s8(uint32_t (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+  namespace gmma = cute::SM90::GMMA;
+  using Mma = std::conditional_t<N == 64, gmma::MMA_64x64x32_S32S8S8_RS_TN, gmma::MMA_64x128x32_S32S8S8_RS_TN>;
+  static_assert(N == 64 || N == 128);
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    Mma::fma(a[0], a[1], a[2], a[3], desc, d[I]..., static_cast<gmma::ScaleOut>(accumulate));
+  }(std::make_index_sequence<N / 2>{});
+}
+// An int32 `v` with |v| < 2^22 as a float, exactly: its bits added to 1.5 * 2^23's, then 1.5 * 2^23
+// subtracted (an integer add and a float add on the pipes the MMAs leave idle, where a conversion
+// instruction runs at a quarter of their rate).
+__device__ __forceinline__ float small_int_to_float(uint32_t v) {
+  return __fsub_rn(__uint_as_float(v + 0x4B400000u), 12582912.0f);
+}
 
 // ---- conversion -----------------------------------------------------------------------------------
+
+// What the bf16-input formats share: 64-deep k-tiles (128 bytes of bf16 per input row), 2 KB of
+// codes per consumer and k-tile (64 x 64 4-bit codes, 4 words per thread).
+struct Bf16Mma {
+  static constexpr bool kInt8Mma = false;
+  static constexpr int kTileK = 64;
+  static constexpr int kCodeBytes = 64 * kTileK / 2;
+};
 
 __device__ __forceinline__ __nv_bfloat162 as_bf16x2(uint32_t bits) {
   __nv_bfloat162 v;
@@ -242,7 +270,7 @@ __device__ __forceinline__ void convert_step(uint32_t word, uint32_t e_m, uint32
 // The scale formats: what a thread loads of a k-tile's scales and how its codes become bf16s.
 // MXFP4: e8m0 scales per 32 columns, a word per thread quad (fp4_gemm.h); each weight the CPU's
 // dequant_mxfp4.
-struct Mxfp4Scales {
+struct Mxfp4Scales : Bf16Mma {
   static constexpr int kWords = 32;
   static constexpr bool kDividesByGlobal = false;
   static constexpr bool kLoopPerWidth = true;
@@ -262,7 +290,7 @@ struct Mxfp4Scales {
 // words per thread quad (a k16 step's group of 16 for rows m and m + 8), so one multiply gives
 // e2m1 * fp8(s) * 2^-7 exactly (a normal bf16: the 2^-7 keeps fp8's largest scale in range); the
 // epilogue divides by global * 2^-7.
-struct Nvfp4Scales {
+struct Nvfp4Scales : Bf16Mma {
   static constexpr int kWords = 128;
   static constexpr bool kDividesByGlobal = true;
   static constexpr bool kLoopPerWidth = false;
@@ -285,7 +313,7 @@ struct Nvfp4Scales {
 // Four words of scales per thread quad, one per k16 step (rows m and m + 8); with zero points four
 // more of offsets 136 + z, 512 bytes further.
 template <bool kZeroPoints>
-struct Int4Scales {
+struct Int4Scales : Bf16Mma {
   static constexpr int kWords = kZeroPoints ? 256 : 128;
   static constexpr bool kDividesByGlobal = false;
   static constexpr bool kLoopPerWidth = false;
@@ -315,6 +343,37 @@ struct Int4Scales {
         a[step][r] = mul_bf16x2(q_bits, r % 2 == 0 ? s_m : s_m8);
       }
     }
+  }
+};
+
+// W4A8 with int8 inputs (kInt4Int8): 128-deep k-tiles of int8 (128 bytes per input row), 4 KB of
+// codes per consumer and k-tile (8 words per thread: fp4_gemm.h), one scale word per thread quad (the
+// bf16 scales of rows m and m + 8 for the k-tile's columns: a group holds whole k-tiles). Each code
+// arrives as the int8 16 q, so a register is one mask (and a shift) of its word, and the promotion
+// multiplies by scale / 16 (exact).
+struct Int4Int8Scales {
+  static constexpr bool kInt8Mma = true;
+  static constexpr int kTileK = 128;
+  static constexpr int kCodeBytes = 64 * kTileK / 2;
+  static constexpr int kWords = 32;
+  static constexpr bool kDividesByGlobal = false;
+  static constexpr bool kLoopPerWidth = false;
+  using Loaded = uint32_t;
+  static __device__ __forceinline__ Loaded load(uint32_t tile, int t) { return lds32(tile + 4 * (t / 4)); }
+  // Registers a[step][r] of the four k32 steps from the thread's eight code words.
+  static __device__ __forceinline__ void convert(const uint32_t (&w)[8], uint32_t (&a)[4][4]) {
+    constexpr uint32_t kHigh = 0xF0F0F0F0u;
+#pragma unroll
+    for (int step = 0; step < 4; ++step)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        a[step][2 * h] = w[2 * step + h] & kHigh;
+        a[step][2 * h + 1] = (w[2 * step + h] << 4) & kHigh;
+      }
+  }
+  // The scales of rows m and m + 8 over 16 (the codes' factor), as floats.
+  static __device__ __forceinline__ float2 row_scales(Loaded sw) {
+    return make_float2(__uint_as_float(sw << 16) * 0.0625f, __uint_as_float(sw & 0xFFFF0000u) * 0.0625f);
   }
 };
 
@@ -425,6 +484,38 @@ __global__ void repack_int4_kernel(const int32_t* codes, const uint16_t* scales,
   }
 }
 
+// As repack_int4_kernel, for int8 inputs (kInt4Int8, fp4_gemm.h): 64 x 128 tiles (the grid's
+// column tiles kt of 128), each code's nibble (q's two's complement) placed whole in a byte.
+__global__ void repack_int4_int8_kernel(const int32_t* codes, const uint16_t* scales, int64_t rows, int64_t cols,
+                                        int64_t group, int64_t gate_up_inter, uint32_t* frag_codes,
+                                        uint32_t* frag_scales) {
+  const int64_t col_tiles = cols / 128, tile = blockIdx.x, kt = tile % col_tiles;
+  const int t = threadIdx.x;
+  const int64_t m = tile / col_tiles * 64 + 16 * (t / 32) + t % 32 / 4;
+  const int64_t groups = cols / group;
+  const int64_t src[2] = {repack_source_row(m, rows, gate_up_inter), repack_source_row(m + 8, rows, gate_up_inter)};
+  auto nibble = [&](int half, int64_t col) -> uint32_t {  // padding: q = 0
+    return src[half] < 0 ? 0u : (static_cast<uint32_t>(codes[src[half] * (cols / 8) + col / 8]) >> (4 * (col % 8))) & 0xFu;
+  };
+#pragma unroll
+  for (int step = 0; step < 4; ++step)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t word = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int64_t col = kt * 128 + 32 * step + 16 * h + 4 * (t % 4) + j;
+        word |= nibble(0, col) << (8 * j + 4) | nibble(1, col) << (8 * j);
+      }
+      frag_codes[(tile * 128 + t) * 8 + 2 * step + h] = word;
+    }
+  if (t % 4 == 0) {
+    const int64_t g = kt * 128 / group;
+    auto scale = [&](int half) -> uint32_t { return src[half] >= 0 ? scales[src[half] * groups + g] : 0u; };
+    frag_scales[tile * 32 + t / 4] = scale(0) | scale(1) << 16;
+  }
+}
+
 // The CTA's tiles, in order: tile i = blockIdx.x + i * gridDim.x of (input tile, weight tile) pairs,
 // weight tiles fastest (the SMs at work share an expert's input rows and stream its weights). Input
 // tiles: each expert's rows in blocks of N, experts in order.
@@ -466,8 +557,9 @@ template <int N, class Format, bool kFusedAct>
 __global__ void __launch_bounds__(kThreads, 1)
     fp4_grouped_gemm_kernel(const __grid_constant__ CUtensorMap x_map, Fp4GemmParams p) {
   using Shape = TileShape<N>;
-  using Storage = SharedStorage<N, Format::kWords>;
+  using Storage = SharedStorage<N, Format>;
   constexpr int kScaleBytes = Format::kWords * 4;
+  constexpr int kTileK = Format::kTileK, kCodeBytes = Format::kCodeBytes;
   constexpr int kStages = Shape::kStages;
   // 64 x N fp32 accumulators take N / 2 registers: past 192 the producer warpgroup hands its own over.
   constexpr bool kMoveRegisters = N > 192;
@@ -541,7 +633,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         const Tile tile = tile_at(map, index, N);
         const int row0 = p.expert_offsets[tile.expert], expert_rows = p.expert_offsets[tile.expert + 1] - row0;
         const int rows_left = expert_rows - tile.input0;
-        TileInfo<N>& info = s.info[slot];
+        TileInfo<N, Format::kInt8Mma>& info = s.info[slot];
+        if constexpr (Format::kInt8Mma) {
+#pragma unroll
+          for (int c = lane; c < N; c += 32)
+            info.row_scales[c] = c >= rows_left ? 0.0f : p.x_scale[static_cast<int64_t>(row0) + tile.input0 + c];
+        }
         if (p.terms != nullptr) {
 #pragma unroll
           for (int c = lane; c < N; c += 32)
@@ -593,18 +690,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     // are `previous`), issue its MMAs, then wait until at most these are in flight and release the
     // previous k-tile's stage and registers.
     auto mma_tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&previous)[4][4]) {
-      const int i = ring.stage;
-      mbar_wait(&s.full[i], ring.phase);
-      const uint4 words = lds128(smem_addr(&s.stage[i].codes[consumer][4 * t]));
-      const typename Format::Loaded sw = Format::load(smem_addr(&s.stage[i].scales[consumer][0]), t);
-      const uint32_t w[4] = {words.x, words.y, words.z, words.w};
-      Format::convert(w, sw, a);
-      __syncwarp();  // convert_step branches per thread; the .aligned wgmma instructions need the warp whole
-      mma(a, s.stage[i].inputs, kt == 0);
-      wgmma_wait_one();
-      keep_registers(previous);
-      if (kt > 0) mbar_arrive(&s.empty[ring.previous()]);
-      ring.advance();
+      if constexpr (!Format::kInt8Mma) {  // (mainloop_int8's otherwise; the lambda is compiled for every format)
+        const int i = ring.stage;
+        mbar_wait(&s.full[i], ring.phase);
+        const uint4 words = lds128(smem_addr(&s.stage[i].codes[consumer][4 * t]));
+        const typename Format::Loaded sw = Format::load(smem_addr(&s.stage[i].scales[consumer][0]), t);
+        const uint32_t w[4] = {words.x, words.y, words.z, words.w};
+        Format::convert(w, sw, a);
+        __syncwarp();  // convert_step branches per thread; the .aligned wgmma instructions need the warp whole
+        mma(a, s.stage[i].inputs, kt == 0);
+        wgmma_wait_one();
+        keep_registers(previous);
+        if (kt > 0) mbar_arrive(&s.empty[ring.previous()]);
+        ring.advance();
+      }
     };
     uint32_t a_even[4][4], a_odd[4][4];  // alternate k-tiles' registers (static indices: unrolled by 2)
     for (int kt = 0; kt < k_tiles; kt += 2) {
@@ -616,17 +715,71 @@ __global__ void __launch_bounds__(kThreads, 1)
     keep_registers(a_odd);
     mbar_arrive(&s.empty[ring.previous()]);
   };
+  // The int8 formats' k-loop on the tile's first 64 * quarters input rows (N = 128: 64 or 128): per
+  // k-tile, its codes to int8 registers, four wgmmas into the int32 sums `part` (exact: |part| <
+  // 16 * 8 * 127 * 128 < 2^21), then, once they are done, acc += part * the rows' scale / 16. The
+  // other consumer warpgroup's MMAs run while this one converts and promotes.
+  auto mainloop_int8 = [&](auto quarters) {
+    auto k_loop = [&](auto width) {
+      if constexpr (Format::kInt8Mma) {  // (the bf16 formats': mainloop)
+        constexpr int W = decltype(width)::value;
+        uint32_t part[W / 2];  // (each k-tile's first wgmma overwrites it)
+#pragma unroll
+        for (int v = 0; v < W / 2; ++v) part[v] = 0;
+#pragma unroll
+        for (int v = 0; v < N / 2; ++v) acc[v] = 0.0f;
+        for (int kt = 0; kt < k_tiles; ++kt) {
+          const int i = ring.stage;
+          mbar_wait(&s.full[i], ring.phase);
+          const uint32_t code_words = smem_addr(&s.stage[i].codes[consumer][8 * t]);
+          const uint4 lo = lds128(code_words), hi = lds128(code_words + 16);
+          const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+          const float2 scale = Format::row_scales(Format::load(smem_addr(&s.stage[i].scales[consumer][0]), t));
+          uint32_t a[4][4];
+          Format::convert(w, a);
+          wgmma_fence();
+#pragma unroll
+          for (int step = 0; step < 4; ++step)
+            wgmma_rs_s8<W>(part, a[step], sw128_desc(s.stage[i].inputs + 32 * step), step > 0);
+          wgmma_commit();
+          wgmma_wait_all();
+          keep_registers(a);
+          mbar_arrive(&s.empty[i]);
+          ring.advance();
+#pragma unroll
+          for (int v = 0; v < W / 2; ++v)
+            acc[v] = __fmaf_rn(small_int_to_float(part[v]), v % 4 < 2 ? scale.x : scale.y, acc[v]);
+        }
+      }
+    };
+    if (quarters >= 2) k_loop(std::integral_constant<int, N>{});
+    else k_loop(std::integral_constant<int, 64>{});
+  };
   int taken = 0;  // tiles taken so far (TileInfo slot taken % kInfoSlots)
   for (int index = blockIdx.x; index < map.total_tiles; index += gridDim.x, ++taken) {
     if (taken > 0) mbar_arrive(&s.info_empty[(taken - 1) % kInfoSlots]);  // the previous tile's epilogue is done
-    const TileInfo<N>& info = s.info[taken % kInfoSlots];
+    const TileInfo<N, Format::kInt8Mma>& info = s.info[taken % kInfoSlots];
     mbar_wait(&s.info_full[taken % kInfoSlots], (taken / kInfoSlots) & 1);
     const Tile tile{info.expert, info.input0, info.weight_tile};
     const int row0 = info.row0, expert_rows = info.expert_rows;
     const int rows_left = expert_rows - tile.input0;
-    if constexpr (!Format::kLoopPerWidth) mainloop(std::integral_constant<int, 0>{}, min((rows_left + 63) / 64, N / 64));
-    else if (rows_left > N / 2) mainloop(std::integral_constant<int, N>{}, 0);
-    else mainloop(std::integral_constant<int, N / 2>{}, 0);
+    if constexpr (Format::kInt8Mma) {
+      mainloop_int8(min((rows_left + 63) / 64, N / 64));
+      // The input rows' scales: D = x_scale[row] * sums (0 past the tile's rows).
+      const uint32_t scales = smem_addr(info.row_scales) + 8 * (t % 4);
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j) {
+        const float2 x_scale = lds_f32x2(scales + 32 * j);  // rows 8j + 2 (t % 4) and the next
+#pragma unroll
+        for (int v = 0; v < 4; ++v) acc[4 * j + v] = __fmul_rn(acc[4 * j + v], v % 2 == 0 ? x_scale.x : x_scale.y);
+      }
+    } else if constexpr (!Format::kLoopPerWidth) {
+      mainloop(std::integral_constant<int, 0>{}, min((rows_left + 63) / 64, N / 64));
+    } else if (rows_left > N / 2) {
+      mainloop(std::integral_constant<int, N>{}, 0);
+    } else {
+      mainloop(std::integral_constant<int, N / 2>{}, 0);
+    }
     // acc[4j + v]: weight row r = 16 (t / 32) + t % 32 / 4 (+ 8 for v >= 2), input row c = 8j + 2 (t % 4)
     // (+ 1 for odd v); D is [input rows, n]. (Registers past a narrow tile's hold no input row.) NVFP4's
     // global scale, then the bias, as the CPU applies them to the sum: one fp32 division, one addition.
@@ -819,7 +972,7 @@ cudaError_t launch_instance(const CUtensorMap& map, const Fp4GemmParams& p, cuda
   // + the tile map, + alignment slack. The attribute is the most any launch needs, so that launches
   // with other expert counts (other host threads) never lower it under one another.
   auto smem_bytes = [](int experts) {
-    return sizeof(SharedStorage<N, Format::kWords>) + sizeof(int32_t) * (experts + 1) + 1024;
+    return sizeof(SharedStorage<N, Format>) + sizeof(int32_t) * (experts + 1) + 1024;
   };
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem_bytes(kMaxFp4GemmExperts)));
@@ -884,11 +1037,27 @@ cudaError_t launch_repack_int4(const int32_t* codes, const uint16_t* scales, con
   return cudaGetLastError();
 }
 
+cudaError_t launch_repack_int4_int8(const int32_t* codes, const uint16_t* scales, int64_t rows, int64_t cols,
+                                    int64_t group, int64_t gate_up_inter, uint32_t* frag_codes,
+                                    uint32_t* frag_scales, cudaStream_t stream) {
+  if (cols % 128 != 0 || group <= 0 || group % 128 != 0 || cols % group != 0) return cudaErrorInvalidValue;
+  unsigned tiles = 0;  // (64 x 64 tiles: twice the 64 x 128 ones)
+  if (const cudaError_t err = repack_tiles(rows, cols, gate_up_inter, tiles); err != cudaSuccess || tiles == 0)
+    return err;
+  repack_int4_int8_kernel<<<tiles / 2, 128, 0, stream>>>(codes, scales, rows, cols, group, gate_up_inter, frag_codes,
+                                                         frag_scales);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream) {
   const int n_tile = p.tile_inputs;
-  if (n_tile != 128 && n_tile != 256) return cudaErrorInvalidValue;
-  if (p.n <= 0 || p.k <= 0 || p.k % kTileK != 0 || p.experts < 0 || p.experts > kMaxFp4GemmExperts)
+  const bool int8_inputs = p.format == W4Format::kInt4Int8;
+  // (int8 inputs: 128-row tiles only, as the int32 sums take a second accumulator set.)
+  const int tile_k = int8_inputs ? Int4Int8Scales::kTileK : Bf16Mma::kTileK;
+  if (n_tile != 128 && (n_tile != 256 || int8_inputs)) return cudaErrorInvalidValue;
+  if (p.n <= 0 || p.k <= 0 || p.k % tile_k != 0 || p.experts < 0 || p.experts > kMaxFp4GemmExperts)
     return cudaErrorInvalidValue;
+  if (int8_inputs && p.x_scale == nullptr) return cudaErrorInvalidValue;
   if (p.format == W4Format::kNvfp4 && p.global_scales == nullptr) return cudaErrorInvalidValue;
   if (p.gate_up_inter < 0 || (p.gate_up_inter > 0 && p.n != 2 * p.gate_up_inter) ||
       (p.act_rows != nullptr && (p.gate_up_inter == 0 || !fuses_activation(p.activation))) ||
@@ -905,13 +1074,15 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
   auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   CUtensorMap map;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(p.k), static_cast<cuuint64_t>(p.total_rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.k) * 2};
-  const cuuint32_t box[2] = {kTileK, static_cast<cuuint32_t>(n_tile)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.k) * (int8_inputs ? 1 : 2)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(tile_k), static_cast<cuuint32_t>(n_tile)};
   const cuuint32_t elem_strides[2] = {1, 1};
-  if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<uint16_t*>(p.x), dims, strides, box, elem_strides,
+  if (encode(&map, int8_inputs ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+             const_cast<void*>(p.x), dims, strides, box, elem_strides,
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
     return cudaErrorInvalidValue;
+  if (int8_inputs) return launch_tiles<128, Int4Int8Scales>(map, p, stream);
   if (p.format == W4Format::kNvfp4)
     return n_tile == 128 ? launch_tiles<128, Nvfp4Scales>(map, p, stream) : launch_tiles<256, Nvfp4Scales>(map, p, stream);
   if (p.format == W4Format::kInt4)

@@ -385,7 +385,7 @@ void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, st
   cudaFree(const_cast<int32_t*>(p.expert_offsets));
   cudaFree(const_cast<const float**>(p.bias));
   cudaFree(const_cast<float*>(p.global_scales));
-  cudaFree(const_cast<uint16_t*>(p.x));
+  cudaFree(const_cast<void*>(p.x));
   cudaFree(d);
 }
 
@@ -434,6 +434,165 @@ TEST(Int4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
           run_case(c, data, format, group, rng);
           if (group == 32 && data == Data::kRandom) run_case(c, data, format, group, rng, true);
         }
+}
+
+// W4A8 with int8 inputs (W4Format::kInt4Int8): INT4 codes with bf16 scales per group (a multiple of
+// 128, or per row) on int8 input codes with per-row scales, against the exact sums in double,
+// D[i, r] = x_scale[i] * sum_g s[r, g] * sum_{k in g} x[i, k] q[r, k] (+ bias): the kernel's integer
+// sums per 128 columns are exact, so the only roundings are fp32's, of the scaled group sums.
+// kExact: power-of-two weight (2^-2..2^1) and row (2^-3..2^0) scales, inputs in -8..8: every sum and
+// product exact, bit for bit; kRandom: any inputs, normal-looking scales, rel_l2 < 1e-6. Then, as
+// the bf16 formats: 2 CTAs give the same bits, rows past the experts' are untouched, the terms
+// epilogue and (gate / up interleaved) the fused activation match.
+void run_int8_case(const Case& c, Data data, int64_t group, std::mt19937_64& rng, bool gate_up = false) {
+  const int64_t gate_up_inter = gate_up ? c.n / 2 : 0, groups = c.k / group;
+  const int experts = static_cast<int>(c.rows.size());
+  std::vector<int32_t> offsets(experts + 1, 0);
+  for (int e = 0; e < experts; ++e) offsets[e + 1] = offsets[e] + c.rows[e];
+  const int total = offsets[experts];
+  std::vector<TestWeight> weights;
+  for (int e = 0; e < experts; ++e) weights.push_back(make_weight(c, data, cuda::W4Format::kInt4, group, e, rng));
+  std::uniform_int_distribution<int> code(-127, 127), small_code(-8, 8), pow2(-3, 0), small(-2, 2);
+  std::uniform_real_distribution<float> row_scale(0.001f, 0.02f);
+  std::vector<int8_t> x(static_cast<size_t>(total + kTrailingRows) * c.k, 127);
+  for (size_t i = 0; i < static_cast<size_t>(total) * c.k; ++i)
+    x[i] = static_cast<int8_t>(data == Data::kExact ? small_code(rng) : code(rng));
+  std::vector<float> x_scale(total + kTrailingRows, std::nanf(""));  // (never read past the experts')
+  for (int i = 0; i < total; ++i) x_scale[i] = data == Data::kExact ? std::ldexp(1.0f, pow2(rng)) : row_scale(rng);
+
+  std::vector<const uint32_t*> frag_codes(experts), frag_scales(experts);
+  std::vector<void*> owned;
+  for (int e = 0; e < experts; ++e) {
+    uint8_t* dc = to_device(weights[e].codes);
+    uint8_t* ds = to_device(weights[e].scales);
+    uint32_t *fc = nullptr, *fs = nullptr;
+    ASSERT_EQ(cudaMalloc(&fc, static_cast<size_t>(cuda::fp4_frag_rows(c.n)) * c.k / 2), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&fs, cuda::fp4_frag_scale_bytes(cuda::W4Format::kInt4Int8, c.n, c.k)), cudaSuccess);
+    ASSERT_EQ(cuda::launch_repack_int4_int8(reinterpret_cast<const int32_t*>(dc), reinterpret_cast<const uint16_t*>(ds),
+                                            c.n, c.k, group, gate_up_inter, fc, fs, nullptr),
+              cudaSuccess);
+    frag_codes[e] = fc;
+    frag_scales[e] = fs;
+    owned.insert(owned.end(), {dc, ds, fc, fs});
+  }
+  cuda::Fp4GemmParams p;
+  p.format = cuda::W4Format::kInt4Int8;
+  p.frag_codes = to_device(frag_codes);
+  p.frag_scales = to_device(frag_scales);
+  p.expert_offsets = to_device(offsets);
+  p.x = to_device(x);
+  p.x_scale = to_device(x_scale);
+  float* d = nullptr;
+  const size_t d_count = static_cast<size_t>(total + kTrailingRows) * c.n;
+  ASSERT_EQ(cudaMalloc(&d, sizeof(float) * d_count), cudaSuccess);
+  p.d = d;
+  p.experts = experts;
+  p.n = c.n;
+  p.k = c.k;
+  p.total_rows = total + kTrailingRows;
+  p.tile_inputs = 128;
+  p.gate_up_inter = static_cast<int>(gate_up_inter);
+  std::vector<std::vector<float>> bias;
+  std::vector<const float*> bias_ptrs;
+  for (int e = 0; e < experts; ++e) {
+    bias.emplace_back(c.n);
+    for (float& b : bias.back()) b = static_cast<float>(small(rng));
+    bias_ptrs.push_back(to_device(bias.back()));
+    owned.push_back(const_cast<float*>(bias_ptrs.back()));
+  }
+  p.bias = to_device(bias_ptrs);
+
+  std::vector<double> want(static_cast<size_t>(total) * c.n);
+  for (int e = 0; e < experts; ++e) {
+    const TestWeight& w = weights[e];
+    auto q = [&](int64_t r, int64_t col) {  // the signed nibble of the codes' int32 words
+      const size_t i = static_cast<size_t>(r * c.k + col);
+      const int nib = (w.codes[i / 2] >> (4 * (i % 2))) & 0xF;
+      return nib >= 8 ? nib - 16 : nib;
+    };
+    auto s = [&](int64_t r, int64_t g) {
+      uint16_t bits;
+      std::memcpy(&bits, &w.scales[static_cast<size_t>(r * groups + g) * 2], sizeof(bits));
+      return static_cast<double>(quant::bf16_to_float(bits));
+    };
+    for (int i = offsets[e]; i < offsets[e + 1]; ++i)
+      for (int r = 0; r < c.n; ++r) {
+        double sum = 0;
+        for (int64_t g = 0; g < groups; ++g) {
+          int64_t part = 0;
+          for (int64_t col = g * group; col < (g + 1) * group; ++col) part += int64_t{x[static_cast<size_t>(i) * c.k + col]} * q(r, col);
+          sum += s(r, g) * static_cast<double>(part);
+        }
+        want[static_cast<size_t>(i) * c.n + r] = x_scale[i] * sum + bias[e][r];
+      }
+  }
+
+  cudaMemset(d, 0xFF, sizeof(float) * d_count);  // NaN poison: every output must be written
+  ASSERT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<float> got(d_count);
+  cudaMemcpy(got.data(), d, sizeof(float) * got.size(), cudaMemcpyDeviceToHost);
+  int64_t trailing_written = 0;
+  for (size_t i = static_cast<size_t>(total) * c.n; i < d_count; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &got[i], sizeof(bits));
+    trailing_written += bits != 0xFFFFFFFFu;
+  }
+  EXPECT_EQ(trailing_written, 0) << "rows past the experts' were written";
+  p.num_sms = 2;
+  cudaMemset(d, 0xFF, sizeof(float) * d_count);
+  ASSERT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  p.num_sms = 0;
+  std::vector<float> two_ctas(d_count);
+  cudaMemcpy(two_ctas.data(), d, sizeof(float) * two_ctas.size(), cudaMemcpyDeviceToHost);
+  EXPECT_EQ(std::memcmp(two_ctas.data(), got.data(), sizeof(float) * d_count), 0) << "2 CTAs differ" << seed_note();
+  got.resize(static_cast<size_t>(total) * c.n);
+  double err = 0, ref = 0;
+  int64_t unwritten = 0, not_exact = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    unwritten += std::isnan(got[i]);
+    not_exact += got[i] != static_cast<float>(want[i]);
+    err += (got[i] - want[i]) * (got[i] - want[i]);
+    ref += want[i] * want[i];
+  }
+  const double rel_l2 = std::sqrt(err / std::max(ref, 1e-300));
+  std::printf("    int4 x int8 (group %lld) %-6s%s n %d k %d rows %d: rel_l2 %.2e, %lld outputs not bit-equal\n",
+              static_cast<long long>(group), data == Data::kExact ? "exact" : "random",
+              gate_up ? " (gate/up interleaved)" : "", c.n, c.k, total, rel_l2, static_cast<long long>(not_exact));
+  EXPECT_EQ(unwritten, 0) << seed_note();
+  if (data == Data::kExact) EXPECT_EQ(not_exact, 0) << seed_note();
+  else EXPECT_LT(rel_l2, 1e-6) << seed_note();
+  if (gate_up) check_fused_activation(p, d, total, kTrailingRows);
+  else check_terms(p, got, total, kTrailingRows, rng);
+  for (void* ptr : owned) cudaFree(ptr);
+  cudaFree(const_cast<const uint32_t**>(p.frag_codes));
+  cudaFree(const_cast<const uint32_t**>(p.frag_scales));
+  cudaFree(const_cast<int32_t*>(p.expert_offsets));
+  cudaFree(const_cast<const float**>(p.bias));
+  cudaFree(const_cast<void*>(p.x));
+  cudaFree(const_cast<float*>(p.x_scale));
+  cudaFree(d);
+}
+
+// Groups of 128, 256 and per row; the cases of cases() with k a multiple of 128, and 9 k-tiles (more
+// than the pipeline's stages) with an expert of no rows.
+TEST(Int4Int8Mainloop, MatchesExactIntegerSums) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(test::test_seed());
+  std::vector<Case> int8_cases{Case{384, 1152, {64, 0, 129}}};
+  for (const Case& c : cases())
+    if (c.k % 128 == 0) int8_cases.push_back(c);
+  for (Data data : {Data::kExact, Data::kRandom})
+    for (const Case& c : int8_cases) {
+      std::vector<int64_t> groups{128};  // (per row: k itself, when not 128 or 256 already)
+      if (c.k % 256 == 0) groups.push_back(256);
+      if (c.k > 256) groups.push_back(c.k);
+      for (int64_t group : groups) {
+        run_int8_case(c, data, group, rng);
+        if (group == 128) run_int8_case(c, data, group, rng, true);
+      }
+    }
 }
 
 }  // namespace
