@@ -136,6 +136,7 @@ std::string to_string(GroupedKernel k) {
     case GroupedKernel::kInt4F16: return "grouped wgmma (INT4 weights dequantized to F16)";
     case GroupedKernel::kInt8F16: return "grouped wgmma (INT8 weights dequantized to F16)";
     case GroupedKernel::kDequantF16: return "grouped wgmma (F16) on weights dequantized to an F16 workspace";
+    case GroupedKernel::kInt4Int8Regs: return "grouped wgmma (INT8) on INT4 weights and INT8 activation codes";
   }
   return "?";
 }
@@ -157,6 +158,13 @@ GroupedKernel native_grouped_kernel(const GemmLayout& L, bool has_g_idx, const G
   const bool mixed_fits = !L.has_zero_point && group_fits && L.rows % 8 == 0;
   if (decode == GemmKernel::kTensorCoreCodes) {
     if (L.format == kFp8 && per_tensor_or_channel && fp8_rows) return GroupedKernel::kFp8;
+    // W4A8 with INT8 activations on int8 MMAs: whole 128-deep k-tiles per scale group (the register
+    // kernel's repack reads bf16 scales); its products are unrounded, as vLLM's W4A8-INT8 (CPU) keeps
+    // them, so layers that round each weight to bf16 keep the kernel below, which rounds them so.
+    if (L.format == kIntPacked && L.bits == 4 && in.act_quant == kInt8PerToken && !L.has_zero_point &&
+        !L.round_to_scale_dtype && L.scale_kind == 0 && L.cols % 128 == 0 &&
+        (L.strategy == kChannel || (L.strategy == kGroup && L.group_size % 128 == 0)))
+      return GroupedKernel::kInt4Int8Regs;
     // W4A8 (bf16 MMA on the codes: exact, as are the decode kernel's f16 products).
     if (L.format == kIntPacked && L.bits == 4 && mixed_fits && L.cols % 32 == 0 &&
         (fp8_rows || in.act_quant == kInt8PerToken))
@@ -278,12 +286,13 @@ bool dequantizes_weights(GroupedKernel kind) {
 }
 
 bool dequantizes_in_registers(GroupedKernel kind) {
-  return kind == GroupedKernel::kMxfp4Bf16 || kind == GroupedKernel::kNvfp4Bf16 || kind == GroupedKernel::kInt4RegsBf16;
+  return kind == GroupedKernel::kMxfp4Bf16 || kind == GroupedKernel::kNvfp4Bf16 ||
+         kind == GroupedKernel::kInt4RegsBf16 || kind == GroupedKernel::kInt4Int8Regs;
 }
 
 bool takes_16bit_rows(GroupedKernel kind) {
   return gemm_of(kind) == GroupedKernel::kBf16 || gemm_of(kind) == GroupedKernel::kF16 ||
-         dequantizes_in_registers(kind) || dequantizes_weights(kind);
+         (dequantizes_in_registers(kind) && kind != GroupedKernel::kInt4Int8Regs) || dequantizes_weights(kind);
 }
 
 int64_t grouped_scales_per_row(GroupedKernel kind, int64_t k) {
@@ -306,6 +315,7 @@ std::string to_string(GroupedTile t) {
 
 bool grouped_tile_built(GroupedKernel kind, GroupedTile t) {
   if (kind == GroupedKernel::kNone) return false;
+  if (kind == GroupedKernel::kInt4Int8Regs) return t == GroupedTile::kSmall;  // (int32 sums: 128-row tiles)
   if (dequantizes_in_registers(kind)) return t == GroupedTile::kSmall || t == GroupedTile::kLarge;
   if (t == GroupedTile::kTiny || t == GroupedTile::kTiny48) return dequantizes_weights(kind);
   return t != GroupedTile::kHuge || !(dequantizes_weights(kind) || kind == GroupedKernel::kFp8Block);
@@ -313,6 +323,7 @@ bool grouped_tile_built(GroupedKernel kind, GroupedTile t) {
 
 std::string tile_config(GroupedKernel kind, GroupedTile t) {
   if (!grouped_tile_built(kind, t)) return "none";
+  if (kind == GroupedKernel::kInt4Int8Regs) return "persistent 128x128 int8 (weight rows x input rows)";
   if (dequantizes_in_registers(kind))
     return t == GroupedTile::kSmall ? "persistent 128x128 (weight rows x input rows)"
                                     : "persistent 128x256 (weight rows x input rows)";
@@ -344,6 +355,7 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
   // The dequantizing kernels run their GEMM's tiles; f16's are bf16's (same MMA rate, not swept apart).
   kind = gemm_of(kind) == GroupedKernel::kF16 ? GroupedKernel::kBf16 : gemm_of(kind);
   const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_experts, 1);
+  if (kind == GroupedKernel::kInt4Int8Regs) return GroupedTile::kSmall;
   if (dequantizes_in_registers(kind))
     return rows_per_expert <= kMxfp4MaxRowsFor128 ? GroupedTile::kSmall : GroupedTile::kLarge;
   if (dequantizes_weights(kind)) {
@@ -391,7 +403,9 @@ int min_rows_per_expert(GroupedKernel kind, bool few, int inter) {
     case GroupedKernel::kInt4Bf16:
     case GroupedKernel::kInt4F16:  // (the same kernel in f16; its crossover not measured apart)
       return few ? kGroupedMinRowsPerExpertInt4FewExperts : kGroupedMinRowsPerExpertInt4;
-    case GroupedKernel::kInt4Codes: return few ? kGroupedMinRowsPerExpertW4A8FewExperts : kGroupedMinRowsPerExpertW4A8;
+    case GroupedKernel::kInt4Codes:
+    case GroupedKernel::kInt4Int8Regs:  // (kInt4Codes's switch, not measured apart yet)
+      return few ? kGroupedMinRowsPerExpertW4A8FewExperts : kGroupedMinRowsPerExpertW4A8;
     case GroupedKernel::kInt8Bf16:
     case GroupedKernel::kInt8F16: return few ? kGroupedMinRowsPerExpertInt8FewExperts : kGroupedMinRowsPerExpertInt8;
     default: return 0;
@@ -557,6 +571,7 @@ int64_t repacked_weight_bytes(GroupedKernel kind, const GemmLayout& L) {
   const int64_t padded = (L.rows + 127) / 128 * 128;
   const int64_t scales = kind == GroupedKernel::kMxfp4Bf16                        ? L.cols / 32
                          : kind == GroupedKernel::kInt4RegsBf16 && L.has_zero_point ? L.cols / 4
+                         : kind == GroupedKernel::kInt4Int8Regs                     ? L.cols / 64
                                                                                     : L.cols / 8;
   return padded * L.cols / 2 + padded * scales;
 }

@@ -90,6 +90,11 @@ enum class GroupedKernel {
   kDequantF16,    // f16 inputs x integer or FP8 weight-only weights with f16 scales rounded to f16
                   // (GPTQ / AWQ-like f16 checkpoints): dequantized into an f16 workspace, a batch of
                   // experts at a time, then the kF16 kernel on them
+  kInt4Int8Regs,  // W4A8 with INT8 activations (one scale per row) x symmetric INT4 weights with bf16
+                  // group (a multiple of 128) or channel scales, k a multiple of 128: the 4-bit
+                  // register kernel on int8 MMAs (cuda/fp4_gemm.h, kInt4Int8), each 128-deep integer
+                  // sum times its group scale in fp32 (the weights unrounded, as the reference keeps
+                  // them); 128-row tiles only
 };
 std::string to_string(GroupedKernel k);
 // Whether prefill kernel `kind` takes 16-bit input rows, bf16 (f16 for the f16 kernels) (else 8-bit
@@ -103,7 +108,7 @@ GroupedKernel gemm_of(GroupedKernel kind);
 // Whether it is a mixed-input kernel (weight-only codes dequantized in the mainloop; transposed).
 bool dequantizes_weights(GroupedKernel kind);
 // Whether it is our 4-bit kernel that dequantizes in registers (kMxfp4Bf16, kNvfp4Bf16,
-// kInt4RegsBf16).
+// kInt4RegsBf16; kInt4Int8Regs, on int8 input rows).
 bool dequantizes_in_registers(GroupedKernel kind);
 // Whether GEMM2's CUTLASS kernel `kind` on layout `L` gets terms instances at load, whose epilogue
 // writes the combine's bf16 terms bf16(w * y) instead of fp32 rows: the bf16 kernel on dense or
@@ -130,7 +135,8 @@ bool dequant_divides_by_global_scale(const GemmLayout& L);
 // batch dequantizes into a workspace of at most `workspace_bytes` (at least one expert).
 int dequant_batch_experts(int64_t expert_bytes, int num_experts, int64_t workspace_bytes);
 // Input scales per sorted row of prefill kernel `kind` on a k-column input: 1 (row-wise codes, also
-// kInt4Codes's bf16 codes), or one per 128 columns (kFp8Block); 0 for unscaled 16-bit rows.
+// kInt4Codes's bf16 codes and kInt4Int8Regs's int8 ones), or one per 128 columns (kFp8Block); 0 for
+// unscaled 16-bit rows.
 int64_t grouped_scales_per_row(GroupedKernel kind, int64_t k);
 // The prefill kernel for a projection whose decode kernel is `decode` (the sorted rows are gathered
 // from the decode kernels' input codes, or are the 16-bit inputs of kBf16 / kDequantBf16). A bias

@@ -131,6 +131,7 @@ cuda::W4Format w4_format(const PrefillGemm& g) {
   switch (g.kind) {
     case GroupedKernel::kNvfp4Bf16: return cuda::W4Format::kNvfp4;
     case GroupedKernel::kInt4RegsBf16: return g.layout.has_zero_point ? cuda::W4Format::kInt4Zero : cuda::W4Format::kInt4;
+    case GroupedKernel::kInt4Int8Regs: return cuda::W4Format::kInt4Int8;
     default: return cuda::W4Format::kMxfp4;
   }
 }
@@ -156,6 +157,10 @@ void repack_4bit(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host, i
       err = cuda::launch_repack_mxfp4(src, src_scales, g.n, g.k, gate_up_inter, frag_codes, frag_scales, nullptr);
     else if (format == cuda::W4Format::kNvfp4)
       err = cuda::launch_repack_nvfp4(src, src_scales, g.n, g.k, gate_up_inter, frag_codes, frag_scales, nullptr);
+    else if (format == cuda::W4Format::kInt4Int8)  // (the same device layout as below, int8 fragments)
+      err = cuda::launch_repack_int4_int8(static_cast<const int32_t*>(host[e].data),
+                                          static_cast<const uint16_t*>(host[e].scale), g.n, g.k, group, gate_up_inter,
+                                          frag_codes, frag_scales, nullptr);
     else  // INT4: signed nibbles on the device (converted at load), bf16 scales
       err = cuda::launch_repack_int4(static_cast<const int32_t*>(host[e].data),
                                      static_cast<const uint16_t*>(host[e].scale), host[e].zero_point, g.n, g.k, group,
@@ -258,7 +263,8 @@ void make_prefill_gemm(PrefillGemm& g, GroupedKernel kind, const GemmLayout& L, 
         case GroupedKernel::kFp8Block: g.gemm[t] = cuda::make_grouped_fp8_block(tile, g.buf, E, g.n, g.k, num_sms); break;
         case GroupedKernel::kMxfp4Bf16:
         case GroupedKernel::kNvfp4Bf16:
-        case GroupedKernel::kInt4RegsBf16: break;
+        case GroupedKernel::kInt4RegsBf16:
+        case GroupedKernel::kInt4Int8Regs: break;
         case GroupedKernel::kInt8Bf16:
           g.gemm[t] = cuda::make_grouped_int8_bf16(tile, g.buf, E, g.n, g.k, group_size, num_sms);
           break;
@@ -588,7 +594,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     gr.k = cols;
     gr.out_kind = g.kind == GroupedKernel::kInt4Codes ? 3
                   : takes_16bit_rows(g.kind)         ? 0
-                  : g.kind == GroupedKernel::kInt8   ? 2
+                  : g.kind == GroupedKernel::kInt8 || g.kind == GroupedKernel::kInt4Int8Regs ? 2
                                                      : 1;
     gr.scales_per_row = std::max<int64_t>(1, grouped_scales_per_row(g.kind, cols));
     gr.a_rows = m.sorted_rows.get();
@@ -646,13 +652,14 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       fp.frag_scales = fp.frag_codes + E;
       if (g.has_bias) fp.bias = reinterpret_cast<const float* const*>(fp.frag_codes + 2 * E);
       fp.expert_offsets = gp.expert_offsets;
-      fp.x = static_cast<const uint16_t*>(rows);
+      fp.x = rows;
+      fp.x_scale = m.sorted_scales.get<float>();  // (int8 rows: one scale per row)
       fp.d = d;
       fp.experts = E;
       fp.n = static_cast<int>(g.n);
       fp.k = static_cast<int>(g.k);
       fp.total_rows = static_cast<int>(num_slots);
-      fp.tile_inputs = tile == static_cast<int>(GroupedTile::kSmall) ? 128 : 256;
+      fp.tile_inputs = tile == static_cast<int>(GroupedTile::kSmall) ? 128 : 256;  // (kInt4Int8Regs: kSmall only)
       fp.num_sms = m.num_sms;
       fp.gate_up_inter = static_cast<int>(g.gate_up_inter);
       fp.act_rows = act_rows;

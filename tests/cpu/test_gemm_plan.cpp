@@ -374,7 +374,7 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
                                : scheme == "w4a16_g128"                          ? GroupedKernel::kInt4Bf16
                                : scheme == "fp8_block"                           ? GroupedKernel::kFp8Block
                                : scheme == "w8a16"                               ? GroupedKernel::kInt8Bf16
-                               : scheme == "w4a8_int8"                           ? GroupedKernel::kInt4Codes
+                               : scheme == "w4a8_int8"                           ? GroupedKernel::kInt4Int8Regs
                                : scheme == "nvfp4_w4a4"                          ? GroupedKernel::kNone
                                : scheme == "mxfp4"                               ? GroupedKernel::kMxfp4Bf16
                                : scheme == "nvfp4a16"                            ? GroupedKernel::kNvfp4Bf16
@@ -612,7 +612,9 @@ TEST(GemmPlan, F16ModelsPrefillKernels) {
                                : scheme == "w8a16"      ? GroupedKernel::kInt8F16
                                : scheme == "w4a16_g32" || scheme == "w4a16_asym_g128" ? GroupedKernel::kDequantF16
                                : scheme == "mxfp4" || scheme == "nvfp4a16" || scheme == "nvfp4_w4a4" ? GroupedKernel::kNone
-                                                                                                    : codes.g1;
+                               // (f16 scales: the int8 register kernel's repack reads bf16 ones)
+                               : scheme == "w4a8_int8" ? GroupedKernel::kInt4Codes
+                                                       : codes.g1;
     EXPECT_EQ(p.g1, want) << scheme;
     EXPECT_EQ(p.g2, want) << scheme;
     // Each projection has one prefill kernel whatever the hidden dtype (CudaMoeLayer builds one): the
@@ -822,20 +824,46 @@ TEST(GemmPlan, DequantizedBatchesFitTheWorkspace) {
 }
 
 TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
-  // W4A8: row-wise FP8 or INT8 activation codes (taken as bf16 values, one scale per row) x int4
-  // weights with groups of >= 64 or channel scales, of any scale dtype. (W4A8-FP8 checkpoints load as
-  // FP8 weights, w4a8_fp8_as_fp8_channel; int4 weights with FP8 activations come from layers built
-  // otherwise.)
+  // W4A8 with INT8 activations, bf16 scales per group of a multiple of 128 or per row, k a multiple
+  // of 128: the register kernel on int8 MMAs. Otherwise row-wise FP8 or INT8 activation codes (taken
+  // as bf16 values, one scale per row) x int4 weights with groups of >= 64 or channel scales, of any
+  // scale dtype. (W4A8-FP8 checkpoints load as FP8 weights, w4a8_fp8_as_fp8_channel; int4 weights
+  // with FP8 activations come from layers built otherwise.)
   const GemmLayout w4 = layout_of_scheme("w4a8_int8");
   const GemmKernel codes = GemmKernel::kTensorCoreCodes;
   const GemmInput fp8_in{static_cast<int>(ActQuant::kFp8PerToken), 0, 0, true};
   const GemmInput int8_in{static_cast<int>(ActQuant::kInt8PerToken), 0, 0, true};
   EXPECT_EQ(plan_grouped_kernel(w4, false, fp8_in, codes), GroupedKernel::kInt4Codes);
-  EXPECT_EQ(plan_grouped_kernel(w4, false, int8_in, codes), GroupedKernel::kInt4Codes);
-  GemmLayout f32_scales = w4, asym = w4, g32 = w4;
+  EXPECT_EQ(plan_grouped_kernel(w4, false, int8_in, codes), GroupedKernel::kInt4Int8Regs);
+  GemmLayout f32_scales = w4, asym = w4, g32 = w4, g64 = w4, g256 = w4, channel = w4, short_k = w4;
   f32_scales.scale_kind = 2;
   asym.has_zero_point = true;
   g32.group_size = 32;
+  g64.group_size = 64;
+  g256.group_size = 256;
+  channel.strategy = static_cast<int>(Strategy::kChannel);
+  short_k.cols = 192;  // (groups of 64 then)
+  short_k.group_size = 64;
+  EXPECT_EQ(plan_grouped_kernel(g256, false, int8_in, codes), GroupedKernel::kInt4Int8Regs);
+  EXPECT_EQ(plan_grouped_kernel(channel, false, int8_in, codes), GroupedKernel::kInt4Int8Regs);
+  EXPECT_EQ(plan_grouped_kernel(g64, false, int8_in, codes), GroupedKernel::kInt4Codes);
+  EXPECT_EQ(plan_grouped_kernel(short_k, false, int8_in, codes), GroupedKernel::kInt4Codes);
+  EXPECT_EQ(plan_grouped_kernel(f32_scales, false, int8_in, codes), GroupedKernel::kInt4Codes);
+  EXPECT_EQ(plan_grouped_kernel(asym, false, int8_in, codes), GroupedKernel::kNone);
+  GemmLayout rounded = w4;  // (weights rounded to bf16: the bf16 kernel's products)
+  ASSERT_FALSE(w4.round_to_scale_dtype);
+  rounded.round_to_scale_dtype = true;
+  EXPECT_EQ(plan_grouped_kernel(rounded, false, int8_in, codes), GroupedKernel::kInt4Codes);
+  EXPECT_FALSE(takes_16bit_rows(GroupedKernel::kInt4Int8Regs));
+  EXPECT_TRUE(dequantizes_in_registers(GroupedKernel::kInt4Int8Regs));
+  EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kInt4Int8Regs, 4096), 1);
+  for (int t = 0; t < kGroupedTiles; ++t)  // (int32 sums beside the fp32 ones: 128 input rows a tile)
+    EXPECT_EQ(grouped_tile_built(GroupedKernel::kInt4Int8Regs, static_cast<GroupedTile>(t)),
+              static_cast<GroupedTile>(t) == GroupedTile::kSmall);
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt4Int8Regs, 8192 * 8, 8, 4096), GroupedTile::kSmall);
+  // Codes as the checkpoint's (half a byte per weight) and a bf16 scale per row and 128 columns, rows
+  // padded to 128.
+  EXPECT_EQ(repacked_weight_bytes(GroupedKernel::kInt4Int8Regs, w4), (w4.rows + 127) / 128 * 128 * (w4.cols / 2 + w4.cols / 64));
   EXPECT_EQ(plan_grouped_kernel(f32_scales, false, fp8_in, codes), GroupedKernel::kInt4Codes);
   EXPECT_EQ(plan_grouped_kernel(asym, false, fp8_in, codes), GroupedKernel::kNone);
   EXPECT_EQ(plan_grouped_kernel(g32, false, fp8_in, codes), GroupedKernel::kNone);

@@ -421,6 +421,8 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
           shape.hidden == 2880)
         continue;
       const MoeLayer layer = random_layer(s, shape);
+      if (s == Scheme::kW4A8Int8)  // (the register kernel on int8 MMAs)
+        ASSERT_EQ(plan_layer_gemms(layer, 0, true).g1, GroupedKernel::kInt4Int8Regs);
       for (int64_t tokens : {1, 7, 64, 300}) {
         Tensor x, logits;
         random_inputs(tokens, layer, x, logits);
@@ -432,7 +434,7 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
   }
   // The automatic path on a batch past the crossover.
   for (Scheme s : {Scheme::kFp8Channel, Scheme::kInt8, Scheme::kDense, Scheme::kW4A16G128, Scheme::kFp8Block,
-                   Scheme::kW8A16Channel, Scheme::kInt4Fp8Codes}) {
+                   Scheme::kW8A16Channel, Scheme::kInt4Fp8Codes, Scheme::kW4A8Int8}) {
     const MoeLayer layer = random_layer(s, {8, 2, 1024, 512});
     Tensor x, logits;
     random_inputs(1024, layer, x, logits);
@@ -456,7 +458,7 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
 TEST(PrefillKernels, EveryTileMatchesTheCpuBackend) {
   REQUIRE_GPU();
   for (Scheme s : {Scheme::kFp8Channel, Scheme::kInt8, Scheme::kDense, Scheme::kW4A16G128, Scheme::kFp8Block,
-                   Scheme::kW8A16Channel, Scheme::kInt4Fp8Codes}) {
+                   Scheme::kW8A16Channel, Scheme::kInt4Fp8Codes, Scheme::kW4A8Int8}) {
     std::vector<LayerShape> shapes = {{16, 8, 2048, 768}};
     if (s == Scheme::kFp8Channel || s == Scheme::kInt8 || s == Scheme::kDense) shapes.push_back({8, 4, 2880, 1440});
     for (const LayerShape& shape : shapes) {
@@ -541,13 +543,17 @@ TEST(PrefillKernels, EdgeCases) {
   expect_prefill_edges(Scheme::kW4A16G128, 300, Scheme::kW4A16Channel, 129);
   // INT8 weight-only: packed codes made signed at load, and int8 storage.
   expect_prefill_edges(Scheme::kW8A16Channel, 300, Scheme::kW8A16Int8Storage, 129);
-  // W4A8: activation codes as bf16 values with their row scale in the epilogue.
+  // W4A8: activation codes as bf16 values with their row scale in the epilogue; with INT8
+  // activations, int8 MMAs on the register kernel.
   expect_prefill_edges(Scheme::kInt4Fp8Codes, 300, Scheme::kW4A8Int8, 129);
-  // The W4A8 kernel's only numerical difference is its bf16 weights: against a reference that rounds
-  // the weights the same way (q * s to bf16), it keeps the backend bound of same-numerics backends.
+  expect_prefill_edges(Scheme::kW4A8Int8, 300, Scheme::kW4A8Int8, 7);
+  // The bf16 W4A8 kernel's only numerical difference is its bf16 weights: against a reference that
+  // rounds the weights the same way (q * s to bf16), it keeps the backend bound of same-numerics
+  // backends. (W4A8-INT8 layers that round their weights so plan it instead of the int8 kernel.)
   for (Scheme s : {Scheme::kInt4Fp8Codes, Scheme::kW4A8Int8}) {
     MoeLayer rounded = random_layer(s, {16, 8, 2048, 768});
     rounded.round_weights_to_scale_dtype = true;
+    ASSERT_EQ(plan_layer_gemms(rounded, 0, true).g1, GroupedKernel::kInt4Codes) << name_of(s);
     Tensor rx, rlogits;
     random_inputs(300, rounded, rx, rlogits);
     expect_cuda_matches_cpu(rounded, rx, rlogits, std::string("prefill ") + name_of(s) + " bf16 weights",
