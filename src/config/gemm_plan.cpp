@@ -403,9 +403,12 @@ int min_rows_per_expert(GroupedKernel kind, bool few, int inter) {
     case GroupedKernel::kInt4Bf16:
     case GroupedKernel::kInt4F16:  // (the same kernel in f16; its crossover not measured apart)
       return few ? kGroupedMinRowsPerExpertInt4FewExperts : kGroupedMinRowsPerExpertInt4;
-    case GroupedKernel::kInt4Codes:
-    case GroupedKernel::kInt4Int8Regs:  // (kInt4Codes's switch, not measured apart yet)
-      return few ? kGroupedMinRowsPerExpertW4A8FewExperts : kGroupedMinRowsPerExpertW4A8;
+    case GroupedKernel::kInt4Int8Regs:
+      return few ? kGroupedMinRowsPerExpertInt4Int8FewExperts
+                 : by_reduction(kGroupedMinRowsPerExpertInt4Int8LongReduction,
+                                kGroupedMinRowsPerExpertInt4Int8MediumReduction,
+                                kGroupedMinRowsPerExpertInt4Int8ShortReduction);
+    case GroupedKernel::kInt4Codes: return few ? kGroupedMinRowsPerExpertW4A8FewExperts : kGroupedMinRowsPerExpertW4A8;
     case GroupedKernel::kInt8Bf16:
     case GroupedKernel::kInt8F16: return few ? kGroupedMinRowsPerExpertInt8FewExperts : kGroupedMinRowsPerExpertInt8;
     default: return 0;
