@@ -100,13 +100,14 @@ inline constexpr int kGroupedMinRowsPerExpertInt8FewExperts = 4;
 inline constexpr int kGroupedMinRowsPerExpertW4A8 = 8;
 inline constexpr int kGroupedMinRowsPerExpertW4A8FewExperts = 8;
 // W4A8 with INT8 activations on the register kernel's int8 MMAs (kInt4Int8Regs), by mean rows per
-// expert, GEMM us decode vs prefill (H200, 2026-12-01, same run, bench/runs/2026-12-01_session27/
-// crossover.txt): Mixtral 376.6 vs 410.6 at 4 rows, 528.4 vs 385.4 at 8 (crossing ~4.9);
-// Qwen3-30B-A3B 106.0 vs 111.6 at 1 row, 153.0 vs 149.0 at 2 (~1.6); DeepSeek-V3 1202 vs 1150 at 0.5
-// rows, 1907 vs 1617 at 1 (below 0.5). With many experts by GEMM2's reduction, as the register
-// kernel's other switches (kRegsMinInter*): DeepSeek-V3's (2048) from one row, Qwen3-30B-A3B's (768)
-// from two; the short reduction (the TP8 shapes) as the medium one.
-inline constexpr int kGroupedMinRowsPerExpertInt4Int8FewExperts = 5;
+// expert, GEMM us decode vs prefill (H200, 2026-12-01, bench/runs/2026-12-01_session27/crossover.txt,
+// then switch.txt, each one run): Mixtral 376.6 vs 410.6 at 4 rows, 528.4 vs 385.4 at 8; 386.8 vs
+// 403.1 at 5, 480.7 vs 387.9 at 6; Qwen3-30B-A3B 106.0 vs 111.6 at 1 row, 153.0 vs 149.0 at 2; 140.0
+// vs 139.5 at 1.5; DeepSeek-V3 1202 vs 1150 at 0.5 rows (1202 vs 1231 in the second run), 1907 vs
+// 1617 at 1; DeepSeek-V3 TP8 185 vs 204 at 0.5, 285.0 vs 283.6 at 1, 396 vs 360 at 2. With many
+// experts by GEMM2's reduction, as the register kernel's other switches (kRegsMinInter*):
+// DeepSeek-V3's (2048) from one row, Qwen3-30B-A3B's (768) and the TP8 shapes' (256) from two.
+inline constexpr int kGroupedMinRowsPerExpertInt4Int8FewExperts = 6;
 inline constexpr int kGroupedMinRowsPerExpertInt4Int8LongReduction = 1;
 inline constexpr int kGroupedMinRowsPerExpertInt4Int8MediumReduction = 2;
 inline constexpr int kGroupedMinRowsPerExpertInt4Int8ShortReduction = 2;

@@ -690,7 +690,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // are `previous`), issue its MMAs, then wait until at most these are in flight and release the
     // previous k-tile's stage and registers.
     auto mma_tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&previous)[4][4]) {
-      if constexpr (!Format::kInt8Mma) {  // (mainloop_int8's otherwise; the lambda is compiled for every format)
+      if constexpr (!Format::kInt8Mma) {  // (compiled for every format; the int8 ones run mainloop_int8)
         const int i = ring.stage;
         mbar_wait(&s.full[i], ring.phase);
         const uint4 words = lds128(smem_addr(&s.stage[i].codes[consumer][4 * t]));
@@ -719,9 +719,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   // k-tile, its codes to int8 registers, four wgmmas into the int32 sums `part` (exact: |part| <
   // 16 * 8 * 127 * 128 < 2^21), then, once they are done, acc += part * the rows' scale / 16. The
   // other consumer warpgroup's MMAs run while this one converts and promotes.
+  // (Generic lambdas with the body under `if constexpr`: they are compiled for every format, and the
+  // bf16 formats run `mainloop`.)
   auto mainloop_int8 = [&](auto quarters) {
     auto k_loop = [&](auto width) {
-      if constexpr (Format::kInt8Mma) {  // (the bf16 formats': mainloop)
+      if constexpr (Format::kInt8Mma) {
         constexpr int W = decltype(width)::value;
         uint32_t part[W / 2];  // (each k-tile's first wgmma overwrites it)
 #pragma unroll

@@ -1,7 +1,8 @@
 // The prefill GEMM of MXFP4, NVFP4 weight-only and INT4 layers (GroupedKernel::kMxfp4Bf16,
-// kNvfp4Bf16, kInt4RegsBf16): a grouped GEMM on 4-bit weights that dequantizes in registers, as
-// wgmma's A operand, instead of writing a bf16 copy of the weights first (kDequantBf16). Transposed
-// like the mixed-input kernels: D^T_e = dequant(W_e) * X_e^T, so the weights are the M side.
+// kNvfp4Bf16, kInt4RegsBf16), and of W4A8 with INT8 activations (kInt4Int8Regs): a grouped GEMM on
+// 4-bit weights that dequantizes in registers, as wgmma's A operand, instead of writing a bf16 copy
+// of the weights first (kDequantBf16). Transposed like the mixed-input kernels: D^T_e = dequant(W_e)
+// * X_e^T, so the weights are the M side.
 #pragma once
 
 #include <cuda_runtime.h>

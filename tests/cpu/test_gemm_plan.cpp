@@ -944,9 +944,9 @@ TEST(GemmPlan, PrefillFromTheCrossover) {
   // W4A8 likewise.
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Codes, 256, 8, 2048), kGroupedMinRowsPerExpertW4A8 * 32);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Codes, 8, 2, 14336), kGroupedMinRowsPerExpertW4A8FewExperts * 4);
-  // W4A8-INT8's int8 register kernel: Mixtral (5 rows: 20 tokens), DeepSeek-V3 (inter 2048: one row,
+  // W4A8-INT8's int8 register kernel: Mixtral (6 rows: 24 tokens), DeepSeek-V3 (inter 2048: one row,
   // 32 tokens), Qwen3-30B-A3B (inter 768: two rows, 32 tokens), DeepSeek-V3 TP8 (inter 256: two rows).
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Int8Regs, 8, 2, 14336), 20);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Int8Regs, 8, 2, 14336), 24);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Int8Regs, 256, 8, 2048), 32);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Int8Regs, 128, 8, 768), 32);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Int8Regs, 256, 8, 256), 64);
