@@ -18,15 +18,15 @@ status=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 "$tests" 2>&1 | tee "$out/gpu_tests.log" | tail -n 40 || status=1
 grep -q "FAILED" "$out/gpu_tests.log" && status=1
-small='CudaMoeLayerApi.*:CudaRouting.*:RandomLayerEdges.*:PrefillKernels.EdgeCases:DequantizedPrefill.EdgeCases:Fp4Mainloop.*:Int4Mainloop.*'
+small='CudaMoeLayerApi.*:CudaRouting.*:RandomLayerEdges.*:PrefillKernels.EdgeCases:DequantizedPrefill.EdgeCases:Fp4Mainloop.*:Int4Mainloop.*:Int4Int8Mainloop.*'
 if command -v compute-sanitizer >/dev/null; then
   compute-sanitizer --tool memcheck --error-exitcode 9 "$tests" --gtest_filter="$small" > "$out/memcheck.log" 2>&1 || status=1
   # (the routing, grouping and activation-quantization kernels' shared memory: the API and routing
   # tests, both grouping paths, and the edge cases with per-token FP8 quantization)
   racy='CudaMoeLayerApi.*:CudaRouting.*:RandomLayerEdges.BothGroupingPathsWithAnExpertMap:RandomLayerEdges.ActivationsExpertMapAndRouting'
   # QMOE_RACECHECK_KERNELS=1 adds the 4-bit register kernel's tests (its staged terms epilogue
-  # shares a tile and named barriers per warpgroup): ~210 s more on an H200.
-  [[ ${QMOE_RACECHECK_KERNELS:-0} == 1 ]] && racy+=':Fp4Mainloop.*:Int4Mainloop.*'
+  # shares a tile and named barriers per warpgroup): ~240 s more on an H200.
+  [[ ${QMOE_RACECHECK_KERNELS:-0} == 1 ]] && racy+=':Fp4Mainloop.*:Int4Mainloop.*:Int4Int8Mainloop.*'
   compute-sanitizer --tool racecheck "$tests" --gtest_filter="$racy" > "$out/racecheck.log" 2>&1 || status=1
   # Racecheck errors fail the run. Warnings (intra-warp hazards the tool cannot prove ordered) fail
   # it too, except those in CuTe's TMA descriptor updates: CUTLASS's grouped collectives rewrite the
