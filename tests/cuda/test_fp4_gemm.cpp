@@ -237,6 +237,97 @@ void check_terms(cuda::Fp4GemmParams p, const std::vector<float>& d, int total, 
   cudaFree(weights_dev);
 }
 
+// The launch parameters of a case's experts (format and tile left to the caller): their repacked
+// weights, row offsets and input rows (`x`, on the device), a D of total + kTrailingRows rows
+// (allocated into *d), and with `biased` small-integer biases per expert (into `bias`; the exact
+// data stays exact). Device copies the caller frees go to `owned`.
+cuda::Fp4GemmParams case_params(const Case& c, const std::vector<int32_t>& offsets,
+                                const std::vector<const uint32_t*>& frag_codes,
+                                const std::vector<const uint32_t*>& frag_scales, const void* x, int64_t gate_up_inter,
+                                bool biased, std::mt19937_64& rng, float** d, std::vector<std::vector<float>>& bias,
+                                std::vector<void*>& owned) {
+  const int experts = static_cast<int>(c.rows.size()), total = offsets[experts];
+  cuda::Fp4GemmParams p;
+  p.frag_codes = to_device(frag_codes);
+  p.frag_scales = to_device(frag_scales);
+  p.expert_offsets = to_device(offsets);
+  p.x = x;
+  EXPECT_EQ(cudaMalloc(d, sizeof(float) * (total + kTrailingRows) * c.n), cudaSuccess);
+  p.d = *d;
+  p.experts = experts;
+  p.n = c.n;
+  p.k = c.k;
+  p.total_rows = total + kTrailingRows;
+  p.gate_up_inter = static_cast<int>(gate_up_inter);
+  if (!biased) return p;
+  std::uniform_int_distribution<int> small(-2, 2);
+  std::vector<const float*> bias_ptrs;
+  for (int e = 0; e < experts; ++e) {
+    bias.emplace_back(c.n);
+    for (float& b : bias.back()) b = static_cast<float>(small(rng));
+    bias_ptrs.push_back(to_device(bias.back()));
+    owned.push_back(const_cast<float*>(bias_ptrs.back()));
+  }
+  p.bias = to_device(bias_ptrs);
+  return p;
+}
+
+// Frees what case_params and the case put on the device.
+void free_case(const cuda::Fp4GemmParams& p, float* d, const std::vector<void*>& owned) {
+  for (void* ptr : owned) cudaFree(ptr);
+  cudaFree(const_cast<const uint32_t**>(p.frag_codes));
+  cudaFree(const_cast<const uint32_t**>(p.frag_scales));
+  cudaFree(const_cast<int32_t*>(p.expert_offsets));
+  cudaFree(const_cast<const float**>(p.bias));
+  cudaFree(const_cast<float*>(p.global_scales));
+  cudaFree(const_cast<void*>(p.x));
+  cudaFree(const_cast<float*>(p.x_scale));
+  cudaFree(d);
+}
+
+// One launch of `p` (D, [total + kTrailingRows, n], NaN-poisoned first) against `want` [total, n]:
+// rows past the experts' stay poisoned, and the same launch on 2 CTAs (each walks many tiles, round
+// the ring of published tiles) gives the same bits in every output. Returns D's expert rows.
+struct Launched {
+  std::vector<float> got;
+  double rel_l2 = 0;
+  int64_t unwritten = 0, not_exact = 0;
+};
+Launched launch_and_compare(cuda::Fp4GemmParams p, float* d, int total, const std::vector<double>& want) {
+  Launched r;
+  const size_t d_count = static_cast<size_t>(total + kTrailingRows) * p.n;
+  std::vector<float> runs[2];  // one CTA per SM, 2 CTAs
+  for (int sms : {0, 2}) {
+    p.num_sms = sms;
+    cudaMemset(d, 0xFF, sizeof(float) * d_count);  // NaN poison: every output must be written
+    EXPECT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float>& got = runs[sms == 0 ? 0 : 1];
+    got.resize(d_count);
+    cudaMemcpy(got.data(), d, sizeof(float) * got.size(), cudaMemcpyDeviceToHost);
+  }
+  EXPECT_EQ(std::memcmp(runs[1].data(), runs[0].data(), sizeof(float) * d_count), 0)
+      << "2 CTAs differ from one per SM, tile " << p.tile_inputs << seed_note();
+  int64_t trailing_written = 0;
+  for (size_t i = static_cast<size_t>(total) * p.n; i < d_count; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &runs[0][i], sizeof(bits));
+    trailing_written += bits != 0xFFFFFFFFu;
+  }
+  EXPECT_EQ(trailing_written, 0) << "rows past the experts' were written";
+  r.got = std::move(runs[0]);
+  r.got.resize(static_cast<size_t>(total) * p.n);
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < r.got.size(); ++i) {
+    r.unwritten += std::isnan(r.got[i]);
+    r.not_exact += r.got[i] != static_cast<float>(want[i]);
+    err += (r.got[i] - want[i]) * (r.got[i] - want[i]);
+    ref += want[i] * want[i];
+  }
+  r.rel_l2 = std::sqrt(err / std::max(ref, 1e-300));
+  return r;
+}
+
 // `group`: INT4's (32 for the FP4 formats, whose groups are their own). `gate_up`: the weights as a
 // gated layer's w13 (n = 2 inter), repacked with gate and up rows interleaved: the same outputs in
 // the same columns, and the fused activation epilogue (check_fused_activation).
@@ -284,35 +375,13 @@ void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, st
     frag_scales[e] = fs;
     owned.insert(owned.end(), {dc, ds, dz, fc, fs});
   }
-  cuda::Fp4GemmParams p;
-  p.frag_codes = to_device(frag_codes);
-  p.frag_scales = to_device(frag_scales);
-  p.expert_offsets = to_device(offsets);
-  p.x = to_device(x);
+  // Biases, except with tiny scales (they would swamp the sums under test).
   float* d = nullptr;
-  const size_t d_count = static_cast<size_t>(total + kTrailingRows) * c.n;
-  ASSERT_EQ(cudaMalloc(&d, sizeof(float) * d_count), cudaSuccess);
-  p.d = d;
-  p.experts = experts;
-  p.n = c.n;
-  p.k = c.k;
-  p.total_rows = total + kTrailingRows;
-  p.format = format;
-  p.gate_up_inter = static_cast<int>(gate_up_inter);
-  if (nvfp4) p.global_scales = to_device(global);
-  // Biases (small integers: the exact data stays exact), except with tiny scales (they would
-  // swamp the sums under test).
   std::vector<std::vector<float>> bias;
-  std::vector<const float*> bias_ptrs;
-  if (data != Data::kTiny && data != Data::kMixed) {
-    for (int e = 0; e < experts; ++e) {
-      bias.emplace_back(c.n);
-      for (float& b : bias.back()) b = static_cast<float>(small(rng));
-      bias_ptrs.push_back(to_device(bias.back()));
-      owned.push_back(const_cast<float*>(bias_ptrs.back()));
-    }
-    p.bias = to_device(bias_ptrs);
-  }
+  cuda::Fp4GemmParams p = case_params(c, offsets, frag_codes, frag_scales, to_device(x), gate_up_inter,
+                                      data != Data::kTiny && data != Data::kMixed, rng, &d, bias, owned);
+  p.format = format;
+  if (nvfp4) p.global_scales = to_device(global);
 
   std::vector<double> want(static_cast<size_t>(total) * c.n);
   for (int e = 0; e < experts; ++e) {
@@ -329,39 +398,9 @@ void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, st
 
   for (int tile_inputs : {128, 256}) {
     p.tile_inputs = tile_inputs;
-    cudaMemset(d, 0xFF, sizeof(float) * d_count);  // NaN poison: every output must be written
-    ASSERT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<float> got(d_count);
-    cudaMemcpy(got.data(), d, sizeof(float) * got.size(), cudaMemcpyDeviceToHost);
-    int64_t trailing_written = 0;  // rows past the experts' stay poisoned
-    for (size_t i = static_cast<size_t>(total) * c.n; i < d_count; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, &got[i], sizeof(bits));
-      trailing_written += bits != 0xFFFFFFFFu;
-    }
-    EXPECT_EQ(trailing_written, 0) << "rows past the experts' were written";
-    // The same launch on 2 CTAs (each walks many tiles, round the ring of published tiles): the
-    // same bits in every output.
-    p.num_sms = 2;
-    cudaMemset(d, 0xFF, sizeof(float) * d_count);
-    ASSERT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    p.num_sms = 0;
-    std::vector<float> two_ctas(d_count);
-    cudaMemcpy(two_ctas.data(), d, sizeof(float) * two_ctas.size(), cudaMemcpyDeviceToHost);
-    EXPECT_EQ(std::memcmp(two_ctas.data(), got.data(), sizeof(float) * d_count), 0)
-        << "2 CTAs differ from one per SM, tile " << tile_inputs << seed_note();
-    got.resize(static_cast<size_t>(total) * c.n);
-    double err = 0, ref = 0;
-    int64_t unwritten = 0, not_exact = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      unwritten += std::isnan(got[i]);
-      not_exact += got[i] != static_cast<float>(want[i]);
-      err += (got[i] - want[i]) * (got[i] - want[i]);
-      ref += want[i] * want[i];
-    }
-    const double rel_l2 = std::sqrt(err / std::max(ref, 1e-300));
+    const Launched run = launch_and_compare(p, d, total, want);
+    const double rel_l2 = run.rel_l2;
+    const int64_t unwritten = run.unwritten, not_exact = run.not_exact;
     const char* name = data == Data::kRandom  ? "random"
                        : data == Data::kExact ? "exact"
                        : data == Data::kTiny  ? "tiny scales"
@@ -377,16 +416,9 @@ void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, st
     if (data == Data::kRandom) EXPECT_LT(rel_l2, 1e-5) << name << " tile " << tile_inputs << seed_note();
     else EXPECT_EQ(not_exact, 0) << name << " tile " << tile_inputs << seed_note();
     if (gate_up) check_fused_activation(p, d, total, kTrailingRows);
-    else check_terms(p, got, total, kTrailingRows, rng);
+    else check_terms(p, run.got, total, kTrailingRows, rng);
   }
-  for (void* ptr : owned) cudaFree(ptr);
-  cudaFree(const_cast<const uint32_t**>(p.frag_codes));
-  cudaFree(const_cast<const uint32_t**>(p.frag_scales));
-  cudaFree(const_cast<int32_t*>(p.expert_offsets));
-  cudaFree(const_cast<const float**>(p.bias));
-  cudaFree(const_cast<float*>(p.global_scales));
-  cudaFree(const_cast<void*>(p.x));
-  cudaFree(d);
+  free_case(p, d, owned);
 }
 
 // Experts without rows, with one row, partial and several input tiles; k of 1, 2, 3, 8 and 45 k-tiles
@@ -452,7 +484,7 @@ void run_int8_case(const Case& c, Data data, int64_t group, std::mt19937_64& rng
   const int total = offsets[experts];
   std::vector<TestWeight> weights;
   for (int e = 0; e < experts; ++e) weights.push_back(make_weight(c, data, cuda::W4Format::kInt4, group, e, rng));
-  std::uniform_int_distribution<int> code(-127, 127), small_code(-8, 8), pow2(-3, 0), small(-2, 2);
+  std::uniform_int_distribution<int> code(-127, 127), small_code(-8, 8), pow2(-3, 0);
   std::uniform_real_distribution<float> row_scale(0.001f, 0.02f);
   std::vector<int8_t> x(static_cast<size_t>(total + kTrailingRows) * c.k, 127);
   for (size_t i = 0; i < static_cast<size_t>(total) * c.k; ++i)
@@ -475,32 +507,13 @@ void run_int8_case(const Case& c, Data data, int64_t group, std::mt19937_64& rng
     frag_scales[e] = fs;
     owned.insert(owned.end(), {dc, ds, fc, fs});
   }
-  cuda::Fp4GemmParams p;
-  p.format = cuda::W4Format::kInt4Int8;
-  p.frag_codes = to_device(frag_codes);
-  p.frag_scales = to_device(frag_scales);
-  p.expert_offsets = to_device(offsets);
-  p.x = to_device(x);
-  p.x_scale = to_device(x_scale);
   float* d = nullptr;
-  const size_t d_count = static_cast<size_t>(total + kTrailingRows) * c.n;
-  ASSERT_EQ(cudaMalloc(&d, sizeof(float) * d_count), cudaSuccess);
-  p.d = d;
-  p.experts = experts;
-  p.n = c.n;
-  p.k = c.k;
-  p.total_rows = total + kTrailingRows;
-  p.tile_inputs = 128;
-  p.gate_up_inter = static_cast<int>(gate_up_inter);
   std::vector<std::vector<float>> bias;
-  std::vector<const float*> bias_ptrs;
-  for (int e = 0; e < experts; ++e) {
-    bias.emplace_back(c.n);
-    for (float& b : bias.back()) b = static_cast<float>(small(rng));
-    bias_ptrs.push_back(to_device(bias.back()));
-    owned.push_back(const_cast<float*>(bias_ptrs.back()));
-  }
-  p.bias = to_device(bias_ptrs);
+  cuda::Fp4GemmParams p =
+      case_params(c, offsets, frag_codes, frag_scales, to_device(x), gate_up_inter, true, rng, &d, bias, owned);
+  p.format = cuda::W4Format::kInt4Int8;
+  p.x_scale = to_device(x_scale);
+  p.tile_inputs = 128;
 
   std::vector<double> want(static_cast<size_t>(total) * c.n);
   for (int e = 0; e < experts; ++e) {
@@ -527,36 +540,9 @@ void run_int8_case(const Case& c, Data data, int64_t group, std::mt19937_64& rng
       }
   }
 
-  cudaMemset(d, 0xFF, sizeof(float) * d_count);  // NaN poison: every output must be written
-  ASSERT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<float> got(d_count);
-  cudaMemcpy(got.data(), d, sizeof(float) * got.size(), cudaMemcpyDeviceToHost);
-  int64_t trailing_written = 0;
-  for (size_t i = static_cast<size_t>(total) * c.n; i < d_count; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &got[i], sizeof(bits));
-    trailing_written += bits != 0xFFFFFFFFu;
-  }
-  EXPECT_EQ(trailing_written, 0) << "rows past the experts' were written";
-  p.num_sms = 2;
-  cudaMemset(d, 0xFF, sizeof(float) * d_count);
-  ASSERT_EQ(cuda::launch_fp4_grouped_gemm(p, nullptr), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  p.num_sms = 0;
-  std::vector<float> two_ctas(d_count);
-  cudaMemcpy(two_ctas.data(), d, sizeof(float) * two_ctas.size(), cudaMemcpyDeviceToHost);
-  EXPECT_EQ(std::memcmp(two_ctas.data(), got.data(), sizeof(float) * d_count), 0) << "2 CTAs differ" << seed_note();
-  got.resize(static_cast<size_t>(total) * c.n);
-  double err = 0, ref = 0;
-  int64_t unwritten = 0, not_exact = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    unwritten += std::isnan(got[i]);
-    not_exact += got[i] != static_cast<float>(want[i]);
-    err += (got[i] - want[i]) * (got[i] - want[i]);
-    ref += want[i] * want[i];
-  }
-  const double rel_l2 = std::sqrt(err / std::max(ref, 1e-300));
+  const Launched run = launch_and_compare(p, d, total, want);
+  const double rel_l2 = run.rel_l2;
+  const int64_t unwritten = run.unwritten, not_exact = run.not_exact;
   std::printf("    int4 x int8 (group %lld) %-6s%s n %d k %d rows %d: rel_l2 %.2e, %lld outputs not bit-equal\n",
               static_cast<long long>(group), data == Data::kExact ? "exact" : "random",
               gate_up ? " (gate/up interleaved)" : "", c.n, c.k, total, rel_l2, static_cast<long long>(not_exact));
@@ -564,15 +550,8 @@ void run_int8_case(const Case& c, Data data, int64_t group, std::mt19937_64& rng
   if (data == Data::kExact) EXPECT_EQ(not_exact, 0) << seed_note();
   else EXPECT_LT(rel_l2, 1e-6) << seed_note();
   if (gate_up) check_fused_activation(p, d, total, kTrailingRows);
-  else check_terms(p, got, total, kTrailingRows, rng);
-  for (void* ptr : owned) cudaFree(ptr);
-  cudaFree(const_cast<const uint32_t**>(p.frag_codes));
-  cudaFree(const_cast<const uint32_t**>(p.frag_scales));
-  cudaFree(const_cast<int32_t*>(p.expert_offsets));
-  cudaFree(const_cast<const float**>(p.bias));
-  cudaFree(const_cast<void*>(p.x));
-  cudaFree(const_cast<float*>(p.x_scale));
-  cudaFree(d);
+  else check_terms(p, run.got, total, kTrailingRows, rng);
+  free_case(p, d, owned);
 }
 
 // Groups of 128, 256 and per row; the cases of cases() with k a multiple of 128, and 9 k-tiles (more
