@@ -50,11 +50,12 @@ class CudaMoeLayer {
   // Only 16-bit hidden states of the weights' dtype take it. Each layer has its own: an engine short
   // of memory (or running f32 hidden states) passes less (more, smaller batches) or 0 (those layers
   // keep the decode kernels at every size).
-  // MXFP4, NVFP4 weight-only and INT4 layers with groups of 32 or zero points (k a multiple of 64)
-  // have a prefill kernel of their own instead, which reads a copy of their weights repacked at
-  // load (codes as many bytes again as the checkpoint's, scales as 32-bit words), allocated under
-  // the same conditions: max_tokens at its crossover and a nonzero budget (the budget's size does
-  // not bound it).
+  // MXFP4, NVFP4 weight-only and INT4 layers with groups of 32 or zero points (k a multiple of 64),
+  // and W4A8 with INT8 activations and bf16 scales per group of a multiple of 128 or per row, have
+  // a prefill kernel of their own instead, which reads a copy of their weights repacked at load
+  // (codes as many bytes again as the checkpoint's, scales as 32-bit words), allocated under the
+  // same conditions: max_tokens at its crossover and a nonzero budget (the budget's size does not
+  // bound it).
   static constexpr int64_t kDefaultDequantWorkspaceBytes = int64_t{1} << 30;
   CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes = kDefaultDequantWorkspaceBytes);
   // The same with `workspace` (at least workspace_bytes of this layer, on the current device) as its

@@ -163,7 +163,9 @@ GroupedKernel native_grouped_kernel(const GemmLayout& L, bool has_g_idx, const G
     // them, so layers that round each weight to bf16 keep the kernel below, which rounds them so.
     if (L.format == kIntPacked && L.bits == 4 && in.act_quant == kInt8PerToken && !L.has_zero_point &&
         !L.round_to_scale_dtype && L.scale_kind == 0 && L.cols % 128 == 0 &&
-        (L.strategy == kChannel || (L.strategy == kGroup && L.group_size % 128 == 0)))
+        (L.strategy == kChannel ? L.scale_cols == 1
+                                : L.strategy == kGroup && L.group_size > 0 && L.group_size % 128 == 0 &&
+                                      L.scale_cols == L.cols / L.group_size))
       return GroupedKernel::kInt4Int8Regs;
     // W4A8 (bf16 MMA on the codes: exact, as are the decode kernel's f16 products).
     if (L.format == kIntPacked && L.bits == 4 && mixed_fits && L.cols % 32 == 0 &&

@@ -115,7 +115,7 @@ struct PrefillGemm {
   const cuda::ExpertTensors* experts = nullptr;  // (device)
   bool has_bias = false;  // added to the output rows after the GEMM
   bool divide_by_global = false;  // NVFP4 dequantized without its global scale (kDequantBf16)
-  // kMxfp4Bf16 / kNvfp4Bf16 / kInt4RegsBf16: every expert's weights repacked (codes, then scales; fp4_gemm.h), and
+  // kMxfp4Bf16 / kNvfp4Bf16 / kInt4RegsBf16 / kInt4Int8Regs: every expert's weights repacked (codes, then scales; fp4_gemm.h), and
   // pointers to them ([experts] codes, [experts] scales, then [experts] biases where the layer has
   // them; the kernel adds them). Empty: not allocated (the decode kernels run). NVFP4: each expert's
   // global scale ([experts] fp32), which the kernel divides the sums by.
@@ -462,7 +462,8 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_pt
   // kDequantBf16 / kDequantF16: the batches its workspace piece holds (0: the decode kernels).
   m.prefill1.batch_experts = ws.dequant.w13;
   m.prefill2.batch_experts = ws.dequant.w2;
-  // The 4-bit register kernel (bf16 hidden states only): the repacked weights, under the same conditions.
+  // The 4-bit register kernel: the repacked weights, under the same conditions. (Its bf16-input
+  // formats plan only for bf16 hidden states; W4A8-INT8 takes int8 rows quantized from any.)
   for (auto [g, host] : {std::pair{&m.prefill1, &w13}, std::pair{&m.prefill2, &w2}})
     if (dequantizes_in_registers(g->kind) && dequant_workspace_bytes > 0 && E <= cuda::kMaxFp4GemmExperts &&
         max_tokens >= grouped_min_tokens(g->kind, layer.num_experts, layer.top_k, layer.inter)) {

@@ -165,8 +165,8 @@ __device__ __forceinline__ float2 lds_f32x2(uint32_t addr) {  // addr: 8-byte al
   return v;
 }
 
-// The shared-memory descriptor of a K-major, 128-byte-swizzled bf16 operand (8-row atoms of 1024
-// bytes): start address, leading offset 1 (unused by the swizzled K-major layout), stride 1024
+// The shared-memory descriptor of a K-major, 128-byte-swizzled operand (bf16 or int8 rows of 128
+// bytes, 8-row atoms of 1024 bytes): start address, leading offset 1 (unused by the swizzled K-major layout), stride 1024
 // bytes between 8-row groups, swizzle mode 1 (128 B).
 __device__ __forceinline__ uint64_t sw128_desc(const void* p) {
   const uint64_t addr = smem_addr(p);
@@ -716,8 +716,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_arrive(&s.empty[ring.previous()]);
   };
   // The int8 formats' k-loop on the tile's first 64 * quarters input rows (N = 128: 64 or 128): per
-  // k-tile, its codes to int8 registers, four wgmmas into the int32 sums `part` (exact: |part| <
-  // 16 * 8 * 127 * 128 < 2^21), then, once they are done, acc += part * the rows' scale / 16. The
+  // k-tile, its codes to int8 registers, four wgmmas into the int32 sums `part` (exact: |part| <=
+  // 128 * 128 * 128 = 2^21, codes 16 q in [-128, 112], inputs in [-128, 127]), then, once they are
+  // done, acc += part * the rows' scale / 16. The
   // other consumer warpgroup's MMAs run while this one converts and promotes.
   // (Generic lambdas with the body under `if constexpr`: they are compiled for every format, and the
   // bf16 formats run `mainloop`.)

@@ -841,7 +841,9 @@ TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
   g32.group_size = 32;
   g64.group_size = 64;
   g256.group_size = 256;
+  g256.scale_cols = g256.cols / 256;
   channel.strategy = static_cast<int>(Strategy::kChannel);
+  channel.scale_cols = 1;
   short_k.cols = 192;  // (groups of 64 then)
   short_k.group_size = 64;
   EXPECT_EQ(plan_grouped_kernel(g256, false, int8_in, codes), GroupedKernel::kInt4Int8Regs);
@@ -850,6 +852,9 @@ TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
   EXPECT_EQ(plan_grouped_kernel(short_k, false, int8_in, codes), GroupedKernel::kInt4Codes);
   EXPECT_EQ(plan_grouped_kernel(f32_scales, false, int8_in, codes), GroupedKernel::kInt4Codes);
   EXPECT_EQ(plan_grouped_kernel(asym, false, int8_in, codes), GroupedKernel::kNone);
+  GemmLayout partial_groups = w4;  // (scales for fewer groups than the columns hold)
+  partial_groups.scale_cols -= 1;
+  EXPECT_NE(plan_grouped_kernel(partial_groups, false, int8_in, codes), GroupedKernel::kInt4Int8Regs);
   GemmLayout rounded = w4;  // (weights rounded to bf16: the bf16 kernel's products)
   ASSERT_FALSE(w4.round_to_scale_dtype);
   rounded.round_to_scale_dtype = true;

@@ -484,7 +484,7 @@ void run_int8_case(const Case& c, Data data, int64_t group, std::mt19937_64& rng
   const int total = offsets[experts];
   std::vector<TestWeight> weights;
   for (int e = 0; e < experts; ++e) weights.push_back(make_weight(c, data, cuda::W4Format::kInt4, group, e, rng));
-  std::uniform_int_distribution<int> code(-127, 127), small_code(-8, 8), pow2(-3, 0);
+  std::uniform_int_distribution<int> code(-128, 127), small_code(-8, 8), pow2(-3, 0);
   std::uniform_real_distribution<float> row_scale(0.001f, 0.02f);
   std::vector<int8_t> x(static_cast<size_t>(total + kTrailingRows) * c.k, 127);
   for (size_t i = 0; i < static_cast<size_t>(total) * c.k; ++i)
