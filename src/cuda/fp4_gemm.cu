@@ -718,8 +718,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The int8 formats' k-loop on the tile's first 64 * quarters input rows (N = 128: 64 or 128): per
   // k-tile, its codes to int8 registers, four wgmmas into the int32 sums `part` (exact: |part| <=
   // 128 * 128 * 128 = 2^21, codes 16 q in [-128, 112], inputs in [-128, 127]), then, once they are
-  // done, acc += part * the rows' scale / 16. The
-  // other consumer warpgroup's MMAs run while this one converts and promotes.
+  // done, acc += part * the rows' scale / 16. The other consumer warpgroup's MMAs run while this one
+  // converts and promotes.
   // (Generic lambdas with the body under `if constexpr`: they are compiled for every format, and the
   // bf16 formats run `mainloop`.)
   auto mainloop_int8 = [&](auto quarters) {
