@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# For the next session (not run), one call: main `b5640c0` (.gpu/n: qmoe, qmoe_cuda_tests,
+# For the next session (not run), one call: main `dbf6646` (.gpu/n: qmoe, qmoe_cuda_tests,
 # libfmt.so.9; xz; built on the Debian build machine).
 # 1. The int8 register kernel's direct test after test_fp4_gemm.cpp's helpers were shared with the
-#    bf16 formats' cases (`b5640c0`, not run on a GPU), and those cases.
+#    bf16 formats' cases (`b5640c0`) and the -128 inputs (`c6be5d7`), not run on a GPU, and those cases.
 # 2. ncu of the int8 register kernel's two launches (W4A8-INT8 Mixtral at 4096 tokens: 872 TOP/s
 #    against FP8's 1323) and of the FP8 CUTLASS kernel's on the same shape: tensor pipe activity,
 #    issue slots, L2 / DRAM throughput, warp stall reasons (is it the promotion, the wait for each

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# For the next session (not run): branch wip/int8-overlap (`bbf3d51`: the int8 k-loop in two
+# For the next session (not run): branch wip/int8-overlap (`df3d7e7`: the int8 k-loop in two
 # 64-row chunks, the first promoted while the second's MMAs run; ptxas: no spills, no injected
-# waits) built into .gpu/o (full), against main `b5640c0` (.gpu/n; carry it with its
+# waits) built into .gpu/o (full), against main `dbf6646` (.gpu/n; carry it with its
 # qmoe_cuda_tests.xz moved out: two full builds exceed a call's 64 MiB).
 # 1. Its kernel test and the W4A8-INT8 layer tests.
 # 2. A/B main vs branch on W4A8-INT8 at 64-8192 tokens on three shapes, two alternated rounds.
