@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# For the next session (not run): branch wip/int8-overlap (`df3d7e7`: the int8 k-loop in two
+# For the next session (not run): branch wip/int8-overlap (`6283aa3`: the int8 k-loop in two
 # 64-row chunks, the first promoted while the second's MMAs run; ptxas: no spills, no injected
 # waits) built into .gpu/o (full), against main `dbf6646` (.gpu/n; carry it with its
 # qmoe_cuda_tests.xz moved out: two full builds exceed a call's 64 MiB).
