@@ -153,6 +153,8 @@ void repack_4bit(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host, i
     auto* frag_scales = reinterpret_cast<uint32_t*>(scales);
     const auto* src = static_cast<const uint8_t*>(host[e].data);
     const auto* src_scales = static_cast<const uint8_t*>(host[e].scale);
+    // (Every format has scales; a layer built without them would otherwise be read at null.)
+    if (src_scales == nullptr) throw Error("4-bit repack: local expert " + std::to_string(e) + " has no weight scales");
     cudaError_t err;
     if (format == cuda::W4Format::kMxfp4)
       err = cuda::launch_repack_mxfp4(src, src_scales, g.n, g.k, gate_up_inter, frag_codes, frag_scales, nullptr);

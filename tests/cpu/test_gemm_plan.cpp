@@ -824,8 +824,8 @@ TEST(GemmPlan, DequantizedBatchesFitTheWorkspace) {
 }
 
 TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
-  // W4A8 with INT8 activations, bf16 scales per group of a multiple of 128 or per row, k a multiple
-  // of 128: the register kernel on int8 MMAs. Otherwise row-wise FP8 or INT8 activation codes (taken
+  // W4A8 with INT8 activations, bf16 or fp32 scales per group of a multiple of 128 or per row, k a
+  // multiple of 128: the register kernel on int8 MMAs. Otherwise row-wise FP8 or INT8 activation codes (taken
   // as bf16 values, one scale per row) x int4 weights with groups of >= 64 or channel scales, of any
   // scale dtype. (W4A8-FP8 checkpoints load as FP8 weights, w4a8_fp8_as_fp8_channel; int4 weights
   // with FP8 activations come from layers built otherwise.)
