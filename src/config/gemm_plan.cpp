@@ -159,10 +159,11 @@ GroupedKernel native_grouped_kernel(const GemmLayout& L, bool has_g_idx, const G
   if (decode == GemmKernel::kTensorCoreCodes) {
     if (L.format == kFp8 && per_tensor_or_channel && fp8_rows) return GroupedKernel::kFp8;
     // W4A8 with INT8 activations on int8 MMAs: whole 128-deep k-tiles per scale group (the register
-    // kernel's repack reads bf16 scales); its products are unrounded, as vLLM's W4A8-INT8 (CPU) keeps
-    // them, so layers that round each weight to bf16 keep the kernel below, which rounds them so.
+    // kernel's repack reads bf16 or fp32 scales); its products are unrounded, as vLLM's W4A8-INT8
+    // (CPU) keeps them, so layers that round each weight to bf16 keep the kernel below, which rounds
+    // them so.
     if (L.format == kIntPacked && L.bits == 4 && in.act_quant == kInt8PerToken && !L.has_zero_point &&
-        !L.round_to_scale_dtype && L.scale_kind == 0 && L.cols % 128 == 0 &&
+        !L.round_to_scale_dtype && (L.scale_kind == 0 || L.scale_kind == 2) && L.cols % 128 == 0 &&
         (L.strategy == kChannel ? L.scale_cols == 1
                                 : L.strategy == kGroup && L.group_size > 0 && L.group_size % 128 == 0 &&
                                       L.scale_cols == L.cols / L.group_size))
@@ -576,7 +577,7 @@ int64_t repacked_weight_bytes(GroupedKernel kind, const GemmLayout& L) {
   const int64_t padded = (L.rows + 127) / 128 * 128;
   const int64_t scales = kind == GroupedKernel::kMxfp4Bf16                        ? L.cols / 32
                          : kind == GroupedKernel::kInt4RegsBf16 && L.has_zero_point ? L.cols / 4
-                         : kind == GroupedKernel::kInt4Int8Regs                     ? L.cols / 64
+                         : kind == GroupedKernel::kInt4Int8Regs                     ? L.cols / (L.scale_kind == 2 ? 32 : 64)
                                                                                     : L.cols / 8;
   return padded * L.cols / 2 + padded * scales;
 }

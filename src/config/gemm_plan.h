@@ -91,7 +91,7 @@ enum class GroupedKernel {
                   // (GPTQ / AWQ-like f16 checkpoints): dequantized into an f16 workspace, a batch of
                   // experts at a time, then the kF16 kernel on them
   kInt4Int8Regs,  // W4A8 with INT8 activations (one scale per row) x symmetric INT4 weights with bf16
-                  // group (a multiple of 128) or channel scales, k a multiple of 128: the 4-bit
+                  // or fp32 group (a multiple of 128) or channel scales, k a multiple of 128: the 4-bit
                   // register kernel on int8 MMAs (cuda/fp4_gemm.h, kInt4Int8), each 128-deep integer
                   // sum times its group scale in fp32 (the weights unrounded, as the reference keeps
                   // them); 128-row tiles only

@@ -131,7 +131,8 @@ cuda::W4Format w4_format(const PrefillGemm& g) {
   switch (g.kind) {
     case GroupedKernel::kNvfp4Bf16: return cuda::W4Format::kNvfp4;
     case GroupedKernel::kInt4RegsBf16: return g.layout.has_zero_point ? cuda::W4Format::kInt4Zero : cuda::W4Format::kInt4;
-    case GroupedKernel::kInt4Int8Regs: return cuda::W4Format::kInt4Int8;
+    case GroupedKernel::kInt4Int8Regs:  // (scales as the layer keeps them: bf16, or fp32 per row as vLLM's)
+      return g.layout.scale_kind == 2 ? cuda::W4Format::kInt4Int8F32 : cuda::W4Format::kInt4Int8;
     default: return cuda::W4Format::kMxfp4;
   }
 }
@@ -152,14 +153,16 @@ void repack_4bit(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host, i
     auto* frag_scales = reinterpret_cast<uint32_t*>(scales);
     const auto* src = static_cast<const uint8_t*>(host[e].data);
     const auto* src_scales = static_cast<const uint8_t*>(host[e].scale);
+    // (Every format has scales; a layer built without them would otherwise be read at null.)
+    if (src_scales == nullptr) throw Error("4-bit repack: local expert " + std::to_string(e) + " has no weight scales");
     cudaError_t err;
     if (format == cuda::W4Format::kMxfp4)
       err = cuda::launch_repack_mxfp4(src, src_scales, g.n, g.k, gate_up_inter, frag_codes, frag_scales, nullptr);
     else if (format == cuda::W4Format::kNvfp4)
       err = cuda::launch_repack_nvfp4(src, src_scales, g.n, g.k, gate_up_inter, frag_codes, frag_scales, nullptr);
-    else if (format == cuda::W4Format::kInt4Int8)  // (the same device layout as below, int8 fragments)
-      err = cuda::launch_repack_int4_int8(static_cast<const int32_t*>(host[e].data),
-                                          static_cast<const uint16_t*>(host[e].scale), g.n, g.k, group, gate_up_inter,
+    else if (cuda::takes_int8_inputs(format))  // (the same device layout as below, int8 fragments)
+      err = cuda::launch_repack_int4_int8(static_cast<const int32_t*>(host[e].data), host[e].scale,
+                                          format == cuda::W4Format::kInt4Int8F32, g.n, g.k, group, gate_up_inter,
                                           frag_codes, frag_scales, nullptr);
     else  // INT4: signed nibbles on the device (converted at load), bf16 scales
       err = cuda::launch_repack_int4(static_cast<const int32_t*>(host[e].data),

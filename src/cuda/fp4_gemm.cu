@@ -346,20 +346,24 @@ struct Int4Scales : Bf16Mma {
   }
 };
 
-// W4A8 with int8 inputs (kInt4Int8): 128-deep k-tiles of int8 (128 bytes per input row), 4 KB of
-// codes per consumer and k-tile (8 words per thread: fp4_gemm.h), one scale word per thread quad (the
-// bf16 scales of rows m and m + 8 for the k-tile's columns: a group holds whole k-tiles). Each code
-// arrives as the int8 16 q, so a register is one mask (and a shift) of its word, and the promotion
-// multiplies by scale / 16 (exact).
+// W4A8 with int8 inputs (kInt4Int8, kInt4Int8F32): 128-deep k-tiles of int8 (128 bytes per input
+// row), 4 KB of codes per consumer and k-tile (8 words per thread: fp4_gemm.h), the scales of rows m
+// and m + 8 for the k-tile's columns per thread quad (a group holds whole k-tiles): one word of bf16
+// pairs, or two fp32 words (kF32Scales). Each code arrives as the int8 16 q, so a register is one mask
+// (and a shift) of its word, and the promotion multiplies by scale / 16 (exact for normal scales).
+template <bool kF32Scales>
 struct Int4Int8Scales {
   static constexpr bool kInt8Mma = true;
   static constexpr int kTileK = 128;
   static constexpr int kCodeBytes = 64 * kTileK / 2;
-  static constexpr int kWords = 32;
+  static constexpr int kWords = kF32Scales ? 64 : 32;
   static constexpr bool kDividesByGlobal = false;
   static constexpr bool kLoopPerWidth = false;
-  using Loaded = uint32_t;
-  static __device__ __forceinline__ Loaded load(uint32_t tile, int t) { return lds32(tile + 4 * (t / 4)); }
+  using Loaded = std::conditional_t<kF32Scales, float2, uint32_t>;
+  static __device__ __forceinline__ Loaded load(uint32_t tile, int t) {
+    if constexpr (kF32Scales) return lds_f32x2(tile + 8 * (t / 4));
+    else return lds32(tile + 4 * (t / 4));
+  }
   // Registers a[step][r] of the four k32 steps from the thread's eight code words.
   static __device__ __forceinline__ void convert(const uint32_t (&w)[8], uint32_t (&a)[4][4]) {
     constexpr uint32_t kHigh = 0xF0F0F0F0u;
@@ -373,7 +377,8 @@ struct Int4Int8Scales {
   }
   // The scales of rows m and m + 8 over 16 (the codes' factor), as floats.
   static __device__ __forceinline__ float2 row_scales(Loaded sw) {
-    return make_float2(__uint_as_float(sw << 16) * 0.0625f, __uint_as_float(sw & 0xFFFF0000u) * 0.0625f);
+    if constexpr (kF32Scales) return make_float2(sw.x * 0.0625f, sw.y * 0.0625f);
+    else return make_float2(__uint_as_float(sw << 16) * 0.0625f, __uint_as_float(sw & 0xFFFF0000u) * 0.0625f);
   }
 };
 
@@ -484,9 +489,11 @@ __global__ void repack_int4_kernel(const int32_t* codes, const uint16_t* scales,
   }
 }
 
-// As repack_int4_kernel, for int8 inputs (kInt4Int8, fp4_gemm.h): 64 x 128 tiles (the grid's
-// column tiles kt of 128), each code's nibble (q's two's complement) placed whole in a byte.
-__global__ void repack_int4_int8_kernel(const int32_t* codes, const uint16_t* scales, int64_t rows, int64_t cols,
+// As repack_int4_kernel, for int8 inputs (kInt4Int8, kInt4Int8F32: `scales` bf16 or fp32, fp4_gemm.h):
+// 64 x 128 tiles (the grid's column tiles kt of 128), each code's nibble (q's two's complement) placed
+// whole in a byte.
+template <class Scale>
+__global__ void repack_int4_int8_kernel(const int32_t* codes, const Scale* scales, int64_t rows, int64_t cols,
                                         int64_t group, int64_t gate_up_inter, uint32_t* frag_codes,
                                         uint32_t* frag_scales) {
   const int64_t col_tiles = cols / 128, tile = blockIdx.x, kt = tile % col_tiles;
@@ -509,10 +516,15 @@ __global__ void repack_int4_int8_kernel(const int32_t* codes, const uint16_t* sc
       }
       frag_codes[(tile * 128 + t) * 8 + 2 * step + h] = word;
     }
-  if (t % 4 == 0) {
+  if (t % 4 == 0) {  // (padding rows: scale 0)
     const int64_t g = kt * 128 / group;
-    auto scale = [&](int half) -> uint32_t { return src[half] >= 0 ? scales[src[half] * groups + g] : 0u; };
-    frag_scales[tile * 32 + t / 4] = scale(0) | scale(1) << 16;
+    auto scale = [&](int half) -> Scale { return src[half] >= 0 ? scales[src[half] * groups + g] : Scale{0}; };
+    if constexpr (std::is_same_v<Scale, float>) {
+      frag_scales[(tile * 32 + t / 4) * 2] = __float_as_uint(scale(0));
+      frag_scales[(tile * 32 + t / 4) * 2 + 1] = __float_as_uint(scale(1));
+    } else {
+      frag_scales[tile * 32 + t / 4] = scale(0) | static_cast<uint32_t>(scale(1)) << 16;
+    }
   }
 }
 
@@ -1040,23 +1052,27 @@ cudaError_t launch_repack_int4(const int32_t* codes, const uint16_t* scales, con
   return cudaGetLastError();
 }
 
-cudaError_t launch_repack_int4_int8(const int32_t* codes, const uint16_t* scales, int64_t rows, int64_t cols,
-                                    int64_t group, int64_t gate_up_inter, uint32_t* frag_codes,
+cudaError_t launch_repack_int4_int8(const int32_t* codes, const void* scales, bool f32_scales, int64_t rows,
+                                    int64_t cols, int64_t group, int64_t gate_up_inter, uint32_t* frag_codes,
                                     uint32_t* frag_scales, cudaStream_t stream) {
   if (cols % 128 != 0 || group <= 0 || group % 128 != 0 || cols % group != 0) return cudaErrorInvalidValue;
   unsigned tiles = 0;  // (64 x 64 tiles: twice the 64 x 128 ones)
   if (const cudaError_t err = repack_tiles(rows, cols, gate_up_inter, tiles); err != cudaSuccess || tiles == 0)
     return err;
-  repack_int4_int8_kernel<<<tiles / 2, 128, 0, stream>>>(codes, scales, rows, cols, group, gate_up_inter, frag_codes,
-                                                         frag_scales);
+  if (f32_scales)
+    repack_int4_int8_kernel<<<tiles / 2, 128, 0, stream>>>(codes, static_cast<const float*>(scales), rows, cols, group,
+                                                           gate_up_inter, frag_codes, frag_scales);
+  else
+    repack_int4_int8_kernel<<<tiles / 2, 128, 0, stream>>>(codes, static_cast<const uint16_t*>(scales), rows, cols,
+                                                           group, gate_up_inter, frag_codes, frag_scales);
   return cudaGetLastError();
 }
 
 cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream) {
   const int n_tile = p.tile_inputs;
-  const bool int8_inputs = p.format == W4Format::kInt4Int8;
+  const bool int8_inputs = takes_int8_inputs(p.format);
   // (int8 inputs: 128-row tiles only, as the int32 sums take a second accumulator set.)
-  const int tile_k = int8_inputs ? Int4Int8Scales::kTileK : Bf16Mma::kTileK;
+  const int tile_k = int8_inputs ? Int4Int8Scales<false>::kTileK : Bf16Mma::kTileK;
   if (n_tile != 128 && (n_tile != 256 || int8_inputs)) return cudaErrorInvalidValue;
   if (p.n <= 0 || p.k <= 0 || p.k % tile_k != 0 || p.experts < 0 || p.experts > kMaxFp4GemmExperts)
     return cudaErrorInvalidValue;
@@ -1085,7 +1101,8 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
     return cudaErrorInvalidValue;
-  if (int8_inputs) return launch_tiles<128, Int4Int8Scales>(map, p, stream);
+  if (p.format == W4Format::kInt4Int8F32) return launch_tiles<128, Int4Int8Scales<true>>(map, p, stream);
+  if (p.format == W4Format::kInt4Int8) return launch_tiles<128, Int4Int8Scales<false>>(map, p, stream);
   if (p.format == W4Format::kNvfp4)
     return n_tile == 128 ? launch_tiles<128, Nvfp4Scales>(map, p, stream) : launch_tiles<256, Nvfp4Scales>(map, p, stream);
   if (p.format == W4Format::kInt4)

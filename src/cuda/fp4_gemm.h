@@ -13,9 +13,11 @@ namespace qmoe::cuda {
 
 // The 4-bit weight formats the kernel takes: MXFP4, NVFP4 weight-only (e2m1 codes), and INT4 with
 // bf16 scales per group of a multiple of 16 or per row, without or with zero points, on bf16 inputs;
-// and INT4 with bf16 scales per group of a multiple of 128 or per row on int8 inputs (W4A8 with
-// INT8 activations, kInt4Int8: int8 MMAs, exact integer sums per 128 columns).
-enum class W4Format { kMxfp4, kNvfp4, kInt4, kInt4Zero, kInt4Int8 };
+// and INT4 with bf16 (kInt4Int8) or fp32 (kInt4Int8F32: vLLM's W4A8-INT8 per-row scales) scales per
+// group of a multiple of 128 or per row on int8 inputs (W4A8 with INT8 activations: int8 MMAs, exact
+// integer sums per 128 columns).
+enum class W4Format { kMxfp4, kNvfp4, kInt4, kInt4Zero, kInt4Int8, kInt4Int8F32 };
+inline bool takes_int8_inputs(W4Format f) { return f == W4Format::kInt4Int8 || f == W4Format::kInt4Int8F32; }
 
 // The rows of a repacked weight: `rows` rounded up to the kernel's 128-row tiles (zero weights).
 inline int64_t fp4_frag_rows(int64_t rows) { return (rows + 127) / 128 * 128; }
@@ -66,26 +68,29 @@ cudaError_t launch_repack_nvfp4(const uint8_t* codes, const uint8_t* scales, int
 cudaError_t launch_repack_int4(const int32_t* codes, const uint16_t* scales, const int8_t* zero_points, int64_t rows,
                                int64_t cols, int64_t group, int64_t gate_up_inter, uint32_t* frag_codes,
                                uint32_t* frag_scales, cudaStream_t stream);
-// INT4 for int8 inputs (kInt4Int8; codes as launch_repack_int4 takes them, bf16 scales [rows, cols /
-// group], group a multiple of 128 or cols), per 64 x 128 tile (row tile rt, column tile kt), in
+// INT4 for int8 inputs (kInt4Int8, kInt4Int8F32; codes as launch_repack_int4 takes them, bf16 or
+// (f32_scales) fp32 scales [rows, cols / group], group a multiple of 128 or cols), per 64 x 128 tile
+// (row tile rt, column tile kt), in
 // wgmma's register-A fragment order for 8-bit operands, each code q as the int8 16 q (its nibble in
 // a byte's high half; the kernel divides the scales by 16):
 //   codes  [rows / 64][cols / 128][128 threads][8 words]: word 2 s + h of k32 step s holds registers
 //          a_2h (row m) in the bytes' high nibbles and a_2h+1 (row m + 8) in their low nibbles, element
 //          j (column 32 s + 16 h + 4 (t % 4) + j) in byte j (m and t as above);
 //   scales [rows / 64][cols / 128][32] 32-bit words, word t / 4 for thread t: the bf16 scale of row m's
-//          group at the tile's columns in bits 0-15, of row m + 8's in 16-31.
+//          group at the tile's columns in bits 0-15, of row m + 8's in 16-31; fp32 scales:
+//          [rows / 64][cols / 128][32][2], row m's then row m + 8's.
 // cols a multiple of 128; frag_codes holds fp4_frag_rows(rows) * cols / 2 bytes, frag_scales
-// fp4_frag_scale_bytes(kInt4Int8, rows, cols).
-cudaError_t launch_repack_int4_int8(const int32_t* codes, const uint16_t* scales, int64_t rows, int64_t cols,
-                                    int64_t group, int64_t gate_up_inter, uint32_t* frag_codes,
+// fp4_frag_scale_bytes(kInt4Int8 or kInt4Int8F32, rows, cols).
+cudaError_t launch_repack_int4_int8(const int32_t* codes, const void* scales, bool f32_scales, int64_t rows,
+                                    int64_t cols, int64_t group, int64_t gate_up_inter, uint32_t* frag_codes,
                                     uint32_t* frag_scales, cudaStream_t stream);
 // Bytes of an expert's repacked scales.
 inline int64_t fp4_frag_scale_bytes(W4Format format, int64_t rows, int64_t cols) {
-  const int64_t per_row = format == W4Format::kMxfp4      ? cols / 32
-                          : format == W4Format::kInt4Zero ? cols / 4
-                          : format == W4Format::kInt4Int8 ? cols / 64
-                                                          : cols / 8;
+  const int64_t per_row = format == W4Format::kMxfp4        ? cols / 32
+                          : format == W4Format::kInt4Zero    ? cols / 4
+                          : format == W4Format::kInt4Int8    ? cols / 64
+                          : format == W4Format::kInt4Int8F32 ? cols / 32
+                                                             : cols / 8;
   return fp4_frag_rows(rows) * per_row;
 }
 

@@ -824,8 +824,8 @@ TEST(GemmPlan, DequantizedBatchesFitTheWorkspace) {
 }
 
 TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
-  // W4A8 with INT8 activations, bf16 scales per group of a multiple of 128 or per row, k a multiple
-  // of 128: the register kernel on int8 MMAs. Otherwise row-wise FP8 or INT8 activation codes (taken
+  // W4A8 with INT8 activations, bf16 or fp32 scales per group of a multiple of 128 or per row, k a
+  // multiple of 128: the register kernel on int8 MMAs. Otherwise row-wise FP8 or INT8 activation codes (taken
   // as bf16 values, one scale per row) x int4 weights with groups of >= 64 or channel scales, of any
   // scale dtype. (W4A8-FP8 checkpoints load as FP8 weights, w4a8_fp8_as_fp8_channel; int4 weights
   // with FP8 activations come from layers built otherwise.)
@@ -850,7 +850,10 @@ TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
   EXPECT_EQ(plan_grouped_kernel(channel, false, int8_in, codes), GroupedKernel::kInt4Int8Regs);
   EXPECT_EQ(plan_grouped_kernel(g64, false, int8_in, codes), GroupedKernel::kInt4Codes);
   EXPECT_EQ(plan_grouped_kernel(short_k, false, int8_in, codes), GroupedKernel::kInt4Codes);
-  EXPECT_EQ(plan_grouped_kernel(f32_scales, false, int8_in, codes), GroupedKernel::kInt4Codes);
+  EXPECT_EQ(plan_grouped_kernel(f32_scales, false, int8_in, codes), GroupedKernel::kInt4Int8Regs);
+  GemmLayout f16_scales = w4;  // (the register kernel reads bf16 or fp32 scales)
+  f16_scales.scale_kind = 1;
+  EXPECT_EQ(plan_grouped_kernel(f16_scales, false, int8_in, codes), GroupedKernel::kInt4Codes);
   EXPECT_EQ(plan_grouped_kernel(asym, false, int8_in, codes), GroupedKernel::kNone);
   GemmLayout partial_groups = w4;  // (scales for fewer groups than the columns hold)
   partial_groups.scale_cols -= 1;
@@ -866,9 +869,11 @@ TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
     EXPECT_EQ(grouped_tile_built(GroupedKernel::kInt4Int8Regs, static_cast<GroupedTile>(t)),
               static_cast<GroupedTile>(t) == GroupedTile::kSmall);
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt4Int8Regs, 8192 * 8, 8, 4096), GroupedTile::kSmall);
-  // Codes as the checkpoint's (half a byte per weight) and a bf16 scale per row and 128 columns, rows
-  // padded to 128.
+  // Codes as the checkpoint's (half a byte per weight) and a bf16 (fp32) scale per row and 128
+  // columns, rows padded to 128.
   EXPECT_EQ(repacked_weight_bytes(GroupedKernel::kInt4Int8Regs, w4), (w4.rows + 127) / 128 * 128 * (w4.cols / 2 + w4.cols / 64));
+  EXPECT_EQ(repacked_weight_bytes(GroupedKernel::kInt4Int8Regs, f32_scales),
+            (w4.rows + 127) / 128 * 128 * (w4.cols / 2 + w4.cols / 32));
   EXPECT_EQ(plan_grouped_kernel(f32_scales, false, fp8_in, codes), GroupedKernel::kInt4Codes);
   EXPECT_EQ(plan_grouped_kernel(asym, false, fp8_in, codes), GroupedKernel::kNone);
   EXPECT_EQ(plan_grouped_kernel(g32, false, fp8_in, codes), GroupedKernel::kNone);

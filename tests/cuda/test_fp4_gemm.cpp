@@ -468,15 +468,19 @@ TEST(Int4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
         }
 }
 
-// W4A8 with int8 inputs (W4Format::kInt4Int8): INT4 codes with bf16 scales per group (a multiple of
-// 128, or per row) on int8 input codes with per-row scales, against the exact sums in double,
+// W4A8 with int8 inputs (W4Format::kInt4Int8, kInt4Int8F32 with `f32_scales`): INT4 codes with bf16
+// (or fp32: the bf16 ones with low mantissa bits set where the data is random) scales per group (a
+// multiple of 128, or per row) on int8 input codes with per-row scales, against the exact sums in
+// double,
 // D[i, r] = x_scale[i] * sum_g s[r, g] * sum_{k in g} x[i, k] q[r, k] (+ bias): the kernel's integer
 // sums per 128 columns are exact, so the only roundings are fp32's, of the scaled group sums.
 // kExact: power-of-two weight (2^-2..2^1) and row (2^-3..2^0) scales, inputs in -8..8: every sum and
 // product exact, bit for bit; kRandom: any inputs, normal-looking scales, rel_l2 < 1e-6. Then, as
 // the bf16 formats: 2 CTAs give the same bits, rows past the experts' are untouched, the terms
 // epilogue and (gate / up interleaved) the fused activation match.
-void run_int8_case(const Case& c, Data data, int64_t group, std::mt19937_64& rng, bool gate_up = false) {
+void run_int8_case(const Case& c, Data data, int64_t group, std::mt19937_64& rng, bool gate_up = false,
+                   bool f32_scales = false) {
+  const cuda::W4Format format = f32_scales ? cuda::W4Format::kInt4Int8F32 : cuda::W4Format::kInt4Int8;
   const int64_t gate_up_inter = gate_up ? c.n / 2 : 0, groups = c.k / group;
   const int experts = static_cast<int>(c.rows.size());
   std::vector<int32_t> offsets(experts + 1, 0);
@@ -492,16 +496,29 @@ void run_int8_case(const Case& c, Data data, int64_t group, std::mt19937_64& rng
   std::vector<float> x_scale(total + kTrailingRows, std::nanf(""));  // (never read past the experts')
   for (int i = 0; i < total; ++i) x_scale[i] = data == Data::kExact ? std::ldexp(1.0f, pow2(rng)) : row_scale(rng);
 
+  // The scales as the kernel takes them: [expert][row * groups + g].
+  std::vector<std::vector<float>> scales(experts);
+  std::uniform_int_distribution<int> low_bits(1, 255);
+  for (int e = 0; e < experts; ++e)
+    for (size_t i = 0; i < weights[e].scales.size() / 2; ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, &weights[e].scales[2 * i], sizeof(bits));
+      uint32_t f = static_cast<uint32_t>(bits) << 16;
+      if (f32_scales && data == Data::kRandom) f |= static_cast<uint32_t>(low_bits(rng));  // (no longer a bf16)
+      float v;
+      std::memcpy(&v, &f, sizeof(v));
+      scales[e].push_back(v);
+    }
   std::vector<const uint32_t*> frag_codes(experts), frag_scales(experts);
   std::vector<void*> owned;
   for (int e = 0; e < experts; ++e) {
     uint8_t* dc = to_device(weights[e].codes);
-    uint8_t* ds = to_device(weights[e].scales);
+    void* ds = f32_scales ? static_cast<void*>(to_device(scales[e])) : static_cast<void*>(to_device(weights[e].scales));
     uint32_t *fc = nullptr, *fs = nullptr;
     ASSERT_EQ(cudaMalloc(&fc, static_cast<size_t>(cuda::fp4_frag_rows(c.n)) * c.k / 2), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&fs, cuda::fp4_frag_scale_bytes(cuda::W4Format::kInt4Int8, c.n, c.k)), cudaSuccess);
-    ASSERT_EQ(cuda::launch_repack_int4_int8(reinterpret_cast<const int32_t*>(dc), reinterpret_cast<const uint16_t*>(ds),
-                                            c.n, c.k, group, gate_up_inter, fc, fs, nullptr),
+    ASSERT_EQ(cudaMalloc(&fs, cuda::fp4_frag_scale_bytes(format, c.n, c.k)), cudaSuccess);
+    ASSERT_EQ(cuda::launch_repack_int4_int8(reinterpret_cast<const int32_t*>(dc), ds, f32_scales, c.n, c.k, group,
+                                            gate_up_inter, fc, fs, nullptr),
               cudaSuccess);
     frag_codes[e] = fc;
     frag_scales[e] = fs;
@@ -511,7 +528,7 @@ void run_int8_case(const Case& c, Data data, int64_t group, std::mt19937_64& rng
   std::vector<std::vector<float>> bias;
   cuda::Fp4GemmParams p =
       case_params(c, offsets, frag_codes, frag_scales, to_device(x), gate_up_inter, true, rng, &d, bias, owned);
-  p.format = cuda::W4Format::kInt4Int8;
+  p.format = format;
   p.x_scale = to_device(x_scale);
   p.tile_inputs = 128;
 
@@ -523,11 +540,7 @@ void run_int8_case(const Case& c, Data data, int64_t group, std::mt19937_64& rng
       const int nib = (w.codes[i / 2] >> (4 * (i % 2))) & 0xF;
       return nib >= 8 ? nib - 16 : nib;
     };
-    auto s = [&](int64_t r, int64_t g) {
-      uint16_t bits;
-      std::memcpy(&bits, &w.scales[static_cast<size_t>(r * groups + g) * 2], sizeof(bits));
-      return static_cast<double>(quant::bf16_to_float(bits));
-    };
+    auto s = [&](int64_t r, int64_t g) { return static_cast<double>(scales[e][static_cast<size_t>(r * groups + g)]); };
     for (int i = offsets[e]; i < offsets[e + 1]; ++i)
       for (int r = 0; r < c.n; ++r) {
         double sum = 0;
@@ -543,8 +556,8 @@ void run_int8_case(const Case& c, Data data, int64_t group, std::mt19937_64& rng
   const Launched run = launch_and_compare(p, d, total, want);
   const double rel_l2 = run.rel_l2;
   const int64_t unwritten = run.unwritten, not_exact = run.not_exact;
-  std::printf("    int4 x int8 (group %lld) %-6s%s n %d k %d rows %d: rel_l2 %.2e, %lld outputs not bit-equal\n",
-              static_cast<long long>(group), data == Data::kExact ? "exact" : "random",
+  std::printf("    int4 x int8 (group %lld%s) %-6s%s n %d k %d rows %d: rel_l2 %.2e, %lld outputs not bit-equal\n",
+              static_cast<long long>(group), f32_scales ? ", fp32 scales" : "", data == Data::kExact ? "exact" : "random",
               gate_up ? " (gate/up interleaved)" : "", c.n, c.k, total, rel_l2, static_cast<long long>(not_exact));
   EXPECT_EQ(unwritten, 0) << seed_note();
   if (data == Data::kExact) EXPECT_EQ(not_exact, 0) << seed_note();
@@ -554,8 +567,8 @@ void run_int8_case(const Case& c, Data data, int64_t group, std::mt19937_64& rng
   free_case(p, d, owned);
 }
 
-// Groups of 128, 256 and per row; the cases of cases() with k a multiple of 128, and 9 k-tiles (more
-// than the pipeline's stages) with an expert of no rows.
+// Groups of 128, 256 and per row, bf16 and fp32 scales; the cases of cases() with k a multiple of
+// 128, and 9 k-tiles (more than the pipeline's stages) with an expert of no rows.
 TEST(Int4Int8Mainloop, MatchesExactIntegerSums) {
   REQUIRE_GPU();
   std::mt19937_64 rng(test::test_seed());
@@ -571,6 +584,10 @@ TEST(Int4Int8Mainloop, MatchesExactIntegerSums) {
         run_int8_case(c, data, group, rng);
         if (group == 128) run_int8_case(c, data, group, rng, true);
       }
+      // fp32 scales (vLLM's W4A8-INT8 per-row scales; groups too): per row, and groups of 128
+      // with the gate and up rows interleaved.
+      run_int8_case(c, data, c.k, rng, false, true);
+      run_int8_case(c, data, 128, rng, true, true);
     }
 }
 
