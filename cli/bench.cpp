@@ -34,7 +34,7 @@ std::vector<std::string> split(const std::string& s) {
 // datasheet values from the performance notes).
 double peak_tflops(const std::string& scheme) {
   if (scheme.rfind("fp8", 0) == 0 || scheme == "w4a8_fp8") return 1543.0;
-  if (scheme == "int8" || scheme == "w4a8_int8") return 954.0;
+  if (scheme == "int8" || scheme.rfind("w4a8_int8", 0) == 0) return 954.0;
   return 790.0;
 }
 

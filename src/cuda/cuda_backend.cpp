@@ -658,6 +658,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       fp.expert_offsets = gp.expert_offsets;
       fp.x = rows;
       fp.x_scale = m.sorted_scales.get<float>();  // (int8 rows: one scale per row)
+      if (cuda::takes_int8_inputs(fp.format))
+        fp.scale_group = static_cast<int>(g.layout.strategy == static_cast<int>(Strategy::kChannel) ? g.k
+                                                                                                  : g.layout.group_size);
       fp.d = d;
       fp.experts = E;
       fp.n = static_cast<int>(g.n);

@@ -728,21 +728,24 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_arrive(&s.empty[ring.previous()]);
   };
   // The int8 formats' k-loop on the tile's first 64 * quarters input rows (N = 128: 64 or 128): per
-  // k-tile, its codes to int8 registers, four wgmmas into the int32 sums `part` (exact: |part| <=
-  // 128 * 128 * 128 = 2^21, codes 16 q in [-128, 112], inputs in [-128, 127]), then, once they are
-  // done, acc += part * the rows' scale / 16. The other consumer warpgroup's MMAs run while this one
-  // converts and promotes.
+  // k-tile, its codes to int8 registers and four wgmmas into the int32 sums `part`, which run over a
+  // whole scale group (`group_tiles` k-tiles: exact, |part| <= group * 128 * 128 <= 2^30 for groups
+  // up to kMaxInt8ScaleGroup, codes 16 q in [-128, 112], inputs in [-128, 127]); once a group's last MMAs
+  // are done, acc += part * the rows' scale / 16. The other consumer warpgroup's MMAs run while this
+  // one converts and promotes.
   // (Generic lambdas with the body under `if constexpr`: they are compiled for every format, and the
   // bf16 formats run `mainloop`.)
+  const int group_tiles = p.scale_group / kTileK;
   auto mainloop_int8 = [&](auto quarters) {
     auto k_loop = [&](auto width) {
       if constexpr (Format::kInt8Mma) {
         constexpr int W = decltype(width)::value;
-        uint32_t part[W / 2];  // (each k-tile's first wgmma overwrites it)
+        uint32_t part[W / 2];  // (each group's first wgmma overwrites it)
 #pragma unroll
         for (int v = 0; v < W / 2; ++v) part[v] = 0;
 #pragma unroll
         for (int v = 0; v < N / 2; ++v) acc[v] = 0.0f;
+        int group_left = group_tiles;  // k-tiles of the group left, this one included
         for (int kt = 0; kt < k_tiles; ++kt) {
           const int i = ring.stage;
           mbar_wait(&s.full[i], ring.phase);
@@ -752,18 +755,27 @@ __global__ void __launch_bounds__(kThreads, 1)
           const float2 scale = Format::row_scales(Format::load(smem_addr(&s.stage[i].scales[consumer][0]), t));
           uint32_t a[4][4];
           Format::convert(w, a);
+          const bool group_start = group_left == group_tiles;
           wgmma_fence();
 #pragma unroll
           for (int step = 0; step < 4; ++step)
-            wgmma_rs_s8<W>(part, a[step], sw128_desc(s.stage[i].inputs + 32 * step), step > 0);
+            wgmma_rs_s8<W>(part, a[step], sw128_desc(s.stage[i].inputs + 32 * step), step > 0 || !group_start);
           wgmma_commit();
           wgmma_wait_all();
           keep_registers(a);
           mbar_arrive(&s.empty[i]);
           ring.advance();
+          if (--group_left > 0) continue;
+          group_left = group_tiles;
+          if (group_tiles == 1) {  // |part| < 2^21: exactly a float by an integer and a float add
 #pragma unroll
-          for (int v = 0; v < W / 2; ++v)
-            acc[v] = __fmaf_rn(small_int_to_float(part[v]), v % 4 < 2 ? scale.x : scale.y, acc[v]);
+            for (int v = 0; v < W / 2; ++v)
+              acc[v] = __fmaf_rn(small_int_to_float(part[v]), v % 4 < 2 ? scale.x : scale.y, acc[v]);
+          } else {  // (rounded to fp32 past 2^24; a conversion once per group)
+#pragma unroll
+            for (int v = 0; v < W / 2; ++v)
+              acc[v] = __fmaf_rn(__int2float_rn(static_cast<int>(part[v])), v % 4 < 2 ? scale.x : scale.y, acc[v]);
+          }
         }
       }
     };
@@ -1076,7 +1088,9 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
   if (n_tile != 128 && (n_tile != 256 || int8_inputs)) return cudaErrorInvalidValue;
   if (p.n <= 0 || p.k <= 0 || p.k % tile_k != 0 || p.experts < 0 || p.experts > kMaxFp4GemmExperts)
     return cudaErrorInvalidValue;
-  if (int8_inputs && p.x_scale == nullptr) return cudaErrorInvalidValue;
+  if (int8_inputs && (p.x_scale == nullptr || p.scale_group <= 0 || p.scale_group % tile_k != 0 ||
+                      p.k % p.scale_group != 0 || p.scale_group > kMaxInt8ScaleGroup))
+    return cudaErrorInvalidValue;
   if (p.format == W4Format::kNvfp4 && p.global_scales == nullptr) return cudaErrorInvalidValue;
   if (p.gate_up_inter < 0 || (p.gate_up_inter > 0 && p.n != 2 * p.gate_up_inter) ||
       (p.act_rows != nullptr && (p.gate_up_inter == 0 || !fuses_activation(p.activation))) ||

@@ -30,6 +30,8 @@ __host__ __device__ inline int64_t gate_up_source_row(int64_t f, int64_t inter) 
   const int64_t i = f / 16 * 8 + f % 8;  // the intermediate column
   return i >= inter ? -1 : f % 16 < 8 ? i : inter + i;  // -1: padding (zero weights)
 }
+// The largest int8-input scale group: its integer sums stay within int32 (|sum| <= 2^16 * 128 * 128 = 2^30).
+inline constexpr int kMaxInt8ScaleGroup = 1 << 16;
 // The most experts launch_fp4_grouped_gemm takes (its tile map sits in shared memory).
 inline constexpr int kMaxFp4GemmExperts = 1024;
 
@@ -105,6 +107,9 @@ struct Fp4GemmParams {
   const int32_t* expert_offsets = nullptr;       // [experts + 1] rows of x per expert (device)
   const void* x = nullptr;  // [total_rows, k] bf16 (kInt4Int8: int8 codes), rows sorted by expert
   const float* x_scale = nullptr;  // kInt4Int8: [total_rows] the rows' scales (D = x_scale[row] * sums)
+  // Int8 inputs: the weights' columns per scale group (a multiple of 128 dividing k, at most
+  // kMaxInt8ScaleGroup; k for one scale per row). The integer sums run over whole groups.
+  int scale_group = 128;
   float* d = nullptr;                            // [total_rows, n] fp32
   int experts = 0;        // at most kMaxFp4GemmExperts
   int n = 0, k = 0;       // weight rows and columns (k a multiple of 64)

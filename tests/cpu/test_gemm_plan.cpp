@@ -40,6 +40,7 @@ TEST(GemmPlan, EverySyntheticSchemeGetsItsKernel) {
       {"int8", GemmKernel::kTensorCoreCodes},
       {"w4a8_fp8", GemmKernel::kTensorCoreCodes},
       {"w4a8_int8", GemmKernel::kTensorCoreCodes},
+      {"w4a8_int8_channel", GemmKernel::kTensorCoreCodes},
   };
   ASSERT_EQ(std::size(cases), synthetic_schemes().size());
   for (const SchemeCase& c : cases) {
@@ -374,7 +375,7 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
                                : scheme == "w4a16_g128"                          ? GroupedKernel::kInt4Bf16
                                : scheme == "fp8_block"                           ? GroupedKernel::kFp8Block
                                : scheme == "w8a16"                               ? GroupedKernel::kInt8Bf16
-                               : scheme == "w4a8_int8"                           ? GroupedKernel::kInt4Int8Regs
+                               : scheme == "w4a8_int8" || scheme == "w4a8_int8_channel" ? GroupedKernel::kInt4Int8Regs
                                : scheme == "nvfp4_w4a4"                          ? GroupedKernel::kNone
                                : scheme == "mxfp4"                               ? GroupedKernel::kMxfp4Bf16
                                : scheme == "nvfp4a16"                            ? GroupedKernel::kNvfp4Bf16
@@ -613,7 +614,7 @@ TEST(GemmPlan, F16ModelsPrefillKernels) {
                                : scheme == "w4a16_g32" || scheme == "w4a16_asym_g128" ? GroupedKernel::kDequantF16
                                : scheme == "mxfp4" || scheme == "nvfp4a16" || scheme == "nvfp4_w4a4" ? GroupedKernel::kNone
                                // (f16 scales: the int8 register kernel's repack reads bf16 ones)
-                               : scheme == "w4a8_int8" ? GroupedKernel::kInt4Codes
+                               : scheme == "w4a8_int8" || scheme == "w4a8_int8_channel" ? GroupedKernel::kInt4Codes
                                                        : codes.g1;
     EXPECT_EQ(p.g1, want) << scheme;
     EXPECT_EQ(p.g2, want) << scheme;

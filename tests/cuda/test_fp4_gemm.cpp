@@ -473,7 +473,8 @@ TEST(Int4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
 // multiple of 128, or per row) on int8 input codes with per-row scales, against the exact sums in
 // double,
 // D[i, r] = x_scale[i] * sum_g s[r, g] * sum_{k in g} x[i, k] q[r, k] (+ bias): the kernel's integer
-// sums per 128 columns are exact, so the only roundings are fp32's, of the scaled group sums.
+// sums per group are exact, so the only roundings are fp32's, of the group sums past 2^24 and of
+// the scaled group sums.
 // kExact: power-of-two weight (2^-2..2^1) and row (2^-3..2^0) scales, inputs in -8..8: every sum and
 // product exact, bit for bit; kRandom: any inputs, normal-looking scales, rel_l2 < 1e-6. Then, as
 // the bf16 formats: 2 CTAs give the same bits, rows past the experts' are untouched, the terms
@@ -530,6 +531,7 @@ void run_int8_case(const Case& c, Data data, int64_t group, std::mt19937_64& rng
       case_params(c, offsets, frag_codes, frag_scales, to_device(x), gate_up_inter, true, rng, &d, bias, owned);
   p.format = format;
   p.x_scale = to_device(x_scale);
+  p.scale_group = static_cast<int>(group);
   p.tile_inputs = 128;
 
   std::vector<double> want(static_cast<size_t>(total) * c.n);
