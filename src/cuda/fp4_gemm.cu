@@ -740,13 +740,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto k_loop = [&](auto width) {
       if constexpr (Format::kInt8Mma) {
         constexpr int W = decltype(width)::value;
-        uint32_t part[W / 2];  // (each group's first wgmma overwrites it)
+        uint32_t part[W / 2];
 #pragma unroll
         for (int v = 0; v < W / 2; ++v) part[v] = 0;
 #pragma unroll
         for (int v = 0; v < N / 2; ++v) acc[v] = 0.0f;
-        int group_left = group_tiles;  // k-tiles of the group left, this one included
-        for (int kt = 0; kt < k_tiles; ++kt) {
+        // One k-tile's MMAs into `part`, overwriting it at a group's first (`first`: known at compile
+        // time, so that part is dead between a group's promotion and the next group's MMAs, and the
+        // promotion works in place); returns the rows' scales of its stage.
+        auto k_tile = [&](auto first) {
           const int i = ring.stage;
           mbar_wait(&s.full[i], ring.phase);
           const uint32_t code_words = smem_addr(&s.stage[i].codes[consumer][8 * t]);
@@ -755,27 +757,30 @@ __global__ void __launch_bounds__(kThreads, 1)
           const float2 scale = Format::row_scales(Format::load(smem_addr(&s.stage[i].scales[consumer][0]), t));
           uint32_t a[4][4];
           Format::convert(w, a);
-          const bool group_start = group_left == group_tiles;
           wgmma_fence();
 #pragma unroll
           for (int step = 0; step < 4; ++step)
-            wgmma_rs_s8<W>(part, a[step], sw128_desc(s.stage[i].inputs + 32 * step), step > 0 || !group_start);
+            wgmma_rs_s8<W>(part, a[step], sw128_desc(s.stage[i].inputs + 32 * step), step > 0 || !decltype(first)::value);
           wgmma_commit();
           wgmma_wait_all();
           keep_registers(a);
           mbar_arrive(&s.empty[i]);
           ring.advance();
-          if (--group_left > 0) continue;
-          group_left = group_tiles;
+          return scale;
+        };
+        for (int kt = 0; kt < k_tiles; kt += group_tiles) {
+          float2 scale = k_tile(std::true_type{});
           if (group_tiles == 1) {  // |part| < 2^21: exactly a float by an integer and a float add
 #pragma unroll
             for (int v = 0; v < W / 2; ++v)
               acc[v] = __fmaf_rn(small_int_to_float(part[v]), v % 4 < 2 ? scale.x : scale.y, acc[v]);
-          } else {  // (rounded to fp32 past 2^24; a conversion once per group)
-#pragma unroll
-            for (int v = 0; v < W / 2; ++v)
-              acc[v] = __fmaf_rn(__int2float_rn(static_cast<int>(part[v])), v % 4 < 2 ? scale.x : scale.y, acc[v]);
+            continue;
           }
+          for (int j = 1; j < group_tiles; ++j) scale = k_tile(std::false_type{});
+          // (rounded to fp32 past 2^24; a conversion once per group)
+#pragma unroll
+          for (int v = 0; v < W / 2; ++v)
+            acc[v] = __fmaf_rn(__int2float_rn(static_cast<int>(part[v])), v % 4 < 2 ? scale.x : scale.y, acc[v]);
         }
       }
     };
