@@ -136,9 +136,9 @@ int run_run(const RunArgs& args) {
   const int act_kind = x.dtype() == DType::kBF16 ? 0 : x.dtype() == DType::kF16 ? 1 : 2;
   const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, options.round_intermediate);
   // The prefill kernel's crossover, or null (JSON) / never for projections without one.
-  auto prefill_from = [&](GroupedKernel g) -> nlohmann::ordered_json {
+  auto prefill_from = [&](GroupedKernel g, const GemmLayout& L) -> nlohmann::ordered_json {
     if (g == GroupedKernel::kNone) return nullptr;
-    return grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter);
+    return grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter, has_row_scales(L));
   };
   if (args.json) {
     nlohmann::ordered_json j;
@@ -152,8 +152,8 @@ int run_run(const RunArgs& args) {
     j["cuda_gemms"] = {{"w13", to_string(plan.k1)}, {"w2", to_string(plan.k2)}};
     j["cuda_prefill_gemms"] = {{"w13", to_string(plan.g1)},
                                {"w2", to_string(plan.g2)},
-                               {"w13_from_tokens", prefill_from(plan.g1)},
-                               {"w2_from_tokens", prefill_from(plan.g2)}};
+                               {"w13_from_tokens", prefill_from(plan.g1, plan.w13)},
+                               {"w2_from_tokens", prefill_from(plan.g2, plan.w2)}};
     j["backend"] = backend->name();
     j["tokens"] = x.dim(0);
     j["experts"] = layer.num_experts;
@@ -177,11 +177,13 @@ int run_run(const RunArgs& args) {
     fmt::print("method    {} ({}), decided for {}\n", to_string(d.method), d.vllm_class, to_string(args.target));
     fmt::print("act quant {}\n", to_string(layer.act_quant));
     fmt::print("cuda gemm w13: {}; w2: {}\n", to_string(plan.k1), to_string(plan.k2));
-    for (const auto& [name, g] : {std::pair{"w13", plan.g1}, std::pair{"w2", plan.g2}})
+    for (const auto& [name, g, L] : {std::tuple{"w13", plan.g1, &plan.w13}, std::tuple{"w2", plan.g2, &plan.w2}})
       if (g != GroupedKernel::kNone)
         fmt::print("cuda gemm {} from {} tokens: {} ({})\n", name,
-                   grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter), to_string(g),
-                   use_grouped_kernel(g, x.dim(0), layer.num_experts, layer.top_k, layer.inter) ? "this batch" : "not this batch");
+                   grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter, has_row_scales(*L)), to_string(g),
+                   use_grouped_kernel(g, x.dim(0), layer.num_experts, layer.top_k, layer.inter, has_row_scales(*L))
+                       ? "this batch"
+                       : "not this batch");
     for (const auto& n : d.notes) fmt::print("note      {}\n", n);
     for (const auto& n : layer.notes) fmt::print("note      {}\n", n);
     fmt::print("weights   {} loaded in {:.3f} s\n", human_bytes(static_cast<uint64_t>(layer.weight_bytes())), load_s);

@@ -379,7 +379,7 @@ namespace {
 // Mean rows per expert from which a prefill kernel whose switch goes by them beats the decode
 // kernels ("few": at most kInt4FewExperts experts; inter: GEMM2's reduction); 0 for the kernels that
 // switch at a token count.
-int min_rows_per_expert(GroupedKernel kind, bool few, int inter) {
+int min_rows_per_expert(GroupedKernel kind, bool few, int inter, bool row_scales) {
   // The 4-bit register kernel's switches with many experts go by GEMM2's reduction (gemm_tuning.h).
   auto by_reduction = [&](int long_k, int medium_k, int short_k) {
     return inter >= kRegsMinInterLongReduction ? long_k : inter >= kRegsMinInterMediumReduction ? medium_k : short_k;
@@ -407,6 +407,11 @@ int min_rows_per_expert(GroupedKernel kind, bool few, int inter) {
     case GroupedKernel::kInt4F16:  // (the same kernel in f16; its crossover not measured apart)
       return few ? kGroupedMinRowsPerExpertInt4FewExperts : kGroupedMinRowsPerExpertInt4;
     case GroupedKernel::kInt4Int8Regs:
+      if (row_scales)
+        return few ? kGroupedMinRowsPerExpertInt4Int8RowScalesFewExperts
+                   : by_reduction(kGroupedMinRowsPerExpertInt4Int8RowScalesLongReduction,
+                                  kGroupedMinRowsPerExpertInt4Int8RowScalesMediumReduction,
+                                  kGroupedMinRowsPerExpertInt4Int8RowScalesShortReduction);
       return few ? kGroupedMinRowsPerExpertInt4Int8FewExperts
                  : by_reduction(kGroupedMinRowsPerExpertInt4Int8LongReduction,
                                 kGroupedMinRowsPerExpertInt4Int8MediumReduction,
@@ -419,7 +424,7 @@ int min_rows_per_expert(GroupedKernel kind, bool few, int inter) {
 }
 }  // namespace
 
-int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k, int inter) {
+int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k, int inter, bool row_scales) {
   switch (kind) {
     case GroupedKernel::kFp8: return kGroupedMinTokensFp8;
     case GroupedKernel::kFp8Block: return kGroupedMinTokensFp8Block;
@@ -429,14 +434,14 @@ int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k, int i
     case GroupedKernel::kNone: return std::numeric_limits<int64_t>::max();
     default: break;
   }
-  const int rows = min_rows_per_expert(kind, num_experts <= kInt4FewExperts, inter);
+  const int rows = min_rows_per_expert(kind, num_experts <= kInt4FewExperts, inter, row_scales);
   if (rows <= 0) return std::numeric_limits<int64_t>::max();  // (a kind without a switch)
   const int64_t slots = int64_t{rows} * std::max(num_experts, 1);
   return std::max<int64_t>(2, (slots + std::max(top_k, 1) - 1) / std::max(top_k, 1));
 }
 
-bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_experts, int top_k, int inter) {
-  return tokens >= grouped_min_tokens(kind, num_experts, top_k, inter);
+bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_experts, int top_k, int inter, bool row_scales) {
+  return tokens >= grouped_min_tokens(kind, num_experts, top_k, inter, row_scales);
 }
 
 LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_intermediate) {
@@ -504,9 +509,11 @@ LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64
   const GroupedKernel g1 = plan.g1, g2 = plan.g2;
   // kDequantBf16 / kDequantF16: a batch of experts' 16-bit weights, only where the automatic path
   // can pick it (none for a zero budget: those layers keep the decode kernels).
-  const GroupedKernel dequant = dequantizes_to_workspace(g1) ? g1 : g2;
+  const bool dequant1 = dequantizes_to_workspace(g1);
+  const GroupedKernel dequant = dequant1 ? g1 : g2;
   if (dequant_budget_bytes > 0 && dequantizes_to_workspace(dequant) &&
-      max_tokens >= grouped_min_tokens(dequant, layer.num_experts, layer.top_k, layer.inter)) {
+      max_tokens >= grouped_min_tokens(dequant, layer.num_experts, layer.top_k, layer.inter,
+                                       has_row_scales(dequant1 ? plan.w13 : plan.w2))) {
     w.dequant = plan_dequant_batches(plan, layer.num_local_experts, dequant_budget_bytes);
     w.bytes[W::kDequantized] = w.dequant.workspace_bytes;
   }
@@ -545,12 +552,13 @@ bool gemm2_writes_terms(GroupedKernel kind, const GemmLayout& L, bool has_bias, 
 
 CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
   const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, true);
-  auto gemm = [&](GemmKernel decode, GroupedKernel prefill, int64_t k) {  // k: the GEMM's reduction
+  auto gemm = [&](GemmKernel decode, GroupedKernel prefill, const GemmLayout& L) {
+    const int64_t k = L.cols;  // the GEMM's reduction
     CudaPlanSummary::Gemm g;
     g.decode = to_string(decode);
     g.prefill = to_string(prefill);
     if (prefill == GroupedKernel::kNone) return g;
-    g.prefill_from_tokens = grouped_min_tokens(prefill, layer.num_experts, layer.top_k, layer.inter);
+    g.prefill_from_tokens = grouped_min_tokens(prefill, layer.num_experts, layer.top_k, layer.inter, has_row_scales(L));
     // Every batch size in turn (a cheap pure function), so each switch is exact.
     for (int64_t tokens = g.prefill_from_tokens; tokens <= kPlanSummaryMaxTokens; ++tokens) {
       std::string tile = tile_config(prefill, plan_grouped_tile(prefill, tokens * layer.top_k, layer.num_experts, k));
@@ -558,7 +566,7 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
     }
     return g;
   };
-  CudaPlanSummary summary{gemm(plan.k1, plan.g1, plan.w13.cols), gemm(plan.k2, plan.g2, plan.w2.cols)};
+  CudaPlanSummary summary{gemm(plan.k1, plan.g1, plan.w13), gemm(plan.k2, plan.g2, plan.w2)};
   const bool w2_bias = !layer.experts.empty() && !layer.experts[0].w2_bias.empty();
   summary.w2.writes_terms = plan.g2 != GroupedKernel::kNone && gemm2_writes_terms(plan.g2, plan.w2, w2_bias, act_kind, true);
   // Every expert has the shapes of the loaded ones (inspect loads expert 0 alone).

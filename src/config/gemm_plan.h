@@ -167,9 +167,13 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
 // average) and top-k routing (the measured crossover, gemm_tuning.h: a token count, or for the
 // mixed-input kernels (W4A16, W8A16, W4A8) mean rows per expert; kNone: never), and whether it does
 // for a batch of `tokens`. `inter`: the layer's intermediate size per partition (GEMM2's reduction),
-// on which the 4-bit register kernel's switch depends.
-int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k, int inter);
-bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_experts, int top_k, int inter);
+// on which the 4-bit register kernel's switch depends; `row_scales`: the GEMM's weights have one
+// scale per row (has_row_scales), which moves the W4A8-INT8 register kernel's switch (its decode
+// kernel streams such weights faster).
+int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k, int inter, bool row_scales = false);
+bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_experts, int top_k, int inter,
+                        bool row_scales = false);
+inline bool has_row_scales(const GemmLayout& L) { return L.scale_cols == 1; }
 
 // Both GEMMs of a layer: layouts (of the first local expert; all share them), inputs and kernels, for
 // hidden states of `act_kind` and the forward's rounding option (ForwardOptions::round_intermediate):

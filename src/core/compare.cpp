@@ -56,11 +56,13 @@ GroupedKernel code_moving_prefill(const MoeLayer& layer, const ForwardOptions& o
   auto moves_codes = [](GroupedKernel g) {
     return g == GroupedKernel::kFp8 || g == GroupedKernel::kFp8Block || g == GroupedKernel::kInt4Codes;
   };
-  const GroupedKernel prefill = moves_codes(plan.g1) ? plan.g1 : plan.g2;
+  const bool first = moves_codes(plan.g1);
+  const GroupedKernel prefill = first ? plan.g1 : plan.g2;
   const bool runs_prefill =
       options.gemm_path == GemmPath::kPrefill ||
       (options.gemm_path == GemmPath::kAuto &&
-       (tokens < 0 || use_grouped_kernel(prefill, tokens, layer.num_experts, layer.top_k, layer.inter)));
+       (tokens < 0 || use_grouped_kernel(prefill, tokens, layer.num_experts, layer.top_k, layer.inter,
+                                         has_row_scales(first ? plan.w13 : plan.w2))));
   return moves_codes(prefill) && runs_prefill ? prefill : GroupedKernel::kNone;
 }
 

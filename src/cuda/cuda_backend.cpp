@@ -469,7 +469,7 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_pt
   // formats plan only for bf16 hidden states; W4A8-INT8 takes int8 rows quantized from any.)
   for (auto [g, host] : {std::pair{&m.prefill1, &w13}, std::pair{&m.prefill2, &w2}})
     if (dequantizes_in_registers(g->kind) && dequant_workspace_bytes > 0 && E <= cuda::kMaxFp4GemmExperts &&
-        max_tokens >= grouped_min_tokens(g->kind, layer.num_experts, layer.top_k, layer.inter)) {
+        max_tokens >= grouped_min_tokens(g->kind, layer.num_experts, layer.top_k, layer.inter, has_row_scales(g->layout))) {
       repack_4bit(*g, *host, g == &m.prefill1 && layer.gated() ? I : 0);
       m.weight_bytes += static_cast<int64_t>(g->repacked.bytes());
     }
@@ -530,14 +530,15 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
                                 : "run on a repacked copy of its weights (at most " +
                                       std::to_string(cuda::kMaxFp4GemmExperts) + " local experts)") +
                            " that is allocated only for max_tokens >= " +
-                           std::to_string(grouped_min_tokens(g->kind, L.num_experts, k, L.inter)) + " and a nonzero budget "
+                           std::to_string(grouped_min_tokens(g->kind, L.num_experts, k, L.inter, has_row_scales(g->layout))) +
+                           " and a nonzero budget "
                            "(this layer: " + std::to_string(m.max_tokens) + " tokens)");
   auto prefill = [&](GroupedKernel g, const PrefillGemm& gemm) {
     if (g != GroupedKernel::kNone && unprepared(gemm)) return false;
     switch (options.gemm_path) {
       case GemmPath::kDecode: return false;
       case GemmPath::kPrefill: return g != GroupedKernel::kNone;
-      default: return use_grouped_kernel(g, tokens, L.num_experts, k, L.inter);
+      default: return use_grouped_kernel(g, tokens, L.num_experts, k, L.inter, has_row_scales(gemm.layout));
     }
   };
   const bool prefill1 = prefill(plan.g1, m.prefill1), prefill2 = prefill(plan.g2, m.prefill2);

@@ -961,6 +961,25 @@ TEST(GemmPlan, PrefillFromTheCrossover) {
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Int8Regs, 256, 8, 2048), 32);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Int8Regs, 128, 8, 768), 32);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Int8Regs, 256, 8, 256), 64);
+  // With one scale per row its decode kernel runs longer: 9 rows on Mixtral (36 tokens), 5 with many
+  // experts (DeepSeek-V3 160 tokens, Qwen3-30B-A3B 80, DeepSeek-V3 TP8 160).
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Int8Regs, 8, 2, 14336, true), 36);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Int8Regs, 256, 8, 2048, true), 160);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Int8Regs, 128, 8, 768, true), 80);
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4Int8Regs, 256, 8, 256, true), 160);
+  EXPECT_FALSE(use_grouped_kernel(GroupedKernel::kInt4Int8Regs, 35, 8, 2, 14336, true));
+  EXPECT_TRUE(use_grouped_kernel(GroupedKernel::kInt4Int8Regs, 36, 8, 2, 14336, true));
+  // (only that kernel's switch depends on it)
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336, true), grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336));
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kFp8, 8, 2, 14336, true), kGroupedMinTokensFp8);
+  // The layouts: the synthetic per-row scheme has one scale per row, the g128 one does not; the plan
+  // summary (inspect --cuda-plan) takes the per-row switch.
+  const MoeLayer channel = synthetic_layer("w4a8_int8_channel", {"small", 8, 2, 256, 128}, 3, 1);
+  const MoeLayer grouped = synthetic_layer("w4a8_int8", {"small", 8, 2, 256, 128}, 3, 1);
+  EXPECT_TRUE(has_row_scales(plan_layer_gemms(channel, 0, true).w13));
+  EXPECT_FALSE(has_row_scales(plan_layer_gemms(grouped, 0, true).w13));
+  EXPECT_EQ(summarize_cuda_plan(channel, 0).w13.prefill_from_tokens, kGroupedMinRowsPerExpertInt4Int8RowScalesFewExperts * 4);
+  EXPECT_EQ(summarize_cuda_plan(grouped, 0).w13.prefill_from_tokens, kGroupedMinRowsPerExpertInt4Int8FewExperts * 4);
 }
 
 TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {

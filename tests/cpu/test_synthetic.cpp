@@ -49,8 +49,10 @@ TEST(Tolerance, CudaBoundWidensOnlyWhereAnFp8PrefillGemmRuns) {
   prefill.gemm_path = GemmPath::kPrefill;
   for (const std::string& scheme : synthetic_schemes()) {
     const MoeLayer layer = synthetic_layer(scheme, shape, 3, 1);
-    const GroupedKernel kind = plan_layer_gemms(layer, 0, true).g1;
-    const int64_t crossover = std::min<int64_t>(grouped_min_tokens(kind, shape.num_experts, shape.top_k, shape.inter), 1 << 20);
+    const LayerGemmPlan plan = plan_layer_gemms(layer, 0, true);
+    const GroupedKernel kind = plan.g1;
+    const int64_t crossover = std::min<int64_t>(
+        grouped_min_tokens(kind, shape.num_experts, shape.top_k, shape.inter, has_row_scales(plan.w13)), 1 << 20);
     const double base = tolerance_rel_l2(layer, automatic, Comparison::kBackendVsReference);
     // (w4a8_fp8 layers hold FP8 weights; w4a8_int8 runs exact integer sums per group, as INT8 W8A8)
     const bool moves_codes = scheme == "fp8_channel" || scheme == "fp8_tensor" || scheme == "fp8_block" ||

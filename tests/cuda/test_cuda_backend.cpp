@@ -268,9 +268,10 @@ void forward_eager_and_replayed(const CudaMoeLayer& dev, const Tensor& x, const 
 Tensor cuda_forward(const MoeLayer& layer, const Tensor& x, const Tensor& logits, const ForwardOptions& options) {
   const LayerGemmPlan plan = plan_prefill_kernels(layer);
   int64_t repacked_from = 0;
-  for (GroupedKernel g : {plan.g1, plan.g2})
+  for (auto [g, L] : {std::pair{plan.g1, &plan.w13}, std::pair{plan.g2, &plan.w2}})
     if (dequantizes_in_registers(g))
-      repacked_from = std::max(repacked_from, grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter));
+      repacked_from = std::max(repacked_from,
+                               grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter, has_row_scales(*L)));
   if (options.gemm_path != GemmPath::kPrefill || x.dim(0) >= repacked_from)
     return make_backend("cuda")->forward(layer, x, logits, options);
   CudaMoeLayer dev(layer, static_cast<int>(repacked_from));
