@@ -555,6 +555,13 @@ void run_int8_case(const Case& c, Data data, int64_t group, std::mt19937_64& rng
       }
   }
 
+  // Rejected before any launch: scale groups that are not whole k-tiles of 128, do not divide k,
+  // or pass the int32 sums' limit.
+  for (int bad : {0, 64, 192, static_cast<int>(c.k) + 128, cuda::kMaxInt8ScaleGroup * 2}) {
+    cuda::Fp4GemmParams q = p;
+    q.scale_group = bad;
+    EXPECT_EQ(cuda::launch_fp4_grouped_gemm(q, nullptr), cudaErrorInvalidValue) << "scale group " << bad;
+  }
   const Launched run = launch_and_compare(p, d, total, want);
   const double rel_l2 = run.rel_l2;
   const int64_t unwritten = run.unwritten, not_exact = run.not_exact;
