@@ -407,11 +407,7 @@ int min_rows_per_expert(GroupedKernel kind, bool few, int inter, bool row_scales
     case GroupedKernel::kInt4F16:  // (the same kernel in f16; its crossover not measured apart)
       return few ? kGroupedMinRowsPerExpertInt4FewExperts : kGroupedMinRowsPerExpertInt4;
     case GroupedKernel::kInt4Int8Regs:
-      if (row_scales)
-        return few ? kGroupedMinRowsPerExpertInt4Int8RowScalesFewExperts
-                   : by_reduction(kGroupedMinRowsPerExpertInt4Int8RowScalesLongReduction,
-                                  kGroupedMinRowsPerExpertInt4Int8RowScalesMediumReduction,
-                                  kGroupedMinRowsPerExpertInt4Int8RowScalesShortReduction);
+      if (row_scales) return few ? kGroupedMinRowsPerExpertInt4Int8RowScalesFewExperts : kGroupedMinRowsPerExpertInt4Int8RowScales;
       return few ? kGroupedMinRowsPerExpertInt4Int8FewExperts
                  : by_reduction(kGroupedMinRowsPerExpertInt4Int8LongReduction,
                                 kGroupedMinRowsPerExpertInt4Int8MediumReduction,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/grouped_tile.h"
+#include "qmoe/config.h"
 
 namespace qmoe {
 
@@ -92,9 +93,9 @@ enum class GroupedKernel {
                   // experts at a time, then the kF16 kernel on them
   kInt4Int8Regs,  // W4A8 with INT8 activations (one scale per row) x symmetric INT4 weights with bf16
                   // or fp32 group (a multiple of 128) or channel scales, k a multiple of 128: the 4-bit
-                  // register kernel on int8 MMAs (cuda/fp4_gemm.h, kInt4Int8), each 128-deep integer
-                  // sum times its group scale in fp32 (the weights unrounded, as the reference keeps
-                  // them); 128-row tiles only
+                  // register kernel on int8 MMAs (cuda/fp4_gemm.h, kInt4Int8), each group's integer
+                  // sum (exact; rounded to fp32 past 2^24) times its group scale in fp32 (the weights
+                  // unrounded, as the reference keeps them); 128-row tiles only
 };
 std::string to_string(GroupedKernel k);
 // Whether prefill kernel `kind` takes 16-bit input rows, bf16 (f16 for the f16 kernels) (else 8-bit
@@ -173,7 +174,9 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
 int64_t grouped_min_tokens(GroupedKernel kind, int num_experts, int top_k, int inter, bool row_scales = false);
 bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_experts, int top_k, int inter,
                         bool row_scales = false);
-inline bool has_row_scales(const GemmLayout& L) { return L.scale_cols == 1; }
+// (By strategy, as the decode kernels choose their per-row path: a group as wide as the row keeps
+// the group switch.)
+inline bool has_row_scales(const GemmLayout& L) { return L.strategy == static_cast<int>(Strategy::kChannel); }
 
 // Both GEMMs of a layer: layouts (of the first local expert; all share them), inputs and kernels, for
 // hidden states of `act_kind` and the forward's rounding option (ForwardOptions::round_intermediate):

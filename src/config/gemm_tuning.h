@@ -116,11 +116,11 @@ inline constexpr int kGroupedMinRowsPerExpertInt4Int8ShortReduction = 2;
 // prefill (H200, 2026-12-01, bench/runs/2026-12-01_session28/crossover_r1.txt; r2 within 1%):
 // Mixtral 400 vs 415 at 8 rows, 445 vs 419 at 10 (crossing ~9, interpolated); DeepSeek-V3 1894 vs
 // 1977 at 4, 2049 vs 1971 at 5; Qwen3-30B-A3B 127 vs 148 at 4, 177 vs 148 at 6; DeepSeek-V3 TP8 327
-// vs 359 at 4, 438 vs 368 at 6 (5 rows not measured on these two).
+// vs 359 at 4, 438 vs 368 at 6 (5 rows not measured on these two): with many experts 5 rows whatever
+// the reduction. (Measured with bf16 scales; vLLM's fp32 ones add a scale word per thread quad and
+// k-tile.)
 inline constexpr int kGroupedMinRowsPerExpertInt4Int8RowScalesFewExperts = 9;
-inline constexpr int kGroupedMinRowsPerExpertInt4Int8RowScalesLongReduction = 5;
-inline constexpr int kGroupedMinRowsPerExpertInt4Int8RowScalesMediumReduction = 5;
-inline constexpr int kGroupedMinRowsPerExpertInt4Int8RowScalesShortReduction = 5;
+inline constexpr int kGroupedMinRowsPerExpertInt4Int8RowScales = 5;
 // Weight-only layouts without a mixed-input kernel (kDequantBf16: groups of 32, zero points, act
 // order, MXFP4, NVFP4 A16): dequantized to bf16 a batch of experts at a time, then the bf16 kernel,
 // by mean rows per expert. Dequantizing costs a fixed pass over every expert's weights (their bf16

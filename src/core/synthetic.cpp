@@ -67,7 +67,7 @@ const std::vector<SchemeSpec>& specs() {
       {"int8", WeightFormat::kIntUnpacked, 8, Strategy::kChannel, 0, false, MoeMethod::kInt8, ActQuant::kInt8PerToken},
       {"w4a8_fp8", WeightFormat::kIntPacked, 4, Strategy::kGroup, 128, false, MoeMethod::kW4A8Fp8, ActQuant::kFp8PerToken},
       {"w4a8_int8", WeightFormat::kIntPacked, 4, Strategy::kGroup, 128, false, MoeMethod::kW4A8Int8, ActQuant::kInt8PerToken},
-      // (one scale per row: the layout of vLLM's W4A8-INT8 method with group -1)
+      // (one scale per row, as vLLM's W4A8-INT8 method with group -1, which keeps them in fp32; bf16 here)
       {"w4a8_int8_channel", WeightFormat::kIntPacked, 4, Strategy::kChannel, 0, false, MoeMethod::kW4A8Int8,
        ActQuant::kInt8PerToken},
   };

@@ -659,9 +659,12 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       fp.expert_offsets = gp.expert_offsets;
       fp.x = rows;
       fp.x_scale = m.sorted_scales.get<float>();  // (int8 rows: one scale per row)
-      if (cuda::takes_int8_inputs(fp.format))
-        fp.scale_group = static_cast<int>(g.layout.strategy == static_cast<int>(Strategy::kChannel) ? g.k
-                                                                                                  : g.layout.group_size);
+      if (cuda::takes_int8_inputs(fp.format)) {
+        // (Groups past the int32 sums' limit promote per 128-column k-tile: each k-tile's scales
+        // are its group's.)
+        const int64_t group = g.layout.strategy == static_cast<int>(Strategy::kChannel) ? g.k : g.layout.group_size;
+        fp.scale_group = static_cast<int>(group <= cuda::kMaxInt8ScaleGroup ? group : 128);
+      }
       fp.d = d;
       fp.experts = E;
       fp.n = static_cast<int>(g.n);

@@ -5,7 +5,7 @@
 // consumer warpgroups each convert their 64 weight rows' codes to bf16 registers (one k-tile while
 // the previous one's MMAs run) and run wgmma m64nNk16 with A from registers. W4A8 with int8 inputs
 // (kInt4Int8): 128-deep k-tiles of int8, codes to int8 registers, wgmma m64nNk32 into int32 sums
-// that each k-tile promotes to the fp32 accumulators with its rows' group scales.
+// over each scale group, promoted to the fp32 accumulators with the rows' group scales.
 #include "cuda/fp4_gemm.h"
 
 #include "cuda/activation.cuh"
@@ -773,7 +773,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if constexpr (!decltype(spans)::value) {
           for (int kt = 0; kt < k_tiles; ++kt) {
             const float2 scale = k_tile(std::true_type{});
-            // |part| < 2^21: exactly a float by an integer and a float add
+            // |part| <= 2^21: exactly a float by an integer and a float add
 #pragma unroll
             for (int v = 0; v < W / 2; ++v)
               acc[v] = __fmaf_rn(small_int_to_float(part[v]), v % 4 < 2 ? scale.x : scale.y, acc[v]);

@@ -15,7 +15,7 @@ namespace qmoe::cuda {
 // bf16 scales per group of a multiple of 16 or per row, without or with zero points, on bf16 inputs;
 // and INT4 with bf16 (kInt4Int8) or fp32 (kInt4Int8F32: vLLM's W4A8-INT8 per-row scales) scales per
 // group of a multiple of 128 or per row on int8 inputs (W4A8 with INT8 activations: int8 MMAs, exact
-// integer sums per 128 columns).
+// integer sums per scale group, rounded to fp32 past 2^24 once per group).
 enum class W4Format { kMxfp4, kNvfp4, kInt4, kInt4Zero, kInt4Int8, kInt4Int8F32 };
 inline bool takes_int8_inputs(W4Format f) { return f == W4Format::kInt4Int8 || f == W4Format::kInt4Int8F32; }
 

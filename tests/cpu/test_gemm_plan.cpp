@@ -970,16 +970,28 @@ TEST(GemmPlan, PrefillFromTheCrossover) {
   EXPECT_FALSE(use_grouped_kernel(GroupedKernel::kInt4Int8Regs, 35, 8, 2, 14336, true));
   EXPECT_TRUE(use_grouped_kernel(GroupedKernel::kInt4Int8Regs, 36, 8, 2, 14336, true));
   // (only that kernel's switch depends on it)
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336, true), grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336));
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kFp8, 8, 2, 14336, true), kGroupedMinTokensFp8);
+  for (GroupedKernel kind : {GroupedKernel::kFp8, GroupedKernel::kFp8Block, GroupedKernel::kInt8, GroupedKernel::kBf16,
+                             GroupedKernel::kF16, GroupedKernel::kInt4Bf16, GroupedKernel::kInt4F16, GroupedKernel::kInt8Bf16,
+                             GroupedKernel::kInt8F16, GroupedKernel::kInt4Codes, GroupedKernel::kDequantBf16,
+                             GroupedKernel::kDequantF16, GroupedKernel::kMxfp4Bf16, GroupedKernel::kNvfp4Bf16,
+                             GroupedKernel::kInt4RegsBf16, GroupedKernel::kNone})
+    for (auto [experts, top_k, inter] : {std::tuple{8, 2, 14336}, std::tuple{256, 8, 2048}, std::tuple{128, 8, 768}})
+      EXPECT_EQ(grouped_min_tokens(kind, experts, top_k, inter, true), grouped_min_tokens(kind, experts, top_k, inter))
+          << to_string(kind);
   // The layouts: the synthetic per-row scheme has one scale per row, the g128 one does not; the plan
   // summary (inspect --cuda-plan) takes the per-row switch.
   const MoeLayer channel = synthetic_layer("w4a8_int8_channel", {"small", 8, 2, 256, 128}, 3, 1);
   const MoeLayer grouped = synthetic_layer("w4a8_int8", {"small", 8, 2, 256, 128}, 3, 1);
   EXPECT_TRUE(has_row_scales(plan_layer_gemms(channel, 0, true).w13));
   EXPECT_FALSE(has_row_scales(plan_layer_gemms(grouped, 0, true).w13));
-  EXPECT_EQ(summarize_cuda_plan(channel, 0).w13.prefill_from_tokens, kGroupedMinRowsPerExpertInt4Int8RowScalesFewExperts * 4);
-  EXPECT_EQ(summarize_cuda_plan(grouped, 0).w13.prefill_from_tokens, kGroupedMinRowsPerExpertInt4Int8FewExperts * 4);
+  // (w2's 128 columns are one group of 128: one scale per row, but the group layout's switch, as its
+  // decode kernel is the group one)
+  EXPECT_FALSE(has_row_scales(plan_layer_gemms(grouped, 0, true).w2));
+  const CudaPlanSummary c = summarize_cuda_plan(channel, 0), g = summarize_cuda_plan(grouped, 0);
+  EXPECT_EQ(c.w13.prefill_from_tokens, kGroupedMinRowsPerExpertInt4Int8RowScalesFewExperts * 4);
+  EXPECT_EQ(c.w2.prefill_from_tokens, kGroupedMinRowsPerExpertInt4Int8RowScalesFewExperts * 4);
+  EXPECT_EQ(g.w13.prefill_from_tokens, kGroupedMinRowsPerExpertInt4Int8FewExperts * 4);
+  EXPECT_EQ(g.w2.prefill_from_tokens, kGroupedMinRowsPerExpertInt4Int8FewExperts * 4);
 }
 
 TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {

@@ -43,11 +43,12 @@ std::mt19937_64& rng() {
 
 enum class Scheme { kW4A16G128, kW4A16Channel, kW4A16AsymG32, kW8A16Channel, kW8A16AsymG64, kW8A16Int8Storage, kFp8Channel, kFp8Block,
                     kFp8TensorStatic, kInt8, kNvfp4, kNvfp4ExactW4A4, kMxfp4, kDense, kInt4Fp8Codes, kW4A8Fp8, kW4A8Int8,
-                    kW4A8Int8Channel };
+                    kW4A8Int8Channel, kW4A8Int8G256 };
 // kInt4Fp8Codes: int4 weights with FP8 activations, the int4 code kernels' layout (W4A8-FP8 checkpoints
 // with LoadOptions::w4a8_fp8_int4); kW4A8Fp8: W4A8-FP8 as the loader leaves it by default, vLLM's FP8
 // products with a scale per row (w4a8_fp8_as_fp8_channel). kW4A8Int8Channel: W4A8-INT8 with vLLM's
-// per-row fp32 scales.
+// per-row fp32 scales. kW4A8Int8G256: groups of 256 (the int8 register kernel's sums over two
+// k-tiles).
 
 const char* name_of(Scheme s) {
   switch (s) {
@@ -69,6 +70,7 @@ const char* name_of(Scheme s) {
     case Scheme::kW4A8Fp8: return "w4a8_fp8";
     case Scheme::kW4A8Int8: return "w4a8_int8";
     case Scheme::kW4A8Int8Channel: return "w4a8_int8_channel";
+    case Scheme::kW4A8Int8G256: return "w4a8_int8_g256";
   }
   return "?";
 }
@@ -100,6 +102,7 @@ QuantWeight random_weight(Scheme s, int64_t rows, int64_t cols) {
   const int64_t group = s == Scheme::kW4A16AsymG32 || s == Scheme::kMxfp4 ? 32
                         : s == Scheme::kNvfp4                            ? 16
                         : s == Scheme::kW8A16AsymG64                     ? 64
+                        : s == Scheme::kW4A8Int8G256                     ? 256
                                                                          : 128;
   const bool grouped = s != Scheme::kW8A16Channel && s != Scheme::kW4A16Channel && s != Scheme::kInt8 && s != Scheme::kFp8Channel &&
                        s != Scheme::kFp8TensorStatic && s != Scheme::kDense && s != Scheme::kFp8Block &&
@@ -113,7 +116,8 @@ QuantWeight random_weight(Scheme s, int64_t rows, int64_t cols) {
     case Scheme::kW4A16AsymG32:
     case Scheme::kInt4Fp8Codes:
     case Scheme::kW4A8Int8:
-    case Scheme::kW4A8Int8Channel: {
+    case Scheme::kW4A8Int8Channel:
+    case Scheme::kW4A8Int8G256: {
       w.format = WeightFormat::kIntPacked;
       w.bits = 4;
       w.data = random_bytes(DType::kI32, {rows, quant::packed_words_per_row(cols, 4)});
@@ -130,7 +134,7 @@ QuantWeight random_weight(Scheme s, int64_t rows, int64_t cols) {
         break;
       }
       w.strategy = Strategy::kGroup;
-      w.group_size = s == Scheme::kW4A16AsymG32 ? 32 : 128;
+      w.group_size = s == Scheme::kW4A16AsymG32 ? 32 : s == Scheme::kW4A8Int8G256 ? 256 : 128;
       w.scale = random_bf16({rows, cols / w.group_size}, 0.002f, 0.02f);
       if (s == Scheme::kW4A16AsymG32) {
         w.zero_point = Tensor(DType::kI8, {rows, cols / w.group_size});
@@ -231,13 +235,15 @@ MoeLayer random_layer(Scheme s, LayerShape shape, Activation act = Activation::k
   L.activation = act;
   const bool w8a8 = s == Scheme::kFp8Channel || s == Scheme::kFp8Block || s == Scheme::kFp8TensorStatic ||
                     s == Scheme::kInt8 || s == Scheme::kInt4Fp8Codes || s == Scheme::kW4A8Fp8 || s == Scheme::kW4A8Int8 ||
-                    s == Scheme::kW4A8Int8Channel;
+                    s == Scheme::kW4A8Int8Channel || s == Scheme::kW4A8Int8G256;
   L.round_weights_to_scale_dtype = !w8a8 && s != Scheme::kNvfp4 && s != Scheme::kNvfp4ExactW4A4;
   switch (s) {
     case Scheme::kFp8Channel: case Scheme::kInt4Fp8Codes: case Scheme::kW4A8Fp8: L.act_quant = ActQuant::kFp8PerToken; break;
     case Scheme::kFp8Block: L.act_quant = ActQuant::kFp8Group; L.act_group_size = 128; break;
     case Scheme::kFp8TensorStatic: L.act_quant = ActQuant::kFp8Static; L.w13_input_scale = 0.01f; L.w2_input_scale = 0.002f; break;
-    case Scheme::kInt8: case Scheme::kW4A8Int8: case Scheme::kW4A8Int8Channel: L.act_quant = ActQuant::kInt8PerToken; break;
+    case Scheme::kInt8: case Scheme::kW4A8Int8: case Scheme::kW4A8Int8Channel: case Scheme::kW4A8Int8G256:
+      L.act_quant = ActQuant::kInt8PerToken;
+      break;
     case Scheme::kNvfp4ExactW4A4: L.act_quant = ActQuant::kNvfp4; L.w13_input_global_scale = 600.0f; L.w2_input_global_scale = 3000.0f; break;
     default: break;
   }
@@ -314,6 +320,7 @@ TEST_P(RandomLayers, MatchTheCpuBackend) {
   // gpt-oss-like sizes (2880 = 22.5 x 128, 1440 = 22.5 x 64) only where the scheme's groups divide
   // them, as the loader requires.
   const bool groups_of_64_or_more = s == Scheme::kW4A16G128 || s == Scheme::kInt4Fp8Codes || s == Scheme::kW4A8Int8 ||
+                                    s == Scheme::kW4A8Int8G256 ||
                                     s == Scheme::kW4A8Fp8 ||  // (made from int4 groups of 128)
                                     s == Scheme::kFp8Block ||
                                     s == Scheme::kW8A16Int8Storage || s == Scheme::kW8A16AsymG64;
@@ -334,7 +341,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, RandomLayers,
                                            Scheme::kW8A16AsymG64, Scheme::kW8A16Int8Storage, Scheme::kFp8Channel, Scheme::kFp8Block, Scheme::kFp8TensorStatic,
                                            Scheme::kInt8, Scheme::kNvfp4, Scheme::kNvfp4ExactW4A4, Scheme::kMxfp4,
                                            Scheme::kDense, Scheme::kInt4Fp8Codes, Scheme::kW4A8Fp8, Scheme::kW4A8Int8,
-                                           Scheme::kW4A8Int8Channel),
+                                           Scheme::kW4A8Int8Channel, Scheme::kW4A8Int8G256),
                          [](const ::testing::TestParamInfo<Scheme>& info) { return std::string(name_of(info.param)); });
 
 // F16 models: f16 hidden states and f16 scales (or dense f16 weights), so the GEMMs run in f16
@@ -444,7 +451,7 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
   REQUIRE_GPU();
   for (Scheme s : {Scheme::kFp8Channel, Scheme::kFp8TensorStatic, Scheme::kInt8, Scheme::kDense, Scheme::kW4A16G128,
                    Scheme::kW4A16Channel, Scheme::kFp8Block, Scheme::kW8A16Channel, Scheme::kW8A16Int8Storage,
-                   Scheme::kInt4Fp8Codes, Scheme::kW4A8Int8, Scheme::kW4A8Int8Channel}) {
+                   Scheme::kInt4Fp8Codes, Scheme::kW4A8Int8, Scheme::kW4A8Int8Channel, Scheme::kW4A8Int8G256}) {
     // A Qwen3-like shape scaled down in experts, and gpt-oss's odd 2880 (not a multiple of the tiles;
     // not with groups of 128, which must divide it). 128 x 128 blocks may end partial (2880 = 22.5
     // blocks: partial k-tiles, 23 input scales per row, the unfused quantization), and also get
@@ -453,11 +460,11 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
     if (s == Scheme::kFp8Block) shapes.push_back({8, 4, 1024, 384});
     for (const LayerShape& shape : shapes) {
       if ((s == Scheme::kW4A16G128 || s == Scheme::kW8A16Int8Storage || s == Scheme::kInt4Fp8Codes || s == Scheme::kW4A8Int8 ||
-           s == Scheme::kW4A8Int8Channel) &&
+           s == Scheme::kW4A8Int8Channel || s == Scheme::kW4A8Int8G256) &&
           shape.hidden == 2880)
         continue;
       const MoeLayer layer = random_layer(s, shape);
-      if (s == Scheme::kW4A8Int8 || s == Scheme::kW4A8Int8Channel)  // (the register kernel on int8 MMAs)
+      if (s == Scheme::kW4A8Int8 || s == Scheme::kW4A8Int8Channel || s == Scheme::kW4A8Int8G256)  // (int8 MMAs)
         ASSERT_EQ(plan_layer_gemms(layer, 0, true).g1, GroupedKernel::kInt4Int8Regs);
       for (int64_t tokens : {1, 7, 64, 300}) {
         Tensor x, logits;

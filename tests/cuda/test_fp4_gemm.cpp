@@ -557,11 +557,14 @@ void run_int8_case(const Case& c, Data data, int64_t group, std::mt19937_64& rng
 
   // Rejected before any launch: scale groups that are not whole k-tiles of 128, do not divide k,
   // or pass the int32 sums' limit.
-  for (int bad : {0, 64, 192, static_cast<int>(c.k) + 128, cuda::kMaxInt8ScaleGroup * 2}) {
+  for (int bad : {0, 64, 192, static_cast<int>(c.k) + 128}) {
     cuda::Fp4GemmParams q = p;
     q.scale_group = bad;
     EXPECT_EQ(cuda::launch_fp4_grouped_gemm(q, nullptr), cudaErrorInvalidValue) << "scale group " << bad;
   }
+  cuda::Fp4GemmParams past_limit = p;  // (a group that divides k, past the int32 sums' limit)
+  past_limit.k = past_limit.scale_group = 2 * cuda::kMaxInt8ScaleGroup;
+  EXPECT_EQ(cuda::launch_fp4_grouped_gemm(past_limit, nullptr), cudaErrorInvalidValue) << "scale group past the limit";
   const Launched run = launch_and_compare(p, d, total, want);
   const double rel_l2 = run.rel_l2;
   const int64_t unwritten = run.unwritten, not_exact = run.not_exact;
@@ -588,6 +591,7 @@ TEST(Int4Int8Mainloop, MatchesExactIntegerSums) {
     for (const Case& c : int8_cases) {
       std::vector<int64_t> groups{128};  // (per row: k itself, when not 128 or 256 already)
       if (c.k % 256 == 0) groups.push_back(256);
+      if (c.k % 384 == 0 && c.k > 384) groups.push_back(384);  // (groups of an odd 3 k-tiles, round the ring)
       if (c.k > 256) groups.push_back(c.k);
       for (int64_t group : groups) {
         run_int8_case(c, data, group, rng);
@@ -598,6 +602,51 @@ TEST(Int4Int8Mainloop, MatchesExactIntegerSums) {
       run_int8_case(c, data, c.k, rng, false, true);
       run_int8_case(c, data, 128, rng, true, true);
     }
+}
+
+// The int32 sums at their limit: one group of kMaxInt8ScaleGroup columns, every code q = -8 (the
+// int8 -128), inputs all -128 (the sum 2^30), all 127, or alternating, scales 1: each output an
+// exact fp32 value, so bit for bit against the sums in double.
+TEST(Int4Int8Mainloop, SumsAtTheLargestGroup) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(test::test_seed());
+  const Case c{128, cuda::kMaxInt8ScaleGroup, {3}};
+  const std::vector<int32_t> offsets{0, 3};
+  const std::vector<int32_t> codes(static_cast<size_t>(c.n) * c.k / 8, static_cast<int32_t>(0x88888888u));
+  const std::vector<uint16_t> scales(c.n, quant::float_to_bf16(1.0f));
+  std::vector<int8_t> x(static_cast<size_t>(3 + kTrailingRows) * c.k, 127);
+  for (int64_t col = 0; col < c.k; ++col) {
+    x[static_cast<size_t>(col)] = -128;
+    x[static_cast<size_t>(2 * c.k + col)] = col % 2 == 0 ? -128 : 127;
+  }
+  std::vector<void*> owned;
+  int32_t* codes_dev = to_device(codes);
+  uint16_t* scales_dev = to_device(scales);
+  uint32_t *fc = nullptr, *fs = nullptr;
+  ASSERT_EQ(cudaMalloc(&fc, static_cast<size_t>(cuda::fp4_frag_rows(c.n)) * c.k / 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&fs, cuda::fp4_frag_scale_bytes(cuda::W4Format::kInt4Int8, c.n, c.k)), cudaSuccess);
+  ASSERT_EQ(cuda::launch_repack_int4_int8(codes_dev, scales_dev, false, c.n, c.k, c.k, 0, fc, fs, nullptr), cudaSuccess);
+  owned.insert(owned.end(), {codes_dev, scales_dev, fc, fs});
+  float* d = nullptr;
+  std::vector<std::vector<float>> bias;
+  cuda::Fp4GemmParams p = case_params(c, offsets, {fc}, {fs}, to_device(x), 0, false, rng, &d, bias, owned);
+  p.format = cuda::W4Format::kInt4Int8;
+  p.x_scale = to_device(std::vector<float>(3 + kTrailingRows, 1.0f));
+  p.scale_group = c.k;
+  p.tile_inputs = 128;
+  std::vector<double> want(static_cast<size_t>(3) * c.n);
+  for (int i = 0; i < 3; ++i) {
+    double sum = 0;  // (q = -8 for every weight; scale 1)
+    for (int64_t col = 0; col < c.k; ++col) sum += -8.0 * x[static_cast<size_t>(i * c.k + col)];
+    for (int r = 0; r < c.n; ++r) want[static_cast<size_t>(i) * c.n + r] = sum;
+  }
+  const Launched run = launch_and_compare(p, d, 3, want);
+  std::printf("    int4 x int8, one group of %d columns at the sums' limit: %lld outputs not bit-equal\n", c.k,
+              static_cast<long long>(run.not_exact));
+  EXPECT_EQ(run.unwritten, 0);
+  EXPECT_EQ(run.not_exact, 0);
+  EXPECT_EQ(run.got[0], 67108864.0f);  // 2^26: the int32 sum 2^30 (the codes 16 q)
+  free_case(p, d, owned);
 }
 
 }  // namespace
