@@ -9,6 +9,9 @@
 #    register-kernel schemes; memcheck of the kernels' tests.
 # 2. A/B main vs branch: W4A8-INT8 g128 and per row, MXFP4, NVFP4 A16, W4A16 g32 at 2048-8192
 #    tokens on three shapes, two rounds. MXFP4 / NVFP4 / g32 move by the descriptors alone.
+# 3. ncu of the branch's W4A8-INT8 g128 GEMM1 on Mixtral at 4096 tokens: warp state statistics
+#    and the sampled stall reasons per SASS instruction (what keeps the two consumer warpgroups'
+#    MMAs and promotions from overlapping: issue slots 57%, tensor pipe 47% in the 28th session).
 # Land what is faster; else delete the branch.
 set -u
 tools/gpu_unpack.sh .gpu/p .gpu/n
@@ -25,4 +28,12 @@ timeout 240 tools/gpu_ab.sh .gpu/n .gpu/p $OUT/ab_p 2 --models mixtral-8x7b,qwen
   --schemes w4a8_int8,w4a8_int8_channel,mxfp4,nvfp4a16,w4a16_g32 --tokens 2048,4096,8192 --rotations 2 \
   --replays 5 > /dev/null 2>&1
 echo "ab rc $? ($((SECONDS - start)) s)"; cat $OUT/ab_p/summary.txt
-cd $OUT && tar czf ab_p.tgz ab_p && rm -rf ab_p
+LD_LIBRARY_PATH=$PWD/.gpu/p timeout 120 ncu --clock-control none --import-source no --section WarpStateStats \
+  --section SchedulerStats --section SourceCounters --section ComputeWorkloadAnalysis -k regex:fp4_grouped_gemm \
+  --launch-count 1 -o $OUT/int8_stalls .gpu/p/qmoe bench --models mixtral-8x7b --schemes w4a8_int8 --tokens 4096 \
+  --rotations 1 --replays 1 > $OUT/int8_stalls.log 2>&1
+echo "ncu rc $? ($((SECONDS - start)) s)"
+ncu -i $OUT/int8_stalls.ncu-rep --page details > $OUT/int8_stalls.txt 2>&1
+ncu -i $OUT/int8_stalls.ncu-rep --page source --csv --print-source sass > $OUT/int8_stalls_sass.csv 2>&1
+grep -iE "stall|Warp Cycles|Issue Slots|Eligible" $OUT/int8_stalls.txt | head -20
+cd $OUT && tar czf ab_p.tgz ab_p int8_stalls.txt int8_stalls_sass.csv int8_stalls.log && rm -rf ab_p int8_stalls.ncu-rep
