@@ -136,12 +136,16 @@ cuda::W4Format w4_format(const PrefillGemm& g) {
     default: return cuda::W4Format::kMxfp4;
   }
 }
+// The weights' columns per scale group (k for one scale per row).
+int64_t scale_group_columns(const PrefillGemm& g) {
+  return g.layout.strategy == static_cast<int>(Strategy::kChannel) ? g.k : g.layout.group_size;
+}
 void repack_4bit(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host, int64_t gate_up_inter) {
   const int E = static_cast<int>(host.size());
   const cuda::W4Format format = w4_format(g);
   const int64_t codes_bytes = cuda::fp4_frag_rows(g.n) * g.k / 2;
   const int64_t scales_bytes = cuda::fp4_frag_scale_bytes(format, g.n, g.k);
-  const int64_t group = g.layout.strategy == static_cast<int>(Strategy::kChannel) ? g.k : g.layout.group_size;
+  const int64_t group = scale_group_columns(g);
   g.repacked = DeviceBuffer(static_cast<size_t>(E * (codes_bytes + scales_bytes)));
   g.gate_up_inter = gate_up_inter;
   std::vector<const void*> ptrs(3 * E);
@@ -662,7 +666,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       if (cuda::takes_int8_inputs(fp.format)) {
         // (Groups past the int32 sums' limit promote per 128-column k-tile: each k-tile's scales
         // are its group's.)
-        const int64_t group = g.layout.strategy == static_cast<int>(Strategy::kChannel) ? g.k : g.layout.group_size;
+        const int64_t group = scale_group_columns(g);
         fp.scale_group = static_cast<int>(group <= cuda::kMaxInt8ScaleGroup ? group : 128);
       }
       fp.d = d;
