@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# For the next session (not run), one call: main `e5ba808` (.gpu/n: qmoe, qmoe_cuda_tests,
+# For the next session (not run), one call: main `6b3cd84` (.gpu/n: qmoe, qmoe_cuda_tests,
 # libfmt.so.9; xz; built on the Debian build machine). The whole GPU suite (tools/gpu_test.sh: it
 # last ran on `dbf6646`; since then fp32 scales, sums over whole scale groups, the per-row switch
 # `af393b9`, the scale-group checks `228faff` and the review follow-ups `e5ba808` (new tests:
