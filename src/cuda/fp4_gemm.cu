@@ -54,7 +54,8 @@ struct RingPosition {
 template <int N, class Format>
 struct alignas(1024) Stage {
   uint8_t inputs[TileShape<N>::kInputBytes];  // [N input rows][128 bytes], TMA's 128-byte swizzle
-  uint32_t codes[2][Format::kCodeBytes / 4];  // [consumer][128 threads][kCodeBytes / 512 words]
+  // [consumer][128 threads][kCodeBytes / 512 words]; int8 inputs: [consumer][2 planes][128 threads][4 words]
+  uint32_t codes[2][Format::kCodeBytes / 4];
   uint32_t scales[2][Format::kWords];         // [consumer][32 thread quads][kWords / 32]
 };
 // The staged terms epilogue's tile: [consumer][kRows input rows][64 weight columns] bf16, each
@@ -347,7 +348,7 @@ struct Int4Scales : Bf16Mma {
 };
 
 // W4A8 with int8 inputs (kInt4Int8, kInt4Int8F32): 128-deep k-tiles of int8 (128 bytes per input
-// row), 4 KB of codes per consumer and k-tile (8 words per thread: fp4_gemm.h), the scales of rows m
+// row), 4 KB of codes per consumer and k-tile (8 words per thread in two planes: fp4_gemm.h), the scales of rows m
 // and m + 8 for the k-tile's columns per thread quad (a group holds whole k-tiles): one word of bf16
 // pairs, or two fp32 words (kF32Scales). Each code arrives as the int8 16 q, so a register is one mask
 // (and a shift) of its word, and the promotion multiplies by scale / 16 (exact for normal scales).
@@ -514,7 +515,8 @@ __global__ void repack_int4_int8_kernel(const int32_t* codes, const Scale* scale
         const int64_t col = kt * 128 + 32 * step + 16 * h + 4 * (t % 4) + j;
         word |= nibble(0, col) << (8 * j + 4) | nibble(1, col) << (8 * j);
       }
-      frag_codes[(tile * 128 + t) * 8 + 2 * step + h] = word;
+      const int w = 2 * step + h;  // (planes of 4 words per thread: fp4_gemm.h)
+      frag_codes[tile * 1024 + (w / 4) * 512 + t * 4 + w % 4] = word;
     }
   if (t % 4 == 0) {  // (padding rows: scale 0)
     const int64_t g = kt * 128 / group;
@@ -753,8 +755,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         auto k_tile = [&](auto first) {
           const int i = ring.stage;
           mbar_wait(&s.full[i], ring.phase);
-          const uint32_t code_words = smem_addr(&s.stage[i].codes[consumer][8 * t]);
-          const uint4 lo = lds128(code_words), hi = lds128(code_words + 16);
+          // (two planes of 16 bytes per thread: each warp's load reads 512 contiguous bytes)
+          const uint32_t code_words = smem_addr(&s.stage[i].codes[consumer][4 * t]);
+          const uint4 lo = lds128(code_words), hi = lds128(code_words + 2048);
           const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
           const float2 scale = Format::row_scales(Format::load(smem_addr(&s.stage[i].scales[consumer][0]), t));
           uint32_t a[4][4];
