@@ -54,7 +54,8 @@ struct RingPosition {
 template <int N, class Format>
 struct alignas(1024) Stage {
   uint8_t inputs[TileShape<N>::kInputBytes];  // [N input rows][128 bytes], TMA's 128-byte swizzle
-  uint32_t codes[2][Format::kCodeBytes / 4];  // [consumer][128 threads][kCodeBytes / 512 words]
+  // [consumer][128 threads][kCodeBytes / 512 words]; int8 inputs: [consumer][2 planes][128 threads][4 words]
+  uint32_t codes[2][Format::kCodeBytes / 4];
   uint32_t scales[2][Format::kWords];         // [consumer][32 thread quads][kWords / 32]
 };
 // The staged terms epilogue's tile: [consumer][kRows input rows][64 weight columns] bf16, each
@@ -166,12 +167,11 @@ __device__ __forceinline__ float2 lds_f32x2(uint32_t addr) {  // addr: 8-byte al
 }
 
 // The shared-memory descriptor of a K-major, 128-byte-swizzled operand (bf16 or int8 rows of 128
-// bytes, 8-row atoms of 1024 bytes): start address, leading offset 1 (unused by the swizzled K-major layout), stride 1024
-// bytes between 8-row groups, swizzle mode 1 (128 B).
-__device__ __forceinline__ uint64_t sw128_desc(const void* p) {
-  const uint64_t addr = smem_addr(p);
-  return ((addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
-}
+// bytes, 8-row atoms of 1024 bytes): low word: start address (16-byte units, 14 bits), leading
+// offset 1 (unused by the swizzled K-major layout); high word: stride 1024 bytes between 8-row
+// groups, swizzle mode 1 (128 B).
+constexpr uint32_t kSw128DescHigh = (1024 >> 4) | (1u << 30);
+__device__ __forceinline__ uint32_t sw128_desc_low(const void* p) { return ((smem_addr(p) & 0x3FFFF) >> 4) | (1u << 16); }
 
 // D (64 x N fp32, the accumulator fragment) += A (64 x 16 bf16 in registers, a[4]) * B^T (B: N rows x
 // 16 columns of bf16 in shared memory, K-major, 128-byte swizzled: `desc`). `accumulate`: 0 for
@@ -347,7 +347,7 @@ struct Int4Scales : Bf16Mma {
 };
 
 // W4A8 with int8 inputs (kInt4Int8, kInt4Int8F32): 128-deep k-tiles of int8 (128 bytes per input
-// row), 4 KB of codes per consumer and k-tile (8 words per thread: fp4_gemm.h), the scales of rows m
+// row), 4 KB of codes per consumer and k-tile (8 words per thread in two planes: fp4_gemm.h), the scales of rows m
 // and m + 8 for the k-tile's columns per thread quad (a group holds whole k-tiles): one word of bf16
 // pairs, or two fp32 words (kF32Scales). Each code arrives as the int8 16 q, so a register is one mask
 // (and a shift) of its word, and the promotion multiplies by scale / 16 (exact for normal scales).
@@ -514,7 +514,8 @@ __global__ void repack_int4_int8_kernel(const int32_t* codes, const Scale* scale
         const int64_t col = kt * 128 + 32 * step + 16 * h + 4 * (t % 4) + j;
         word |= nibble(0, col) << (8 * j + 4) | nibble(1, col) << (8 * j);
       }
-      frag_codes[(tile * 128 + t) * 8 + 2 * step + h] = word;
+      const int w = 2 * step + h;  // (planes of 4 words per thread: fp4_gemm.h)
+      frag_codes[tile * 1024 + (w / 4) * 512 + t * 4 + w % 4] = word;
     }
   if (t % 4 == 0) {  // (padding rows: scale 0)
     const int64_t g = kt * 128 / group;
@@ -672,18 +673,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int consumer = warpgroup - 1, t = threadIdx.x % 128;
   float acc[N / 2];
   RingPosition<kStages> ring;  // the next k-tile's stage, as the producer walks them
+  // The wgmma descriptor of stage `stage`'s input rows from `step` 32-byte steps in: stage 0's low
+  // word plus the offset in its 16-byte address units (shared addresses stay below 2^18, so the sum
+  // never carries out of the 14-bit start-address field), instead of masking and shifting every
+  // address in the k-loop.
+  const uint32_t input_desc_low = sw128_desc_low(s.stage[0].inputs);
+  auto input_desc = [&](int stage, int step) {
+    constexpr uint32_t kStageUnits = sizeof(Stage<N, Format>) / 16;
+    return uint64_t{kSw128DescHigh} << 32 | (input_desc_low + stage * kStageUnits + 2 * step);
+  };
   // One tile's k-loop on its first `fixed` input rows, or (fixed = 0) on its first 64 * quarters,
   // chosen per k-tile (acc's first W / 2 registers for W rows: wgmma's fragment of n = W is the first
   // part of n = N's).
   auto mainloop = [&](auto fixed, int quarters) {
     // A k-tile's four wgmmas (and their commit).
-    auto mma = [&](const uint32_t (&a)[4][4], const uint8_t* inputs, bool first) {
+    auto mma = [&](const uint32_t (&a)[4][4], int stage, bool first) {
       auto on = [&](auto width) {
         constexpr int W = decltype(width)::value;
         float (&acc_w)[W / 2] = *reinterpret_cast<float (*)[W / 2]>(acc);
         wgmma_fence();
 #pragma unroll
-        for (int step = 0; step < 4; ++step) wgmma_rs<W>(acc_w, a[step], sw128_desc(inputs + 32 * step), !first || step > 0);
+        for (int step = 0; step < 4; ++step) wgmma_rs<W>(acc_w, a[step], input_desc(stage, step), !first || step > 0);
         wgmma_commit();
       };
       if constexpr (decltype(fixed)::value != 0) {
@@ -710,7 +720,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const uint32_t w[4] = {words.x, words.y, words.z, words.w};
         Format::convert(w, sw, a);
         __syncwarp();  // convert_step branches per thread; the .aligned wgmma instructions need the warp whole
-        mma(a, s.stage[i].inputs, kt == 0);
+        mma(a, i, kt == 0);
         wgmma_wait_one();
         keep_registers(previous);
         if (kt > 0) mbar_arrive(&s.empty[ring.previous()]);
@@ -753,8 +763,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         auto k_tile = [&](auto first) {
           const int i = ring.stage;
           mbar_wait(&s.full[i], ring.phase);
-          const uint32_t code_words = smem_addr(&s.stage[i].codes[consumer][8 * t]);
-          const uint4 lo = lds128(code_words), hi = lds128(code_words + 16);
+          // (two planes of 16 bytes per thread: each warp's load reads 512 contiguous bytes)
+          const uint32_t code_words = smem_addr(&s.stage[i].codes[consumer][4 * t]);
+          const uint4 lo = lds128(code_words), hi = lds128(code_words + 2048);
           const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
           const float2 scale = Format::row_scales(Format::load(smem_addr(&s.stage[i].scales[consumer][0]), t));
           uint32_t a[4][4];
@@ -762,7 +773,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           wgmma_fence();
 #pragma unroll
           for (int step = 0; step < 4; ++step)
-            wgmma_rs_s8<W>(part, a[step], sw128_desc(s.stage[i].inputs + 32 * step), step > 0 || !decltype(first)::value);
+            wgmma_rs_s8<W>(part, a[step], input_desc(i, step), step > 0 || !decltype(first)::value);
           wgmma_commit();
           wgmma_wait_all();
           keep_registers(a);

@@ -75,9 +75,10 @@ cudaError_t launch_repack_int4(const int32_t* codes, const uint16_t* scales, con
 // (row tile rt, column tile kt), in
 // wgmma's register-A fragment order for 8-bit operands, each code q as the int8 16 q (its nibble in
 // a byte's high half; the kernel divides the scales by 16):
-//   codes  [rows / 64][cols / 128][128 threads][8 words]: word 2 s + h of k32 step s holds registers
-//          a_2h (row m) in the bytes' high nibbles and a_2h+1 (row m + 8) in their low nibbles, element
-//          j (column 32 s + 16 h + 4 (t % 4) + j) in byte j (m and t as above);
+//   codes  [rows / 64][cols / 128][2 planes][128 threads][4 words]: word w = 2 s + h of thread t (plane
+//          w / 4, word w % 4: each 16-byte load of a warp reads 512 contiguous bytes) holds k32 step
+//          s's registers a_2h (row m) in the bytes' high nibbles and a_2h+1 (row m + 8) in their low
+//          nibbles, element j (column 32 s + 16 h + 4 (t % 4) + j) in byte j (m and t as above);
 //   scales [rows / 64][cols / 128][32] 32-bit words, word t / 4 for thread t: the bf16 scale of row m's
 //          group at the tile's columns in bits 0-15, of row m + 8's in 16-31; fp32 scales:
 //          [rows / 64][cols / 128][32][2], row m's then row m + 8's.
