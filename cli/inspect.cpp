@@ -1,6 +1,7 @@
 // `qmoe inspect`: the dispatch decision of every MoE layer from config.json and the safetensors
 // headers alone (no weight bytes are read); with --cuda-plan also what the CUDA backend runs, from
 // one expert's weights per distinct layer scheme.
+#include <algorithm>
 #include <fmt/core.h>
 
 #include <map>
@@ -37,6 +38,7 @@ struct LayerReport {
   int cuda_plan_layer = -1;  // the layer whose expert 0 the plan was built from
   int cuda_plan_act_kind = 0;  // the hidden dtype planned for (implied_act_kind: 0 bf16, 1 f16)
   std::string cuda_plan_error;
+  int cuda_plan_exit = 0;  // the exit code its failure gives: 2 bad weights, 3 not supported
 };
 
 // Bytes of every tensor stored under the layer's experts prefix, and how many expert ids appear.
@@ -67,6 +69,7 @@ void add_cuda_plans(const Checkpoint& ckpt, const ModelConfig& config, int tp_si
       r.cuda_plan = it->second->cuda_plan;
       r.cuda_plan_layer = it->second->cuda_plan_layer;
       r.cuda_plan_error = it->second->cuda_plan_error;
+      r.cuda_plan_exit = it->second->cuda_plan_exit;
       r.cuda_plan_act_kind = it->second->cuda_plan_act_kind;
       continue;
     }
@@ -80,8 +83,12 @@ void add_cuda_plans(const Checkpoint& ckpt, const ModelConfig& config, int tp_si
       const MoeLayer layer = load_moe_layer(ckpt, config, r.layer, options);
       r.cuda_plan_act_kind = implied_act_kind(layer);  // the checkpoint's dtype, from its scales
       r.cuda_plan = summarize_cuda_plan(layer, r.cuda_plan_act_kind);
-    } catch (const std::exception& e) {
+    } catch (const NotSupported& e) {
       r.cuda_plan_error = e.what();
+      r.cuda_plan_exit = 3;
+    } catch (const Error& e) {
+      r.cuda_plan_error = e.what();
+      r.cuda_plan_exit = 2;
     }
     r.cuda_plan_layer = r.layer;
     first[key] = &r;
@@ -141,6 +148,10 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
     reports.push_back(std::move(r));
   }
   if (cuda_plan) add_cuda_plans(ckpt, config, tp_size, reports);
+  // (The report is printed whole; a layer whose CUDA plan could not load its weights then fails the
+  // command, as `run` would.)
+  int status = 0;
+  for (const LayerReport& r : reports) status = std::max(status, r.cuda_plan_exit);
 
   if (json) {
     nlohmann::ordered_json j;
@@ -202,7 +213,7 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
       layers.push_back(l);
     }
     fmt::print("{}\n", j.dump(2));
-    return 0;
+    return status;
   }
 
   fmt::print("checkpoint   {}\n", dir);
@@ -259,7 +270,7 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
                  "reaches the prefill batch)\n",
                  static_cast<double>(r.cuda_plan->repacked_weight_bytes) / (1 << 20));
   }
-  return 0;
+  return status;
 }
 
 }  // namespace qmoe::cli

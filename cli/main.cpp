@@ -2,8 +2,12 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <exception>
+#include <new>
+
 #include "cli/common.h"
 #include "qmoe/error.h"
+#include "qmoe/moe.h"
 
 int main(int argc, char** argv) {
   using namespace qmoe;
@@ -38,7 +42,7 @@ int main(int argc, char** argv) {
   run->add_option("--target", target_name, "GPU whose dispatch decision is taken")->check(target_check);
   run->add_option("--inputs", run_args.inputs, "safetensors with hidden_states [T, hidden] and router_logits [T, experts]");
   run->add_option("--output", run_args.output, "write the output [T, hidden] (F32) to this safetensors file");
-  run->add_option("--threads", run_args.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  run->add_option("--threads", run_args.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, kMaxCpuThreads));
   run->add_option("--repeat", run_args.repeat, "timed repetitions (the median is printed)")->check(CLI::Range(1, 1000));
   run->add_option("--tp-rank", run_args.tp_rank, "tensor-parallel rank");
   run->add_option("--tp-size", run_args.tp_size, "tensor-parallel size")->check(CLI::PositiveNumber);
@@ -91,5 +95,11 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     fmt::print(stderr, "qmoe: error: {}\n", e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "qmoe: error: out of host memory\n");
+    return 2;
+  } catch (const std::exception& e) {  // (a bug: every input error is a qmoe::Error)
+    fmt::print(stderr, "qmoe: internal error: {}\n", e.what());
+    return 4;
   }
 }

@@ -12,6 +12,7 @@
 #include "qmoe/compare.h"
 #include "qmoe/error.h"
 #include "qmoe/moe.h"
+#include "quant/element.h"
 #include "quant/formats.h"
 
 namespace qmoe::cli {
@@ -76,6 +77,9 @@ int run_run(const RunArgs& args) {
       if (in.count(key)) {
         expected = std::move(in.at(key));
         expected_name = key;
+        if (expected.shape() != x.shape())
+          throw Error("tensor '" + key + "' in " + args.inputs + " has shape " + expected.shape_str() +
+                      ", expected that of hidden_states " + x.shape_str());
         break;
       }
     }
@@ -96,7 +100,13 @@ int run_run(const RunArgs& args) {
   std::sort(times.begin(), times.end());
   const double median_s = times[times.size() / 2];
 
-  bool ok = true;
+  // Finite inputs (checked at load) can still overflow: weights times scales, or the sums. Such an
+  // output fails the run even with --no-check.
+  int64_t non_finite = 0, first_non_finite = -1;
+  for (int64_t i = 0; i < out.numel(); ++i)
+    if (!std::isfinite(quant::float_element(out, i)) && non_finite++ == 0)
+      first_non_finite = i;
+  bool ok = non_finite == 0;
   nlohmann::ordered_json checks = nlohmann::ordered_json::array();
   auto check = [&](const std::string& against, const Tensor& got, const Tensor& ref, double tol) {
     const OutputDiff d = compare_outputs(got, ref);
@@ -166,6 +176,7 @@ int run_run(const RunArgs& args) {
     j["forward_seconds_median"] = median_s;
     j["repeat"] = args.repeat;
     j["checks"] = checks;
+    j["non_finite_outputs"] = non_finite;
     j["notes"] = layer.notes;
     j["pass"] = ok;
     fmt::print("{}\n", j.dump(2));
@@ -197,6 +208,10 @@ int run_run(const RunArgs& args) {
                  c["max_abs_error"].get<double>(), c["max_abs_ref"].get<double>(), c["pass"].get<bool>() ? "PASS" : "FAIL");
     }
     if (checks.empty()) fmt::print("check     skipped (--no-check)\n");
+    if (non_finite > 0)
+      fmt::print("output    {} of {} values are not finite, the first at token {}, column {}: the weights, scales or "
+                 "sums overflow (FAIL)\n",
+                 non_finite, out.numel(), first_non_finite / out.dim(1), first_non_finite % out.dim(1));
     fmt::print("time      {:.3f} ms per forward on {} (median of {})\n", median_s * 1e3, backend->name(), args.repeat);
   }
   return ok ? 0 : 1;

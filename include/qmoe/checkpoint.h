@@ -96,4 +96,10 @@ void write_safetensors(const std::string& path,
 // Reads a whole safetensors file into tensors (small files: inputs, outputs, test data).
 std::map<std::string, Tensor> read_safetensors(const std::string& path);
 
+// The largest config.json or model.safetensors.index.json read (a real index is a few MB).
+inline constexpr int64_t kMaxJsonFileBytes = int64_t{256} << 20;
+// Reads a whole text file that must be a regular file of at most max_bytes (a FIFO, a device or a
+// huge file throws qmoe::Error naming the path instead of blocking or exhausting memory).
+std::string read_text_file(const std::string& path, int64_t max_bytes);
+
 }  // namespace qmoe

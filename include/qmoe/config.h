@@ -127,6 +127,12 @@ struct ModelConfig {
   std::optional<QuantConfig> quant;  // absent: the checkpoint is not quantized
 };
 
+// The largest values config.json may give (far above any real model's: DeepSeek-V3 256 experts,
+// 61 layers, widths up to 18432); past them parse_model_config fails naming the key.
+inline constexpr int kMaxConfigExperts = 1 << 16;  // routed experts
+inline constexpr int kMaxConfigLayers = 1 << 14;   // num_hidden_layers
+inline constexpr int kMaxConfigWidth = 1 << 20;    // hidden and intermediate sizes
+
 // Parses config.json text. `path` is used in messages only.
 ModelConfig parse_model_config(const std::string& json_text, const std::string& path);
 ModelConfig load_model_config(const std::string& config_json_path);

@@ -195,7 +195,10 @@ class Backend {
                          const Tensor& router_logits, const ForwardOptions& options) = 0;
 };
 
-// "cpu" (threads = 0: hardware concurrency). "cuda" raises NotSupported until the CUDA backend lands.
+// The most CPU threads make_backend takes (each holds a row buffer).
+inline constexpr int kMaxCpuThreads = 4096;
+// "cpu" (threads = 0: hardware concurrency, else 1 to kMaxCpuThreads), or "cuda" (NotSupported
+// without a CUDA build or device).
 std::unique_ptr<Backend> make_backend(const std::string& name, int threads = 0);
 
 // The independent reference: single-threaded, float64 accumulation, whole-matrix dequantization,

@@ -2,8 +2,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <string>
@@ -11,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "qmoe/checkpoint.h"
 #include "qmoe/config.h"
 #include "qmoe/error.h"
 
@@ -64,9 +67,12 @@ class Fields {
     const Json* v = find(key);
     return v ? detail::json_int(*v, file_, path(key)) : def;
   }
-  int positive_int(const std::string& key) const {
+  // `max`: a limit far above any real model's, so that a corrupt value fails here, naming its key,
+  // instead of sizing allocations later.
+  int positive_int(const std::string& key, int max = std::numeric_limits<int>::max()) const {
     const int v = req_int(key);
     if (v <= 0) fail(key, "must be positive, got " + std::to_string(v));
+    if (v > max) fail(key, "is " + std::to_string(v) + ", above the " + std::to_string(max) + " qmoe takes");
     return v;
   }
   double number_or(const std::string& key, double def) const {
@@ -155,9 +161,9 @@ Activation activation_of(const Fields& f, const std::string& file) {
 
 void parse_mixtral_like(MoeConfig& m, const Fields& f, const std::string& experts_key,
                         const std::string& inter_key) {
-  m.num_experts = f.positive_int(experts_key);
+  m.num_experts = f.positive_int(experts_key, kMaxConfigExperts);
   m.top_k = f.positive_int("num_experts_per_tok");
-  m.inter = f.positive_int(inter_key);
+  m.inter = f.positive_int(inter_key, kMaxConfigWidth);
 }
 
 void check_top_k(const MoeConfig& m, const Fields& f, const std::string& top_k_key,
@@ -196,10 +202,13 @@ void set_groups(MoeConfig& m, const Fields& f) {
 
 float routed_scaling(const Fields& f) {
   const double v = f.number_or("routed_scaling_factor", 1.0);
-  if (!std::isfinite(v) || v <= 0) {
-    f.fail("routed_scaling_factor", "must be a positive number, got " + std::to_string(v));
+  const float as_float = static_cast<float>(v);  // (what the router multiplies by)
+  if (!std::isfinite(v) || v <= 0 || !std::isfinite(as_float) || as_float <= 0) {
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%.6g", v);
+    f.fail("routed_scaling_factor", std::string("must be a positive number within float's range, got ") + shown);
   }
-  return static_cast<float>(v);
+  return as_float;
 }
 
 Scoring scoring_func(const Fields& f, const std::string& def, const std::string& file) {
@@ -377,8 +386,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   const bool use_text = *family == Family::kLlama4 && text != nullptr;
   const Fields f = use_text ? Fields(*text, path, "text_config") : top;
 
-  m.hidden = f.positive_int("hidden_size");
-  m.num_layers = f.positive_int("num_hidden_layers");
+  m.hidden = f.positive_int("hidden_size", kMaxConfigWidth);
+  m.num_layers = f.positive_int("num_hidden_layers", kMaxConfigLayers);
 
   switch (*family) {
     case Family::kMixtral:
@@ -424,12 +433,12 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
       break;
     }
     case Family::kGptOss: {
-      m.num_experts = f.positive_int("num_local_experts");
+      m.num_experts = f.positive_int("num_local_experts", kMaxConfigExperts);
       const std::string top_k_key =
           f.has("num_experts_per_tok") || !f.has("experts_per_token") ? "num_experts_per_tok"
                                                                       : "experts_per_token";
       m.top_k = f.positive_int(top_k_key);
-      m.inter = f.positive_int("intermediate_size");
+      m.inter = f.positive_int("intermediate_size", kMaxConfigWidth);
       check_top_k(m, f, top_k_key, "num_local_experts");
       m.moe_layers = layers_where(m.num_layers, [](int) { return true; });
       m.scoring = Scoring::kSoftmax;  // softmax over the top-k logits == softmax, top-k, renorm
@@ -466,12 +475,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 }
 
 ModelConfig load_model_config(const std::string& config_json_path) {
-  std::ifstream in(config_json_path, std::ios::binary);
-  if (!in) throw Error(config_json_path + ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(config_json_path + ": read error");
-  return parse_model_config(ss.str(), config_json_path);
+  return parse_model_config(read_text_file(config_json_path, kMaxJsonFileBytes), config_json_path);
 }
 
 }  // namespace qmoe

@@ -19,6 +19,9 @@ int cuda_device_count() { return 0; }
 #endif
 
 std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
+  if (threads < 0 || threads > kMaxCpuThreads)
+    throw Error("backend threads must be 0 (all cores) to " + std::to_string(kMaxCpuThreads) + ", got " +
+                std::to_string(threads));
   if (name == "cpu") return cpu::make_cpu_backend(threads);
   if (name == "cuda") {
 #if defined(QMOE_WITH_CUDA)

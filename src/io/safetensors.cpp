@@ -65,8 +65,10 @@ class UniqueFd {
   int fd_;
 };
 
+// (O_NONBLOCK: a FIFO or device in the checkpoint's place fails the regular-file check instead of
+// blocking the open; it changes nothing for regular files.)
 UniqueFd open_read(const std::string& path, struct stat& st) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) throw Error("cannot open " + path + ": " + errno_text(errno));
   if (::fstat(fd.get(), &st) != 0) throw Error("cannot stat " + path + ": " + errno_text(errno));
   if (!S_ISREG(st.st_mode)) throw Error(path + " is not a regular file");
@@ -336,14 +338,6 @@ ParsedHeader parse_header(std::string_view text, uint64_t data_size_bytes,
   return out;
 }
 
-std::string read_text_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open " + path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error("cannot read " + path.string());
-  return ss.str();
-}
 
 void write_all(int fd, const void* src, size_t size_bytes, const std::string& path) {
   const auto* p = static_cast<const char*>(src);
@@ -362,6 +356,17 @@ void write_all(int fd, const void* src, size_t size_bytes, const std::string& pa
 std::mutex g_map_mutex;
 
 }  // namespace
+
+std::string read_text_file(const std::string& path, int64_t max_bytes) {
+  struct stat st {};
+  const UniqueFd fd = open_read(path, st);
+  if (st.st_size > max_bytes)
+    throw Error(path + " is " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max_bytes) +
+                " a JSON file of a checkpoint may have");
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  pread_exact(fd.get(), text.data(), text.size(), 0, path);
+  return text;
+}
 
 // ---- header -------------------------------------------------------------------------------------
 
@@ -444,7 +449,7 @@ Checkpoint::Checkpoint(std::string dir) : dir_(std::move(dir)) {
   const std::string index_str = index_path.string();
   if (fs::exists(index_path, ec)) {
     const json index =
-        parse_json_unique(read_text_file(index_path), index_str,
+        parse_json_unique(read_text_file(index_path.string(), kMaxJsonFileBytes), index_str,
                           [&](const std::string& top, size_t depth, const std::string& key) {
                             return "duplicate key " + in_quotes(key) +
                                    (depth > 1 ? " in " + top : std::string()) + " in " + index_str;
@@ -473,7 +478,8 @@ Checkpoint::Checkpoint(std::string dir) : dir_(std::move(dir)) {
       listed.emplace_back(name, file);
     }
     shard_names.assign(unique_shards.begin(), unique_shards.end());
-  } else if (fs::exists(root / kSingleFile, ec)) {
+  } else if (fs::symlink_status(root / kSingleFile, ec).type() != fs::file_type::not_found && !ec) {
+    // (any entry of that name, a broken or looping link too: opening it names the problem)
     shard_names.emplace_back(kSingleFile);
   } else {
     for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {

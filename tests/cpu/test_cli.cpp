@@ -6,7 +6,12 @@
 #include <array>
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <functional>
+#include <fstream>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "config/gemm_plan.h"
@@ -307,6 +312,93 @@ TEST(Cli, InspectCudaPlanOfAnF16Checkpoint) {
   EXPECT_THAT(text.out, HasSubstr("cuda plan  f16 hidden states"));
   const Result bf16 = run_cli("inspect " + test::fixture_dir("w4a16_g128") + " --json --cuda-plan");
   EXPECT_EQ(nlohmann::json::parse(bf16.out).at("layers").at(0).at("cuda_plan").at("hidden_dtype").get<std::string>(), "bf16");
+}
+
+// Inputs that had crashed, hung or printed NaN (a fuzzing pass, 2026-12-01): each now fails with a
+// message naming its file, tensor or key.
+TEST(Cli, MalformedCheckpointsFailClearly) {
+  namespace fs = std::filesystem;
+  // Rewrites one tensor of a fixture copy's model.safetensors.
+  auto with_tensor = [](const std::string& fixture, const std::string& tag, const std::string& name,
+                        const std::function<void(Tensor&)>& edit) {
+    auto dir = std::make_unique<test::TempDir>("cli_malformed_" + tag);
+    test::copy_fixture(fixture, *dir);
+    std::map<std::string, Tensor> tensors = read_safetensors(dir->file("model.safetensors"));
+    edit(tensors.at(name));
+    std::vector<std::pair<std::string, const Tensor*>> list;
+    for (const auto& [n, t] : tensors) list.emplace_back(n, &t);
+    write_safetensors(dir->file("model.safetensors"), list);
+    return dir;
+  };
+  const std::string experts = "model.layers.0.mlp.experts.0.";
+  // An FP8 weight code 0x7F (E4M3FN's NaN) and a bf16 NaN weight: rejected at load.
+  const auto fp8 = with_tensor("fp8_dynamic", "fp8_nan", experts + "up_proj.weight",
+                               [](Tensor& t) { reinterpret_cast<uint8_t*>(t.raw())[5] = 0x7F; });
+  Result r = run_cli("run " + fp8->path() + " --tokens 2 --repeat 1");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("tensor '" + experts + "up_proj.weight' holds a non-finite weight (nan) at flat index 5"));
+  const auto dense = with_tensor("unquantized", "bf16_inf", experts + "down_proj.weight",
+                                 [](Tensor& t) { reinterpret_cast<uint16_t*>(t.raw())[7] = 0x7F80; });  // +Inf
+  r = run_cli("run " + dense->path() + " --tokens 2 --repeat 1");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("tensor '" + experts + "down_proj.weight' holds a non-finite weight (inf) at flat index 7"));
+  // ... and in inspect --cuda-plan, which loads expert 0: the report, then exit code 2.
+  r = run_cli("inspect " + fp8->path() + " --cuda-plan");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("cuda plan  unavailable: tensor '" + experts + "up_proj.weight' holds a non-finite"));
+  // Finite scales whose products overflow: the output is not finite, which fails the run even
+  // without the reference check.
+  const auto huge = with_tensor("w4a16_g128", "huge_scale", experts + "gate_proj.weight_scale", [](Tensor& t) {
+    for (int64_t i = 0; i < t.numel(); ++i) reinterpret_cast<uint16_t*>(t.raw())[i] = 0x7F00;  // bf16 1.7e38
+  });
+  r = run_cli("run " + huge->path() + " --tokens 4 --repeat 1 --no-check");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("of 1024 values are not finite, the first at token "));
+  // Sizes past any model's fail on the key before anything is sized by them.
+  test::TempDir big("cli_malformed_experts");
+  test::copy_fixture("w4a16_g128", big);
+  {
+    nlohmann::json config = nlohmann::json::parse(test::read_text(big.file("config.json")));
+    for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts"})
+      if (config.contains(key)) config[key] = 100000000;
+    std::ofstream(big.file("config.json")) << config.dump();
+  }
+  r = run_cli("run " + big.path() + " --tokens 2 --repeat 1");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("is 100000000, above the 65536 qmoe takes"));
+  // A FIFO in config.json's place, a dangling model.safetensors link: an error, not a hang or a
+  // silent fallback to the folder's other safetensors files.
+  test::TempDir fifo("cli_malformed_fifo");
+  test::copy_fixture("w4a16_g128", fifo);
+  fs::remove(fifo.file("config.json"));
+  ASSERT_EQ(mkfifo(fifo.file("config.json").c_str(), 0600), 0);
+  r = run_cli("inspect " + fifo.path());
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr(fifo.file("config.json") + " is not a regular file"));
+  test::TempDir link("cli_malformed_link");
+  test::copy_fixture("w4a16_g128", link);
+  fs::remove(link.file("model.safetensors"));
+  fs::create_symlink(link.file("missing.safetensors"), link.file("model.safetensors"));
+  r = run_cli("inspect " + link.path());
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("cannot open " + link.file("model.safetensors")));
+  // An inputs file whose expected output has another shape: named with its file.
+  test::TempDir io("cli_malformed_io");
+  {
+    std::map<std::string, Tensor> in = read_safetensors(test::fixture_dir("w4a16_g128") + "/io.safetensors");
+    Tensor& e = in.at("expected");
+    Tensor half(e.dtype(), {e.dim(0) / 2, e.dim(1)});
+    std::vector<std::pair<std::string, const Tensor*>> list;
+    for (const auto& [n, t] : in) list.emplace_back(n, n == "expected" ? &half : &t);
+    write_safetensors(io.file("io.safetensors"), list);
+  }
+  r = run_cli("run " + test::fixture_dir("w4a16_g128") + " --repeat 1 --inputs " + io.file("io.safetensors"));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("tensor 'expected' in " + io.file("io.safetensors") + " has shape"));
+  // Thread counts past the backend's limit.
+  r = run_cli("run " + test::fixture_dir("w4a16_g128") + " --tokens 2 --repeat 1 --threads 2147483647");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("--threads"));
 }
 
 TEST(Cli, W4A8IntOnSm90ReportsVllmRejection) {

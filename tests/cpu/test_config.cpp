@@ -1,11 +1,14 @@
 // config.json parsing: quantization_config (args, normalisation, validation, presets, groups) and
 // the MoE hyper-parameters of each supported model family.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "qmoe/config.h"
 #include "qmoe/error.h"
@@ -995,7 +998,12 @@ TEST(ModelConfig, DeepseekGroupValidation) {
             "config.json: num_experts_per_tok (4) exceeds topk_group * experts per group (1 * 2)");
   EXPECT_EQ(err(R"("n_group": 0)"), "config.json: n_group: must be positive, got 0");
   EXPECT_EQ(err(R"("routed_scaling_factor": -1)"),
-            "config.json: routed_scaling_factor: must be a positive number, got -1.000000");
+            "config.json: routed_scaling_factor: must be a positive number within float's range, got -1");
+  // (finite as a double, infinite or zero as the float the router multiplies by)
+  EXPECT_EQ(err(R"("routed_scaling_factor": 1e308)"),
+            "config.json: routed_scaling_factor: must be a positive number within float's range, got 1e+308");
+  EXPECT_THAT(err(R"("routed_scaling_factor": 1e-300)"),
+              ::testing::StartsWith("config.json: routed_scaling_factor: must be a positive number within float's range"));
   EXPECT_EQ(err(R"("routed_scaling_factor": "2.5")"),
             "config.json: routed_scaling_factor: expected a number, got string");
   EXPECT_EQ(err(R"("first_k_dense_replace": -1)"),
@@ -1049,7 +1057,27 @@ TEST(ModelConfig, LoadFromFile) {
   EXPECT_EQ(c.path, path);
   EXPECT_EQ(c.moe.num_experts, 4);
   std::remove(path.c_str());
-  EXPECT_EQ(error_of([&] { load_model_config(path); }), path + ": cannot open file");
+  EXPECT_EQ(error_of([&] { load_model_config(path); }), "cannot open " + path + ": No such file or directory");
+}
+
+// Sizes far past any model's fail on their key before anything is sized by them (a corrupt
+// num_experts of 10^8 had exhausted memory in load_moe_layer).
+TEST(ModelConfig, SizesPastTheLimitsNameTheirKey) {
+  auto err = [](const std::string& patch) {
+    std::string text = R"({"architectures": ["MixtralForCausalLM"], "hidden_size": 64, "intermediate_size": 64,
+        "num_hidden_layers": 1, "num_local_experts": 4, "num_experts_per_tok": 2})";
+    nlohmann::json j = nlohmann::json::parse(text);
+    j.merge_patch(nlohmann::json::parse(patch));
+    return error_of([&] { parse_model_config(j.dump(), "config.json"); });
+  };
+  EXPECT_EQ(err(R"({"num_local_experts": 100000000})"),
+            "config.json: num_local_experts: is 100000000, above the 65536 qmoe takes");
+  EXPECT_EQ(err(R"({"num_hidden_layers": 10000000})"),
+            "config.json: num_hidden_layers: is 10000000, above the 16384 qmoe takes");
+  EXPECT_EQ(err(R"({"hidden_size": 2000000})"), "config.json: hidden_size: is 2000000, above the 1048576 qmoe takes");
+  EXPECT_EQ(err(R"({"intermediate_size": 2000000})"),
+            "config.json: intermediate_size: is 2000000, above the 1048576 qmoe takes");
+  EXPECT_EQ(err(R"({"num_local_experts": 65536, "num_hidden_layers": 16384, "hidden_size": 1048576})"), "<no error>");
 }
 
 TEST(ModelConfig, Helpers) {
