@@ -38,7 +38,8 @@ double now_seconds();
 // cuda_plan: also what the CUDA backend runs per batch size (summarize_cuda_plan), from one expert's
 // weights per distinct layer scheme.
 // tp_size: the tensor-parallel size whose per-partition layers are reported (vLLM checks them; rank 0).
-int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan = false, int tp_size = 1);
+int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan = false, int tp_size = 1,
+                bool verify = false);
 
 struct RunArgs {
   std::string dir;

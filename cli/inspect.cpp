@@ -39,6 +39,9 @@ struct LayerReport {
   int cuda_plan_act_kind = 0;  // the hidden dtype planned for (implied_act_kind: 0 bf16, 1 f16)
   std::string cuda_plan_error;
   int cuda_plan_exit = 0;  // the exit code its failure gives: 2 bad weights, 3 not supported
+  bool verified = false;   // --verify: every expert of the layer loaded
+  std::string verify_error;
+  int verify_exit = 0;
 };
 
 // Bytes of every tensor stored under the layer's experts prefix, and how many expert ids appear.
@@ -113,7 +116,28 @@ nlohmann::ordered_json gemm_json(const CudaPlanSummary::Gemm& g) {
 
 }  // namespace
 
-int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan, int tp_size) {
+// --verify: each layer loaded whole (every expert's tensors read and checked), one at a time.
+void verify_layers(const Checkpoint& ckpt, const ModelConfig& config, Target target, int tp_size,
+                   std::vector<LayerReport>& reports) {
+  for (LayerReport& r : reports) {
+    if (!r.error.empty()) continue;
+    LoadOptions options;
+    options.target = target;
+    options.tp_size = tp_size;
+    try {
+      load_moe_layer(ckpt, config, r.layer, options);
+      r.verified = true;
+    } catch (const NotSupported& e) {
+      r.verify_error = e.what();
+      r.verify_exit = 3;
+    } catch (const Error& e) {
+      r.verify_error = e.what();
+      r.verify_exit = 2;
+    }
+  }
+}
+
+int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan, int tp_size, bool verify) {
   if (tp_size < 1) throw Error("--tp-size must be positive");
   const Checkpoint ckpt(dir);
   const ModelConfig config = load_model_config(ckpt.config_path());
@@ -148,10 +172,11 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
     reports.push_back(std::move(r));
   }
   if (cuda_plan) add_cuda_plans(ckpt, config, tp_size, reports);
-  // (The report is printed whole; a layer whose CUDA plan could not load its weights then fails the
-  // command, as `run` would.)
+  if (verify) verify_layers(ckpt, config, target, tp_size, reports);
+  // (The report is printed whole; a layer whose CUDA plan or verification could not load its
+  // weights then fails the command, as `run` would.)
   int status = 0;
-  for (const LayerReport& r : reports) status = std::max(status, r.cuda_plan_exit);
+  for (const LayerReport& r : reports) status = std::max({status, r.cuda_plan_exit, r.verify_exit});
 
   if (json) {
     nlohmann::ordered_json j;
@@ -207,6 +232,10 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
           }
           l["cuda_plan"] = c;
         }
+        if (verify) {
+          l["verify"] = {{"ok", r.verified}};
+          if (!r.verified) l["verify"]["error"] = r.verify_error;
+        }
       } else {
         l["error"] = r.error;
       }
@@ -244,6 +273,10 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
                r.qmoe_kernel_target, r.qmoe_kernel_cpu);
     if (!r.vllm_rejection.empty()) fmt::print("  vLLM fails {}\n", r.vllm_rejection);
     for (const auto& n : r.notes) fmt::print("  note       {}\n", n);
+    if (verify) {
+      if (r.verified) fmt::print("  verified   every expert's tensors load and pass their checks\n");
+      else fmt::print("  verify     FAILED: {}\n", r.verify_error);
+    }
     if (!cuda_plan) continue;
     if (!r.cuda_plan) {
       fmt::print("  cuda plan  unavailable: {}\n", r.cuda_plan_error);

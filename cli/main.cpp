@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   auto target_check = CLI::IsMember({"sm90", "sm100", "cpu"});
 
   std::string inspect_dir;
-  bool inspect_json = false, inspect_cuda_plan = false;
+  bool inspect_json = false, inspect_cuda_plan = false, inspect_verify = false;
   int inspect_tp_size = 1;
   auto* inspect = app.add_subcommand("inspect", "Per MoE layer: scheme, method, kernels, weight bytes (reads headers only, "
                                                   "unless --cuda-plan)");
@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
   inspect->add_flag("--cuda-plan", inspect_cuda_plan,
                     "also the CUDA kernels and prefill tiles by batch size (reads one expert's weights per distinct "
                     "layer scheme)");
+  inspect->add_flag("--verify", inspect_verify,
+                    "also load every MoE layer whole, one at a time (reads all expert weights), and report what "
+                    "fails its checks");
 
   cli::RunArgs run_args;
   auto* run = app.add_subcommand("run", "Load one MoE layer, run it, check it against the reference, time it");
@@ -85,7 +88,8 @@ int main(int argc, char** argv) {
   }
   try {
     const Target target = *parse_target(target_name);
-    if (*inspect) return cli::run_inspect(inspect_dir, target, inspect_json, inspect_cuda_plan, inspect_tp_size);
+    if (*inspect)
+      return cli::run_inspect(inspect_dir, target, inspect_json, inspect_cuda_plan, inspect_tp_size, inspect_verify);
     if (*bench) return cli::run_bench(bench_args);
     run_args.target = target;
     return cli::run_run(run_args);

@@ -66,6 +66,11 @@ TEST_P(CliFixture, InspectAndRunWork) {
   // The W4A8 int-activation fixtures are rejected on sm90 (as in vLLM); the CPU target runs them.
   const bool w4a8_int = GetParam().rfind("w4a8_int", 0) == 0;
   const std::string target = w4a8_int ? " --target cpu" : "";
+  // --verify loads every layer whole: each fixture's layers pass.
+  const Result verify = run_cli("inspect " + dir + " --json --verify" + target);
+  ASSERT_EQ(verify.exit_code, 0) << verify.out;
+  for (const auto& layer : nlohmann::json::parse(verify.out).at("layers"))
+    EXPECT_TRUE(layer.at("verify").at("ok").get<bool>()) << layer.dump();
   for (const auto& layer : j.at("layers")) {
     if (w4a8_int) {
       EXPECT_THAT(layer.at("error").get<std::string>(), HasSubstr("divisible by 256"));
@@ -346,6 +351,15 @@ TEST(Cli, MalformedCheckpointsFailClearly) {
   r = run_cli("inspect " + fp8->path() + " --cuda-plan");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("cuda plan  unavailable: tensor '" + experts + "up_proj.weight' holds a non-finite"));
+  // inspect reads headers only, unless --verify loads the layers: then the same error, exit code 2.
+  r = run_cli("inspect " + dense->path());
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  r = run_cli("inspect " + dense->path() + " --verify");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("verify     FAILED: tensor '" + experts + "down_proj.weight' holds a non-finite"));
+  r = run_cli("inspect " + dense->path() + " --verify --json");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_FALSE(nlohmann::json::parse(r.out).at("layers").at(0).at("verify").at("ok").get<bool>());
   // Finite scales whose products overflow: the output is not finite, which fails the run even
   // without the reference check.
   const auto huge = with_tensor("w4a16_g128", "huge_scale", experts + "gate_proj.weight_scale", [](Tensor& t) {
