@@ -39,6 +39,7 @@ struct LayerReport {
   int cuda_plan_act_kind = 0;  // the hidden dtype planned for (implied_act_kind: 0 bf16, 1 f16)
   std::string cuda_plan_error;
   int cuda_plan_exit = 0;  // the exit code its failure gives: 2 bad weights, 3 not supported
+  int highest_extra_expert = -1;  // the highest expert id with tensors past num_experts (-1: none)
   bool verified = false;   // --verify: every expert of the layer loaded
   std::string verify_error;
   int verify_exit = 0;
@@ -55,6 +56,7 @@ void expert_bytes(const Checkpoint& ckpt, const std::string& prefix, int num_exp
     try {
       const int e = std::stoi(name.substr(head.size(), dot - head.size()));
       if (e >= 0 && e < num_experts) seen[e] = true;
+      if (e >= num_experts) r.highest_extra_expert = std::max(r.highest_extra_expert, e);
     } catch (const std::exception&) {
     }
   }
@@ -169,6 +171,10 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
     if (r.error.empty() && r.experts_found < moe.num_experts)
       r.notes.push_back(fmt::format("only {} of {} experts have tensors under {}", r.experts_found, moe.num_experts,
                                     r.experts_prefix));
+    if (r.error.empty() && r.highest_extra_expert >= 0)
+      r.notes.push_back(fmt::format("tensors of experts up to {} lie under {}, past the config's {} experts "
+                                    "(a wrong expert count in config.json?)",
+                                    r.highest_extra_expert, r.experts_prefix, moe.num_experts));
     reports.push_back(std::move(r));
   }
   if (cuda_plan) add_cuda_plans(ckpt, config, tp_size, reports);

@@ -260,6 +260,10 @@ void parse_qwen_moe(MoeConfig& m, const Fields& f, const std::string& file, bool
   m.renormalize = f.bool_or("norm_topk_prob", !qwen2);
   const int step = at_least_one(f, "decoder_sparse_step", 1);
   const std::vector<int> mlp_only = f.int_list("mlp_only_layers");
+  for (size_t i = 0; i < mlp_only.size(); ++i)
+    if (mlp_only[i] < 0 || mlp_only[i] >= m.num_layers)
+      f.fail("mlp_only_layers", "entry " + std::to_string(i) + " is layer " + std::to_string(mlp_only[i]) +
+                                    ", not one of the " + std::to_string(m.num_layers) + " layers");
   const std::set<int> dense(mlp_only.begin(), mlp_only.end());
   m.moe_layers = layers_where(m.num_layers, [&](int l) {
     return !dense.contains(l) && (l + 1) % step == 0;

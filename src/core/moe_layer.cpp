@@ -475,7 +475,8 @@ QuantWeight stack_gate_up(QuantWeight gate, QuantWeight up, MoeMethod method, co
         std::memcmp(w.g_idx.raw(), up.g_idx.raw(), w.g_idx.size_bytes()) != 0)
       notes.push_back(what + ": gate and up g_idx differ; vLLM keeps the up projection's, so does qmoe");
     if (w.g_idx.empty() != up.g_idx.empty())
-      throw Error(what + ": only one of gate/up has a weight_g_idx");
+      throw Error(what + ": only one of gate/up has a weight_g_idx (a g_idx of all -1 is an unset placeholder "
+                         "and counts as none)");
     w.g_idx = std::move(up.g_idx);
   }
   w.data = concat_rows(w.data, up.data);

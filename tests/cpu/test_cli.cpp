@@ -380,6 +380,18 @@ TEST(Cli, MalformedCheckpointsFailClearly) {
   r = run_cli("run " + big.path() + " --tokens 2 --repeat 1");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("is 100000000, above the 65536 qmoe takes"));
+  // Fewer experts in config.json than the checkpoint holds: inspect says so.
+  test::TempDir fewer("cli_malformed_fewer");
+  test::copy_fixture("w4a16_g128", fewer);
+  {
+    nlohmann::json config = nlohmann::json::parse(test::read_text(fewer.file("config.json")));
+    ASSERT_EQ(config.at("num_experts").get<int>(), 4);
+    config["num_experts"] = 3;
+    std::ofstream(fewer.file("config.json")) << config.dump();
+  }
+  r = run_cli("inspect " + fewer.path());
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("tensors of experts up to 3 lie under model.layers.0.mlp.experts, past the config's 3 experts"));
   // A FIFO in config.json's place, a dangling model.safetensors link: an error, not a hang or a
   // silent fallback to the folder's other safetensors files.
   test::TempDir fifo("cli_malformed_fifo");
