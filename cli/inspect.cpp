@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <fmt/core.h>
 
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "cli/common.h"
@@ -63,6 +65,19 @@ void expert_bytes(const Checkpoint& ckpt, const std::string& prefix, int num_exp
   for (bool s : seen) r.experts_found += s ? 1 : 0;
 }
 
+// What loading weights (`load`) failed with, and the exit code that gives: 2 bad input, 3 not
+// supported yet (0 and no message: it loaded).
+std::pair<std::string, int> failure_of(const std::function<void()>& load) {
+  try {
+    load();
+  } catch (const NotSupported& e) {
+    return {e.what(), 3};
+  } catch (const Error& e) {
+    return {e.what(), 2};
+  }
+  return {"", 0};
+}
+
 // The CUDA plan of each layer, built from expert 0 of the first layer with the same scheme and
 // method (layers that share them share their layouts).
 void add_cuda_plans(const Checkpoint& ckpt, const ModelConfig& config, int tp_size, std::vector<LayerReport>& reports) {
@@ -82,19 +97,13 @@ void add_cuda_plans(const Checkpoint& ckpt, const ModelConfig& config, int tp_si
     options.target = Target::kSm90;
     options.tp_size = tp_size;
     options.expert_map.assign(config.moe.num_experts, -1);
-    try {
+    std::tie(r.cuda_plan_error, r.cuda_plan_exit) = failure_of([&] {
       if (options.expert_map.empty()) throw Error("the layer has no experts");
       options.expert_map[0] = 0;
       const MoeLayer layer = load_moe_layer(ckpt, config, r.layer, options);
       r.cuda_plan_act_kind = implied_act_kind(layer);  // the checkpoint's dtype, from its scales
       r.cuda_plan = summarize_cuda_plan(layer, r.cuda_plan_act_kind);
-    } catch (const NotSupported& e) {
-      r.cuda_plan_error = e.what();
-      r.cuda_plan_exit = 3;
-    } catch (const Error& e) {
-      r.cuda_plan_error = e.what();
-      r.cuda_plan_exit = 2;
-    }
+    });
     r.cuda_plan_layer = r.layer;
     first[key] = &r;
   }
@@ -126,16 +135,8 @@ void verify_layers(const Checkpoint& ckpt, const ModelConfig& config, Target tar
     LoadOptions options;
     options.target = target;
     options.tp_size = tp_size;
-    try {
-      load_moe_layer(ckpt, config, r.layer, options);
-      r.verified = true;
-    } catch (const NotSupported& e) {
-      r.verify_error = e.what();
-      r.verify_exit = 3;
-    } catch (const Error& e) {
-      r.verify_error = e.what();
-      r.verify_exit = 2;
-    }
+    std::tie(r.verify_error, r.verify_exit) = failure_of([&] { load_moe_layer(ckpt, config, r.layer, options); });
+    r.verified = r.verify_exit == 0;
   }
 }
 
