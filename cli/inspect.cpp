@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <tuple>
@@ -74,9 +75,14 @@ std::pair<std::string, int> failure_of(const std::function<void()>& load) {
     return {e.what(), 3};
   } catch (const Error& e) {
     return {e.what(), 2};
+  } catch (const std::bad_alloc&) {
+    return {"out of host memory loading the layer", 2};
   }
   return {"", 0};
 }
+
+// The command's exit code from its layers': bad input (2) over not supported (3).
+int combined_exit(int a, int b) { return a == 2 || b == 2 ? 2 : std::max(a, b); }
 
 // The CUDA plan of each layer, built from expert 0 of the first layer with the same scheme and
 // method (layers that share them share their layouts).
@@ -127,11 +133,16 @@ nlohmann::ordered_json gemm_json(const CudaPlanSummary::Gemm& g) {
 
 }  // namespace
 
-// --verify: each layer loaded whole (every expert's tensors read and checked), one at a time.
+// --verify: each layer loaded whole (every expert's tensors read and checked), one at a time; a
+// rejected layer fails it, as `run` fails on it.
 void verify_layers(const Checkpoint& ckpt, const ModelConfig& config, Target target, int tp_size,
                    std::vector<LayerReport>& reports) {
   for (LayerReport& r : reports) {
-    if (!r.error.empty()) continue;
+    if (!r.error.empty()) {
+      r.verify_error = r.error;
+      r.verify_exit = 2;
+      continue;
+    }
     LoadOptions options;
     options.target = target;
     options.tp_size = tp_size;
@@ -183,7 +194,7 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
   // (The report is printed whole; a layer whose CUDA plan or verification could not load its
   // weights then fails the command, as `run` would.)
   int status = 0;
-  for (const LayerReport& r : reports) status = std::max({status, r.cuda_plan_exit, r.verify_exit});
+  for (const LayerReport& r : reports) status = combined_exit(status, combined_exit(r.cuda_plan_exit, r.verify_exit));
 
   if (json) {
     nlohmann::ordered_json j;
@@ -239,12 +250,12 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
           }
           l["cuda_plan"] = c;
         }
-        if (verify) {
-          l["verify"] = {{"ok", r.verified}};
-          if (!r.verified) l["verify"]["error"] = r.verify_error;
-        }
       } else {
         l["error"] = r.error;
+      }
+      if (verify) {
+        l["verify"] = {{"ok", r.verified}};
+        if (!r.verified) l["verify"]["error"] = r.verify_error;
       }
       layers.push_back(l);
     }

@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   run->add_option("--target", target_name, "GPU whose dispatch decision is taken")->check(target_check);
   run->add_option("--inputs", run_args.inputs, "safetensors with hidden_states [T, hidden] and router_logits [T, experts]");
   run->add_option("--output", run_args.output, "write the output [T, hidden] (F32) to this safetensors file");
-  run->add_option("--threads", run_args.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, kMaxCpuThreads));
+  run->add_option("--threads", run_args.threads, "CPU threads (0: all cores; at most " + std::to_string(kMaxCpuThreads) + ")");
   run->add_option("--repeat", run_args.repeat, "timed repetitions (the median is printed)")->check(CLI::Range(1, 1000));
   run->add_option("--tp-rank", run_args.tp_rank, "tensor-parallel rank");
   run->add_option("--tp-size", run_args.tp_size, "tensor-parallel size")->check(CLI::PositiveNumber);

@@ -219,10 +219,21 @@ Scoring scoring_func(const Fields& f, const std::string& def, const std::string&
                      s + "\" (supported: softmax, sigmoid)");
 }
 
-int non_negative(const Fields& f, const std::string& key, int def) {
+int non_negative(const Fields& f, const std::string& key, int def, int max = std::numeric_limits<int>::max()) {
   const int v = f.int_or(key, def);
   if (v < 0) f.fail(key, "must be >= 0, got " + std::to_string(v));
+  if (v > max) f.fail(key, "is " + std::to_string(v) + ", above the " + std::to_string(max) + " qmoe takes");
   return v;
+}
+
+// The shared experts' intermediate width, n_shared_experts * inter, within kMaxConfigWidth (so
+// that it cannot overflow an int).
+int shared_width(const Fields& f, int inter, int num_shared) {
+  const int64_t width = int64_t{inter} * num_shared;
+  if (width > kMaxConfigWidth)
+    f.fail("n_shared_experts", "times the intermediate size is " + std::to_string(width) + ", above the " +
+                                   std::to_string(kMaxConfigWidth) + " qmoe takes");
+  return static_cast<int>(width);
 }
 
 int at_least_one(const Fields& f, const std::string& key, int def) {
@@ -235,7 +246,7 @@ void parse_deepseek(MoeConfig& m, const Fields& f, const std::string& file, bool
   parse_mixtral_like(m, f, "n_routed_experts", "moe_intermediate_size");
   check_top_k(m, f, "num_experts_per_tok", "n_routed_experts");
   m.num_shared_experts = non_negative(f, "n_shared_experts", 0);
-  m.shared_inter = m.inter * m.num_shared_experts;
+  m.shared_inter = shared_width(f, m.inter, m.num_shared_experts);
   const int first_dense = non_negative(f, "first_k_dense_replace", 0);
   const int freq = at_least_one(f, "moe_layer_freq", 1);
   m.moe_layers = layers_where(m.num_layers, [&](int l) { return l >= first_dense && l % freq == 0; });
@@ -254,16 +265,13 @@ void parse_qwen_moe(MoeConfig& m, const Fields& f, const std::string& file, bool
   if (qwen2) {
     const Json* v = f.find("shared_expert_intermediate_size");
     if (!v) f.fail("shared_expert_intermediate_size", "missing required key");
-    m.shared_inter = non_negative(f, "shared_expert_intermediate_size", 0);
+    m.shared_inter = non_negative(f, "shared_expert_intermediate_size", 0, kMaxConfigWidth);
     m.num_shared_experts = m.shared_inter > 0 ? 1 : 0;
   }
   m.renormalize = f.bool_or("norm_topk_prob", !qwen2);
   const int step = at_least_one(f, "decoder_sparse_step", 1);
   const std::vector<int> mlp_only = f.int_list("mlp_only_layers");
-  for (size_t i = 0; i < mlp_only.size(); ++i)
-    if (mlp_only[i] < 0 || mlp_only[i] >= m.num_layers)
-      f.fail("mlp_only_layers", "entry " + std::to_string(i) + " is layer " + std::to_string(mlp_only[i]) +
-                                    ", not one of the " + std::to_string(m.num_layers) + " layers");
+  // (entries that name no layer are ignored, as transformers and vLLM do)
   const std::set<int> dense(mlp_only.begin(), mlp_only.end());
   m.moe_layers = layers_where(m.num_layers, [&](int l) {
     return !dense.contains(l) && (l + 1) % step == 0;
@@ -424,7 +432,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
       parse_mixtral_like(m, f, "n_routed_experts", "moe_intermediate_size");
       check_top_k(m, f, "num_experts_per_tok", "n_routed_experts");
       m.num_shared_experts = non_negative(f, "n_shared_experts", 1);
-      m.shared_inter = m.inter * m.num_shared_experts;
+      m.shared_inter = shared_width(f, m.inter, m.num_shared_experts);
       const int first_dense = non_negative(f, "first_k_dense_replace", 1);
       m.moe_layers = layers_where(m.num_layers, [&](int l) { return l >= first_dense; });
       set_groups(m, f);

@@ -72,6 +72,10 @@ UniqueFd open_read(const std::string& path, struct stat& st) {
   if (fd.get() < 0) throw Error("cannot open " + path + ": " + errno_text(errno));
   if (::fstat(fd.get(), &st) != 0) throw Error("cannot stat " + path + ": " + errno_text(errno));
   if (!S_ISREG(st.st_mode)) throw Error(path + " is not a regular file");
+  // (blocking again for the reads: some network and FUSE file systems honour the flag on reads)
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0)
+    throw Error("cannot set up reading " + path + ": " + errno_text(errno));
   return fd;
 }
 
@@ -447,7 +451,9 @@ Checkpoint::Checkpoint(std::string dir) : dir_(std::move(dir)) {
   std::vector<std::pair<std::string, std::string>> listed;
   const fs::path index_path = root / kIndexFile;
   const std::string index_str = index_path.string();
-  if (fs::exists(index_path, ec)) {
+  // (any entry of these names, a broken or looping link too: opening it names the problem)
+  auto present = [&](const fs::path& p) { return fs::symlink_status(p, ec).type() != fs::file_type::not_found && !ec; };
+  if (present(index_path)) {
     const json index =
         parse_json_unique(read_text_file(index_path.string(), kMaxJsonFileBytes), index_str,
                           [&](const std::string& top, size_t depth, const std::string& key) {
@@ -478,8 +484,7 @@ Checkpoint::Checkpoint(std::string dir) : dir_(std::move(dir)) {
       listed.emplace_back(name, file);
     }
     shard_names.assign(unique_shards.begin(), unique_shards.end());
-  } else if (fs::symlink_status(root / kSingleFile, ec).type() != fs::file_type::not_found && !ec) {
-    // (any entry of that name, a broken or looping link too: opening it names the problem)
+  } else if (present(root / kSingleFile)) {
     shard_names.emplace_back(kSingleFile);
   } else {
     for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {

@@ -336,27 +336,48 @@ TEST(Cli, MalformedCheckpointsFailClearly) {
     return dir;
   };
   const std::string experts = "model.layers.0.mlp.experts.0.";
-  // An FP8 weight code 0x7F (E4M3FN's NaN) and a bf16 NaN weight: rejected at load.
+  // FP8 weight codes 0x7F and 0xFF (E4M3FN's NaNs), bf16 Inf and NaN weights: rejected at load,
+  // named with their file; the largest finite codes (+-448) load.
   const auto fp8 = with_tensor("fp8_dynamic", "fp8_nan", experts + "up_proj.weight",
                                [](Tensor& t) { reinterpret_cast<uint8_t*>(t.raw())[5] = 0x7F; });
   Result r = run_cli("run " + fp8->path() + " --tokens 2 --repeat 1");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("tensor '" + experts + "up_proj.weight' holds a non-finite weight (nan) at flat index 5"));
+  EXPECT_THAT(r.out, HasSubstr("tensor '" + experts + "up_proj.weight' in " + fp8->file("model.safetensors") +
+                               " holds a non-finite weight (NaN) at flat index 5"));
+  const auto fp8_neg = with_tensor("fp8_dynamic", "fp8_nan_neg", experts + "down_proj.weight",
+                                   [](Tensor& t) { reinterpret_cast<uint8_t*>(t.raw())[4097] = 0xFF; });
+  r = run_cli("run " + fp8_neg->path() + " --tokens 2 --repeat 1");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("down_proj.weight' in " + fp8_neg->file("model.safetensors") +
+                               " holds a non-finite weight (NaN) at flat index 4097"));
+  const auto fp8_max = with_tensor("fp8_dynamic", "fp8_max", experts + "up_proj.weight", [](Tensor& t) {
+    reinterpret_cast<uint8_t*>(t.raw())[5] = 0x7E;  // 448
+    reinterpret_cast<uint8_t*>(t.raw())[6] = 0xFE;  // -448
+  });
+  r = run_cli("run " + fp8_max->path() + " --tokens 2 --repeat 1");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
   const auto dense = with_tensor("unquantized", "bf16_inf", experts + "down_proj.weight",
                                  [](Tensor& t) { reinterpret_cast<uint16_t*>(t.raw())[7] = 0x7F80; });  // +Inf
   r = run_cli("run " + dense->path() + " --tokens 2 --repeat 1");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("tensor '" + experts + "down_proj.weight' holds a non-finite weight (inf) at flat index 7"));
+  EXPECT_THAT(r.out, HasSubstr("tensor '" + experts + "down_proj.weight' in " + dense->file("model.safetensors") +
+                               " holds a non-finite weight (+Inf) at flat index 7"));
+  const auto dense_nan = with_tensor("unquantized", "bf16_nan", experts + "gate_proj.weight",
+                                     [](Tensor& t) { reinterpret_cast<uint16_t*>(t.raw())[9000] = 0xFFC1; });
+  r = run_cli("run " + dense_nan->path() + " --tokens 2 --repeat 1");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("gate_proj.weight' in " + dense_nan->file("model.safetensors") +
+                               " holds a non-finite weight (NaN) at flat index 9000"));
   // ... and in inspect --cuda-plan, which loads expert 0: the report, then exit code 2.
   r = run_cli("inspect " + fp8->path() + " --cuda-plan");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("cuda plan  unavailable: tensor '" + experts + "up_proj.weight' holds a non-finite"));
+  EXPECT_THAT(r.out, HasSubstr("cuda plan  unavailable: tensor '" + experts + "up_proj.weight' in "));
   // inspect reads headers only, unless --verify loads the layers: then the same error, exit code 2.
   r = run_cli("inspect " + dense->path());
   EXPECT_EQ(r.exit_code, 0) << r.out;
   r = run_cli("inspect " + dense->path() + " --verify");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("verify     FAILED: tensor '" + experts + "down_proj.weight' holds a non-finite"));
+  EXPECT_THAT(r.out, HasSubstr("verify     FAILED: tensor '" + experts + "down_proj.weight' in "));
   r = run_cli("inspect " + dense->path() + " --verify --json");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_FALSE(nlohmann::json::parse(r.out).at("layers").at(0).at("verify").at("ok").get<bool>());
@@ -392,8 +413,13 @@ TEST(Cli, MalformedCheckpointsFailClearly) {
   r = run_cli("inspect " + fewer.path());
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("tensors of experts up to 3 lie under model.layers.0.mlp.experts, past the config's 3 experts"));
-  // A FIFO in config.json's place, a dangling model.safetensors link: an error, not a hang or a
-  // silent fallback to the folder's other safetensors files.
+  // A rejected layer fails --verify too, as it fails run (W4A8-INT8 on sm90, as vLLM).
+  r = run_cli("inspect " + test::fixture_dir("w4a8_int_packed") + " --verify --json");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_FALSE(nlohmann::json::parse(r.out).at("layers").at(0).at("verify").at("ok").get<bool>());
+  // A FIFO in config.json's place, a config.json past the size cap, dangling index and
+  // model.safetensors links: an error, not a hang, a huge read or a silent fallback to the folder's
+  // other safetensors files.
   test::TempDir fifo("cli_malformed_fifo");
   test::copy_fixture("w4a16_g128", fifo);
   fs::remove(fifo.file("config.json"));
@@ -401,6 +427,18 @@ TEST(Cli, MalformedCheckpointsFailClearly) {
   r = run_cli("inspect " + fifo.path());
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr(fifo.file("config.json") + " is not a regular file"));
+  test::TempDir huge_json("cli_malformed_huge_json");
+  test::copy_fixture("w4a16_g128", huge_json);
+  fs::resize_file(huge_json.file("config.json"), kMaxJsonFileBytes + 1);  // (sparse)
+  r = run_cli("inspect " + huge_json.path());
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr(huge_json.file("config.json") + " is " + std::to_string(kMaxJsonFileBytes + 1) + " bytes"));
+  test::TempDir index_link("cli_malformed_index_link");
+  test::copy_fixture("w4a16_g128", index_link);
+  fs::create_symlink(index_link.file("missing.json"), index_link.file("model.safetensors.index.json"));
+  r = run_cli("inspect " + index_link.path());
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("cannot open " + index_link.file("model.safetensors.index.json")));
   test::TempDir link("cli_malformed_link");
   test::copy_fixture("w4a16_g128", link);
   fs::remove(link.file("model.safetensors"));
@@ -423,8 +461,8 @@ TEST(Cli, MalformedCheckpointsFailClearly) {
   EXPECT_THAT(r.out, HasSubstr("tensor 'expected' in " + io.file("io.safetensors") + " has shape"));
   // Thread counts past the backend's limit.
   r = run_cli("run " + test::fixture_dir("w4a16_g128") + " --tokens 2 --repeat 1 --threads 2147483647");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_THAT(r.out, HasSubstr("--threads"));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("backend threads must be 0 (all cores) to 4096, got 2147483647"));
 }
 
 TEST(Cli, W4A8IntOnSm90ReportsVllmRejection) {
