@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# For the next session (not run): the whole GPU suite (tools/gpu_test.sh) on main `96a5b1d` (.gpu/m,
+# For the next session (not run): the whole GPU suite (tools/gpu_test.sh) on main `039e807` (.gpu/m,
 # full; the kernel code of the merged `wip/int8-planes` build that ran this session's tests, plus
-# `6b3cd84`'s host helper that the suite ran, and the load-time checks of bad input (`a8954e8`..`96a5b1d`), which
+# `6b3cd84`'s host helper that the suite ran, and the load-time checks of bad input (`a8954e8`..`039e807`), which
 # the fixtures' GPU tests load through): the tests and memcheck (~410 s); racecheck in
 # next_third.sh (~220 s; the whole suite no longer fits one 600 s call).
 set -u
