@@ -337,37 +337,40 @@ TEST(Cli, MalformedCheckpointsFailClearly) {
   };
   const std::string experts = "model.layers.0.mlp.experts.0.";
   // FP8 weight codes 0x7F and 0xFF (E4M3FN's NaNs), bf16 Inf and NaN weights: rejected at load,
-  // named with their file; the largest finite codes (+-448) load.
-  const auto fp8 = with_tensor("fp8_dynamic", "fp8_nan", experts + "up_proj.weight",
-                               [](Tensor& t) { reinterpret_cast<uint8_t*>(t.raw())[5] = 0x7F; });
-  Result r = run_cli("run " + fp8->path() + " --tokens 2 --repeat 1");
-  EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("tensor '" + experts + "up_proj.weight' in " + fp8->file("model.safetensors") +
-                               " holds a non-finite weight (NaN) at flat index 5"));
-  const auto fp8_neg = with_tensor("fp8_dynamic", "fp8_nan_neg", experts + "down_proj.weight",
-                                   [](Tensor& t) { reinterpret_cast<uint8_t*>(t.raw())[4097] = 0xFF; });
-  r = run_cli("run " + fp8_neg->path() + " --tokens 2 --repeat 1");
-  EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("down_proj.weight' in " + fp8_neg->file("model.safetensors") +
-                               " holds a non-finite weight (NaN) at flat index 4097"));
+  // named with their file and index; the largest finite FP8 codes (+-448) load.
+  struct Poison {
+    const char* fixture;
+    std::string tensor;
+    int64_t index;
+    uint16_t bits;  // the element's new bits (one byte for FP8)
+    const char* shown;
+  };
+  const std::vector<Poison> poisons{{"fp8_dynamic", experts + "up_proj.weight", 5, 0x7F, "NaN"},
+                                    {"fp8_dynamic", experts + "down_proj.weight", 4097, 0xFF, "NaN"},
+                                    {"unquantized", experts + "down_proj.weight", 7, 0x7F80, "+Inf"},
+                                    {"unquantized", experts + "gate_proj.weight", 9000, 0xFFC1, "NaN"}};
+  std::vector<std::unique_ptr<test::TempDir>> poisoned;
+  Result r;
+  for (size_t i = 0; i < poisons.size(); ++i) {
+    const Poison& p = poisons[i];
+    poisoned.push_back(with_tensor(p.fixture, "poison" + std::to_string(i), p.tensor, [&](Tensor& t) {
+      if (t.dtype() == DType::kF8E4M3) reinterpret_cast<uint8_t*>(t.raw())[p.index] = static_cast<uint8_t>(p.bits);
+      else reinterpret_cast<uint16_t*>(t.raw())[p.index] = p.bits;
+    }));
+    r = run_cli("run " + poisoned.back()->path() + " --tokens 2 --repeat 1");
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("tensor '" + p.tensor + "' in " + poisoned.back()->file("model.safetensors") +
+                                 " holds a non-finite weight (" + p.shown + ") at flat index " +
+                                 std::to_string(p.index)));
+  }
+  const auto& fp8 = poisoned[0];
+  const auto& dense = poisoned[2];
   const auto fp8_max = with_tensor("fp8_dynamic", "fp8_max", experts + "up_proj.weight", [](Tensor& t) {
     reinterpret_cast<uint8_t*>(t.raw())[5] = 0x7E;  // 448
     reinterpret_cast<uint8_t*>(t.raw())[6] = 0xFE;  // -448
   });
   r = run_cli("run " + fp8_max->path() + " --tokens 2 --repeat 1");
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  const auto dense = with_tensor("unquantized", "bf16_inf", experts + "down_proj.weight",
-                                 [](Tensor& t) { reinterpret_cast<uint16_t*>(t.raw())[7] = 0x7F80; });  // +Inf
-  r = run_cli("run " + dense->path() + " --tokens 2 --repeat 1");
-  EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("tensor '" + experts + "down_proj.weight' in " + dense->file("model.safetensors") +
-                               " holds a non-finite weight (+Inf) at flat index 7"));
-  const auto dense_nan = with_tensor("unquantized", "bf16_nan", experts + "gate_proj.weight",
-                                     [](Tensor& t) { reinterpret_cast<uint16_t*>(t.raw())[9000] = 0xFFC1; });
-  r = run_cli("run " + dense_nan->path() + " --tokens 2 --repeat 1");
-  EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("gate_proj.weight' in " + dense_nan->file("model.safetensors") +
-                               " holds a non-finite weight (NaN) at flat index 9000"));
   // ... and in inspect --cuda-plan, which loads expert 0: the report, then exit code 2.
   r = run_cli("inspect " + fp8->path() + " --cuda-plan");
   EXPECT_EQ(r.exit_code, 2) << r.out;
