@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# For the next session (not run), one call: branch wip/int8-three (`bb0f85b`, built into .gpu/3,
+# For the next session (not run), one call: branch wip/int8-three (`fa31fb2`, built into .gpu/3,
 # full): the int8 register kernel with more consumer warpgroups, QMOE_INT8_CONSUMERS=3 (192 x 96
 # tiles, 152 registers a consumer) or 4 (256 x 64 tiles, 112 registers); unset: main's 128 x 128
 # tiles with two, the same binary. Why: per consumer warp and k-tile the MMAs and the promotion run
