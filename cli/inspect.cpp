@@ -146,6 +146,8 @@ void verify_layers(const Checkpoint& ckpt, const ModelConfig& config, Target tar
     LoadOptions options;
     options.target = target;
     options.tp_size = tp_size;
+    Progress progress(fmt::format("verifying layer {}", r.layer));  // (on a terminal only)
+    options.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
     std::tie(r.verify_error, r.verify_exit) = failure_of([&] { load_moe_layer(ckpt, config, r.layer, options); });
     r.verified = r.verify_exit == 0;
   }
