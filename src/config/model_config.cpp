@@ -3,11 +3,9 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
