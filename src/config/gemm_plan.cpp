@@ -194,6 +194,9 @@ GroupedKernel native_grouped_kernel(const GemmLayout& L, bool has_g_idx, const G
   if (L.format == kDense && L.data_kind == 0) return GroupedKernel::kBf16;
   // Weight-only: bf16 scales rounded as the decode kernels round them.
   if (!mixed_fits || L.scale_kind != 0 || !L.round_to_scale_dtype) return GroupedKernel::kNone;
+  // INT4 on the register kernel where it takes the layout: its GEMM1 applies the activation and its
+  // GEMM2 writes the combine's terms (layers 0.80-0.97x CUTLASS's time, gemm_tuning.h).
+  if (int4_registers_fit(L, has_g_idx, in)) return GroupedKernel::kInt4RegsBf16;
   if (L.format == kIntPacked && L.bits == 4 && L.cols % 32 == 0) return GroupedKernel::kInt4Bf16;
   if ((L.format == kIntPacked || L.format == kIntUnpacked) && L.bits == 8) return GroupedKernel::kInt8Bf16;
   return GroupedKernel::kNone;
@@ -359,8 +362,12 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
   kind = gemm_of(kind) == GroupedKernel::kF16 ? GroupedKernel::kBf16 : gemm_of(kind);
   const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_experts, 1);
   if (kind == GroupedKernel::kInt4Int8Regs) return GroupedTile::kSmall;
-  if (dequantizes_in_registers(kind))
-    return rows_per_expert <= kMxfp4MaxRowsFor128 ? GroupedTile::kSmall : GroupedTile::kLarge;
+  if (dequantizes_in_registers(kind)) {
+    const int max_rows_for_128 = kind == GroupedKernel::kNvfp4Bf16   ? kNvfp4MaxRowsFor128
+                                 : kind == GroupedKernel::kMxfp4Bf16 ? kMxfp4MaxRowsFor128
+                                                                     : kInt4RegsMaxRowsFor128;
+    return rows_per_expert <= max_rows_for_128 ? GroupedTile::kSmall : GroupedTile::kLarge;
+  }
   if (dequantizes_weights(kind)) {
     if (rows_per_expert < kInt4MinRowsForTiny48) return GroupedTile::kTiny;
     if (rows_per_expert < kInt4MinRowsForSmall) return GroupedTile::kTiny48;

@@ -146,9 +146,9 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const Gem
                                   GemmKernel decode);
 // Whether the 4-bit register kernel (kInt4RegsBf16) takes an INT4 layout: bf16 input rows, bf16
 // scales rounded as the CPU rounds them, groups of a multiple of 16 in order or one per row, 4-bit
-// zero points of the scales' shape, k a multiple of 64. plan_grouped_kernel picks it where CUTLASS's
-// mixed-input kernel (kInt4Bf16) does not take the layout (on kInt4Bf16's layouts it measured 1.25x
-// slower on Mixtral W4A16 g128, bench/NOTES.md).
+// zero points of the scales' shape, k a multiple of 64. plan_grouped_kernel picks it wherever it fits,
+// before CUTLASS's mixed-input kernel (kInt4Bf16): W4A16 g128 layers 0.80-0.97x CUTLASS's time
+// (the fused activation and terms; its GEMMs 0.87-1.05x), thirtieth session, bench/NOTES.md.
 bool int4_registers_fit(const GemmLayout& L, bool has_g_idx, const GemmInput& in);
 // The tiles (GroupedTile, kGroupedTiles): config/grouped_tile.h.
 std::string to_string(GroupedTile t);  // "small", "medium", "large", "huge", "tiny", "tiny48"

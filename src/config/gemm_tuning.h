@@ -168,7 +168,11 @@ inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 17;
 //   (~23.8); Kimi-K2 TP8 g32 1165 vs 1310 at 21.3, 1682 vs 1325 at 32 (~24.4).
 inline constexpr int kGroupedMinRowsPerExpertNvfp4FewExperts = 20;
 inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 12;
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 25;
+// INT4 few experts, thirtieth session (the prefill kernel a little faster since; W4A16 g128 on the
+// register kernel from then): Mixtral-8x7B layer µs decode vs prefill, same call
+// (bench/runs/2026-12-01_session30/grid/switch.txt): g128 642.8 vs 670.9 at 20 rows, 682.1 vs 652.5
+// at 22 (~21); g32 672.7 vs 674.8 at 20, 715.3 vs 662.7 at 22 (~20).
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 21;
 // With many experts the MXFP4 and NVFP4 switches move with GEMM2's reduction, the layer's
 // intermediate size per partition: the register kernel runs k in 64-column tiles, so with a short k
 // its pipeline's fill and drain weigh more (w2 of the TP8 shapes: 4 k-tiles), while the decode
@@ -213,7 +217,11 @@ inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 25;
 // The Long values hold from kRegsMinInterLongReduction, the Medium ones from
 // kRegsMinInterMediumReduction, the Short ones below it.
 // The tier edges lie between measured intermediates (2880 and 768; 768 and 256); an intermediate of
-// exactly 2048 (DeepSeek-V3 at TP 1) has not been measured.
+// exactly 2048 (DeepSeek-V3 at TP 1) was measured in the thirtieth session on INT4 only (layer µs,
+// bench/runs/2026-12-01_session30/grid/switch.txt): g128 4437 vs 4570 at 16 rows, 4718 vs 4566 at
+// 18 (~17); g32 4321 vs 4608 at 14, 4616 vs 4478 at 16 (~15): the Long value lies between. Qwen3-
+// 30B-A3B (768) then: g128 282.0 vs 295.6 at 14, 297.4 vs 294.0 at 16 (~15.6); g32 ~14.5 (the
+// Medium value 17 takes decode there, 1% slower at 16).
 inline constexpr int kRegsMinInterLongReduction = 2048;
 inline constexpr int kRegsMinInterMediumReduction = 512;
 inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 19;
@@ -223,12 +231,25 @@ inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 12;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsLongReduction = 16;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsMediumReduction = 17;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 16;
-// kMxfp4Bf16's tiles: 128 input rows up to kMxfp4MaxRowsFor128 rows per expert, then 256 (at most
-// 128 rows each tile of 128 is as full as one of 256 can be, and from 129 to 256 both fill the same
-// fraction, where 256's is the faster tile). qmoe_fp4_gemm_bench on gpt-oss-120b's w13 at 6fdd5c2,
-// 256-row against 128-row tiles: 645-666 against 444-469 TFLOP/s at 256 rows, 441-442 against
-// 463-466 at 128.
-inline constexpr int kMxfp4MaxRowsFor128 = 128;
+// The register kernel's tiles (kMxfp4Bf16, kNvfp4Bf16, kInt4RegsBf16): 128 input rows up to a mean
+// of k*MaxRowsFor128 rows per expert, then 256. From 129 to 256 rows both tiles fill the same
+// fraction and 256's is the faster tile (qmoe_fp4_gemm_bench on gpt-oss-120b's w13 at 6fdd5c2: 645-666
+// against 444-469 TFLOP/s at 256 rows, 441-442 against 463-466 at 128). The switch lies below a mean
+// of 128, though: the routing spreads the rows (random routing: a spread of ~sqrt(mean)), so as the
+// mean nears 128 more experts take a second, nearly empty 128-row tile. Until the thirtieth session
+// the switch was at 128 and lost 11-14% of GEMM µs there. GEMM µs 128- vs 256-row tiles (forced,
+// prefill:2 / prefill:1), same call, H200, bench/runs/2026-12-01_session30/grid (tokens: DeepSeek-V3
+// 32 per row per expert, Qwen3-30B-A3B 16):
+// - INT4 asym g128: DeepSeek-V3 6685 vs 7137 at 116, 7314 vs 7046 at 120 (~118.6); Qwen3-30B-A3B
+//   368.5 vs 383.1 at 116, 402.0 vs 388.2 at 120 (~118.2).
+// - MXFP4: DeepSeek-V3 6742 vs 6816 at 120, 7100 vs 6883 at 124 (~121); Qwen3-30B-A3B 374.0 vs 377.9
+//   at 116, 407.2 vs 388.6 at 120 (~116.7).
+// - NVFP4: DeepSeek-V3 6103 vs 6574 at 120, 7234 vs 6785 at 124 (~122); Qwen3-30B-A3B 381.7 vs
+//   385.9 at 120, 411.5 vs 393.6 at 124 (~120.8).
+// At a mean of 128 (DeepSeek-V3 4096 tokens): 256-row tiles 0.86x (INT4), 0.92x (MXFP4), 0.91x (NVFP4).
+inline constexpr int kInt4RegsMaxRowsFor128 = 118;
+inline constexpr int kMxfp4MaxRowsFor128 = 119;
+inline constexpr int kNvfp4MaxRowsFor128 = 121;
 // Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,
 // 128 x 48 below kInt4MinRowsForSmall, then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880
 // us against 5945 and 8639 for the larger ones, 93addc3), 128 x 192 in clusters of 2 up to 256, then

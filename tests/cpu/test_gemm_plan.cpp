@@ -372,14 +372,14 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
                                    ? GroupedKernel::kFp8
                                : scheme == "int8"                                ? GroupedKernel::kInt8
                                : scheme == "bf16"                                ? GroupedKernel::kBf16
-                               : scheme == "w4a16_g128"                          ? GroupedKernel::kInt4Bf16
                                : scheme == "fp8_block"                           ? GroupedKernel::kFp8Block
                                : scheme == "w8a16"                               ? GroupedKernel::kInt8Bf16
                                : scheme == "w4a8_int8" || scheme == "w4a8_int8_channel" ? GroupedKernel::kInt4Int8Regs
                                : scheme == "nvfp4_w4a4"                          ? GroupedKernel::kNone
                                : scheme == "mxfp4"                               ? GroupedKernel::kMxfp4Bf16
                                : scheme == "nvfp4a16"                            ? GroupedKernel::kNvfp4Bf16
-                               : scheme == "w4a16_g32" || scheme == "w4a16_asym_g128" ? GroupedKernel::kInt4RegsBf16
+                               : scheme == "w4a16_g128" || scheme == "w4a16_g32" || scheme == "w4a16_asym_g128"
+                                   ? GroupedKernel::kInt4RegsBf16
                                                                                  : GroupedKernel::kDequantBf16;
     EXPECT_EQ(p.g1, want) << scheme;
     EXPECT_EQ(p.g2, want) << scheme;
@@ -401,17 +401,26 @@ TEST(GemmPlan, PrefillKernelsOfEveryScheme) {
 }
 
 TEST(GemmPlan, Int4RegistersPrefillKernel) {
-  // Groups of 32 (Kimi-K2) and zero points: the 4-bit register kernel; groups >= 64 symmetric stay on
-  // CUTLASS's mixed-input kernel; act order, f32 products, f16 scales, k not a multiple of 64: not.
+  // Every INT4 layout it reads (groups of 32 as Kimi-K2's, of 128, zero points) takes the 4-bit
+  // register kernel; CUTLASS's mixed-input kernel only those it does not read (inputs not exactly
+  // bf16, k a multiple of 32 but not of 64); act order, f32 products, f16 scales: neither.
   const GemmKernel mma = GemmKernel::kTensorCore16;
   const GemmLayout g32 = layout_of_scheme("w4a16_g32"), asym = layout_of_scheme("w4a16_asym_g128");
   ASSERT_TRUE(asym.has_zero_point);
   EXPECT_EQ(plan_grouped_kernel(g32, false, GemmInput{}, mma), GroupedKernel::kInt4RegsBf16);
   EXPECT_EQ(plan_grouped_kernel(asym, false, GemmInput{}, mma), GroupedKernel::kInt4RegsBf16);
-  EXPECT_EQ(plan_grouped_kernel(layout_of_scheme("w4a16_g128"), false, GemmInput{}, mma), GroupedKernel::kInt4Bf16);
+  const GemmLayout g128 = layout_of_scheme("w4a16_g128");
+  EXPECT_EQ(plan_grouped_kernel(g128, false, GemmInput{}, mma), GroupedKernel::kInt4RegsBf16);
+  EXPECT_EQ(plan_grouped_kernel(g128, false, GemmInput{0, 0, 0, false}, mma), GroupedKernel::kInt4Bf16);
+  GemmLayout channel_k96 = g128;
+  channel_k96.strategy = static_cast<int>(Strategy::kChannel);
+  channel_k96.cols = 96;
+  channel_k96.scale_cols = 1;
+  EXPECT_EQ(plan_grouped_kernel(channel_k96, false, GemmInput{}, mma), GroupedKernel::kInt4Bf16);
+  channel_k96.cols = 128;
+  EXPECT_EQ(plan_grouped_kernel(channel_k96, false, GemmInput{}, mma), GroupedKernel::kInt4RegsBf16);
   EXPECT_EQ(plan_grouped_kernel(g32, true, GemmInput{}, mma), GroupedKernel::kDequantBf16);  // g_idx
-  // (The register kernel would take groups of 128 too: the A/B override's condition.)
-  EXPECT_TRUE(int4_registers_fit(layout_of_scheme("w4a16_g128"), false, GemmInput{}));
+  EXPECT_TRUE(int4_registers_fit(g128, false, GemmInput{}));
   EXPECT_TRUE(int4_registers_fit(g32, false, GemmInput{}));
   EXPECT_FALSE(int4_registers_fit(g32, true, GemmInput{}));
   GemmInput f16_rows;
@@ -428,9 +437,9 @@ TEST(GemmPlan, Int4RegistersPrefillKernel) {
   EXPECT_EQ(plan_grouped_kernel(k96, false, GemmInput{}, mma), GroupedKernel::kDequantBf16);
   EXPECT_TRUE(dequantizes_in_registers(GroupedKernel::kInt4RegsBf16));
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt4RegsBf16));
-  // Measured crossovers: 25 rows per expert for few experts; with many, by GEMM2's reduction (16 / 17
+  // Measured crossovers: 21 rows per expert for few experts; with many, by GEMM2's reduction (16 / 17
   // / 16: RegisterKernelSwitchFollowsTheReduction).
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336), 100);    // Mixtral-8x7B
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336), 84);    // Mixtral-8x7B
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 384, 8, 256), 768);  // Kimi-K2 TP8
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 128, 8, 768), 272);  // Qwen3-30B-A3B
   // Its copy: codes, bf16 scales as words (4 bytes per 32 weights), zero points as many again.
@@ -472,8 +481,15 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kSmall), "persistent 128x128 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kLarge), "persistent 128x256 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kMedium), "none");
-  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kMxfp4Bf16, int64_t{kMxfp4MaxRowsFor128} * 128, 128, 4096), GroupedTile::kSmall);
-  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kMxfp4Bf16, int64_t{kMxfp4MaxRowsFor128} * 128 + 1, 128, 4096), GroupedTile::kLarge);
+  // (Each format its own switch, measured below a mean of 128 rows.)
+  for (auto [kind, max_rows] : {std::pair{GroupedKernel::kMxfp4Bf16, kMxfp4MaxRowsFor128},
+                                std::pair{GroupedKernel::kNvfp4Bf16, kNvfp4MaxRowsFor128},
+                                std::pair{GroupedKernel::kInt4RegsBf16, kInt4RegsMaxRowsFor128}}) {
+    EXPECT_LT(max_rows, 128);
+    EXPECT_EQ(plan_grouped_tile(kind, int64_t{max_rows} * 128, 128, 4096), GroupedTile::kSmall);
+    EXPECT_EQ(plan_grouped_tile(kind, int64_t{max_rows} * 128 + 1, 128, 4096), GroupedTile::kLarge);
+  }
+  EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt4Int8Regs, int64_t{256} * 128, 128, 4096), GroupedTile::kSmall);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), (int64_t{kGroupedMinRowsPerExpertMxfp4LongReduction} * 128 + 3) / 4);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), int64_t{kGroupedMinRowsPerExpertMxfp4FewExperts} * 4);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), 100);  // Mixtral-8x7B: 25 rows per expert
@@ -547,18 +563,21 @@ TEST(GemmPlan, PrefillKernelNeedsItsLayout) {
 }
 
 TEST(GemmPlan, Int4PrefillKernelNeedsItsLayout) {
+  // CUTLASS's mixed-input kernel: INT4 layouts the register kernel does not read (Int4RegistersPrefillKernel),
+  // here bf16 inputs that are not exactly bf16.
   const GemmLayout int4 = layout_of_scheme("w4a16_g128");
-  const GemmInput bf16_in{};
+  const GemmInput bf16_in{}, rounded_in{0, 0, 0, false};
   const GemmKernel mma = GemmKernel::kTensorCore16;
-  EXPECT_EQ(plan_grouped_kernel(int4, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
+  EXPECT_EQ(plan_grouped_kernel(int4, false, rounded_in, mma), GroupedKernel::kInt4Bf16);
+  EXPECT_EQ(plan_grouped_kernel(int4, false, bf16_in, mma), GroupedKernel::kInt4RegsBf16);
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt4Bf16));
   EXPECT_FALSE(takes_16bit_rows(GroupedKernel::kFp8));
   // Channel scales (one group of k) and groups that are multiples of the 64-wide k-tiles.
   GemmLayout channel = int4, g64 = int4, g32 = int4, asym = int4, f16_scales = int4;
   channel.strategy = static_cast<int>(Strategy::kChannel);
   g64.group_size = 64;
-  EXPECT_EQ(plan_grouped_kernel(channel, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
-  EXPECT_EQ(plan_grouped_kernel(g64, false, bf16_in, mma), GroupedKernel::kInt4Bf16);
+  EXPECT_EQ(plan_grouped_kernel(channel, false, rounded_in, mma), GroupedKernel::kInt4Bf16);
+  EXPECT_EQ(plan_grouped_kernel(g64, false, rounded_in, mma), GroupedKernel::kInt4Bf16);
   // Groups of 32 and zero points whose scale tensors are g128's (a layout the 4-bit register kernel
   // does not read: Int4RegistersPrefillKernel has the consistent ones), act order (whose decode
   // kernel is the CUDA-core one): the bf16 kernel on dequantized weights. f16 scales or inputs, k not
@@ -1108,18 +1127,18 @@ TEST(GemmPlan, CudaPlanSummary) {
     EXPECT_EQ(g->tiles[1].first, int64_t{kGroupedMinRowsFor128} * 128 / 8);
     EXPECT_EQ(g->tiles[1].second, tile_config(GroupedKernel::kFp8, GroupedTile::kHuge));
   }
-  // W4A16 on 8 experts, top-2: the mixed-input kernel from its rows-per-expert crossover on its
-  // 128 x 32 tile, then 128 x 48, up to its largest from 256 rows per expert (1024 tokens).
+  // W4A16 g128 on 8 experts, top-2: the 4-bit register kernel from its few-experts crossover in rows
+  // per expert, 128 input rows, then 256 past a mean of kInt4RegsMaxRowsFor128 rows per expert.
   const MoeLayer w4 = synthetic_layer("w4a16_g128", {"mixtral-like", 8, 2, 256, 128}, 7, 1);
   const CudaPlanSummary m = summarize_cuda_plan(w4, 0);
-  EXPECT_EQ(m.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kInt4Bf16, 8, 2, 128));
-  EXPECT_EQ(m.w13.prefill_from_tokens, int64_t{kGroupedMinRowsPerExpertInt4FewExperts} * 8 / 2);
-  expect_exact_switches(m.w13, GroupedKernel::kInt4Bf16, w4, w4.hidden);
-  ASSERT_EQ(m.w13.tiles.size(), 5u);
-  EXPECT_EQ(m.w13.tiles[1].second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kTiny48));
-  EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kTiny));
-  EXPECT_EQ(m.w13.tiles.back().first, int64_t{kInt4MinRowsForLarge} * 8 / 2);
-  EXPECT_EQ(m.w13.tiles.back().second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kLarge));
+  EXPECT_EQ(m.w13.prefill, to_string(GroupedKernel::kInt4RegsBf16));
+  EXPECT_EQ(m.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 128));
+  EXPECT_EQ(m.w13.prefill_from_tokens, int64_t{kGroupedMinRowsPerExpertInt4RegsFewExperts} * 8 / 2);
+  expect_exact_switches(m.w13, GroupedKernel::kInt4RegsBf16, w4, w4.hidden);
+  ASSERT_EQ(m.w13.tiles.size(), 2u);
+  EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kSmall));
+  EXPECT_EQ(m.w13.tiles.back().first, int64_t{kInt4RegsMaxRowsFor128} * 8 / 2 + 1);
+  EXPECT_EQ(m.w13.tiles.back().second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kLarge));
   // W4A16 g32 with act order: the bf16 kernel on dequantized weights from its own crossover, with the
   // bf16 tiles.
   const MoeLayer mx = with_act_order(synthetic_layer("w4a16_g32", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1));

@@ -466,6 +466,11 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
       const MoeLayer layer = random_layer(s, shape);
       if (s == Scheme::kW4A8Int8 || s == Scheme::kW4A8Int8Channel || s == Scheme::kW4A8Int8G256)  // (int8 MMAs)
         ASSERT_EQ(plan_layer_gemms(layer, 0, true).g1, GroupedKernel::kInt4Int8Regs);
+      // (INT4 weight-only takes the register kernel where it can, CUTLASS's mixed-input kernel where
+      // k is a multiple of 32 but not of 64: here w2.)
+      if (s == Scheme::kW4A16Channel)
+        ASSERT_EQ(plan_layer_gemms(layer, 0, true).g2,
+                  shape.inter % 64 == 0 ? GroupedKernel::kInt4RegsBf16 : GroupedKernel::kInt4Bf16);
       for (int64_t tokens : {1, 7, 64, 300}) {
         Tensor x, logits;
         random_inputs(tokens, layer, x, logits);
@@ -1007,6 +1012,9 @@ TEST(W4Prefill, MatchesTheCpuBackend) {
   cases.push_back({"mxfp4 H 2880 swigluoai with biases", gpt_oss});
   // inter 1440 (k not a multiple of 64): w2 on the dequantized path, w13 on this kernel.
   cases.push_back({"mxfp4 H 2880 I 1440 (w2 dequantized)", random_layer(Scheme::kMxfp4, {8, 4, 2880, 1440})});
+  // INT4 with groups of 128 and channel scales (W4A16's common schemes).
+  cases.push_back({"w4a16_g128 H 2048", random_layer(Scheme::kW4A16G128, {16, 8, 2048, 768})});
+  cases.push_back({"w4a16 channel H 2048", random_layer(Scheme::kW4A16Channel, {16, 8, 2048, 768})});
   // INT4 with groups of 32 (Kimi-K2's scheme) and with zero points.
   for (LayerShape shape : {LayerShape{16, 8, 2048, 768}, LayerShape{8, 4, 2880, 1440}}) {
     const std::string h = " H " + std::to_string(shape.hidden) + (shape.inter % 64 ? " (w2 dequantized)" : "");
