@@ -195,7 +195,7 @@ GroupedKernel native_grouped_kernel(const GemmLayout& L, bool has_g_idx, const G
   // Weight-only: bf16 scales rounded as the decode kernels round them.
   if (!mixed_fits || L.scale_kind != 0 || !L.round_to_scale_dtype) return GroupedKernel::kNone;
   // INT4 on the register kernel where it takes the layout: its GEMM1 applies the activation and its
-  // GEMM2 writes the combine's terms (layers 0.80-0.97x CUTLASS's time, gemm_tuning.h).
+  // GEMM2 writes the combine's terms (layers 0.80-0.97x CUTLASS's time, bench/NOTES.md, thirtieth session).
   if (int4_registers_fit(L, has_g_idx, in)) return GroupedKernel::kInt4RegsBf16;
   if (L.format == kIntPacked && L.bits == 4 && L.cols % 32 == 0) return GroupedKernel::kInt4Bf16;
   if ((L.format == kIntPacked || L.format == kIntUnpacked) && L.bits == 8) return GroupedKernel::kInt8Bf16;

@@ -171,8 +171,9 @@ inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 12;
 // INT4 few experts, thirtieth session (the prefill kernel a little faster since; W4A16 g128 on the
 // register kernel from then): Mixtral-8x7B layer µs decode vs prefill, same call
 // (bench/runs/2026-12-01_session30/grid/switch.txt): g128 642.8 vs 670.9 at 20 rows, 682.1 vs 652.5
-// at 22 (~21); g32 672.7 vs 674.8 at 20, 715.3 vs 662.7 at 22 (~20).
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 21;
+// at 22 (~21); g32 672.7 vs 674.8 at 20, 715.3 vs 662.7 at 22 (~20); with the switch at 21, g128
+// 661.6 vs 677.7 at 21, 679.5 vs 660.5 at 22 (bench/runs/2026-12-01_session30/verify/switch.txt).
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 22;
 // With many experts the MXFP4 and NVFP4 switches move with GEMM2's reduction, the layer's
 // intermediate size per partition: the register kernel runs k in 64-column tiles, so with a short k
 // its pipeline's fill and drain weigh more (w2 of the TP8 shapes: 4 k-tiles), while the decode
@@ -247,6 +248,10 @@ inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 16;
 // - NVFP4: DeepSeek-V3 6103 vs 6574 at 120, 7234 vs 6785 at 124 (~122); Qwen3-30B-A3B 381.7 vs
 //   385.9 at 120, 411.5 vs 393.6 at 124 (~120.8).
 // At a mean of 128 (DeepSeek-V3 4096 tokens): 256-row tiles 0.86x (INT4), 0.92x (MXFP4), 0.91x (NVFP4).
+// The 128-row tiles ran first at each count there; run last (bench/runs/2026-12-01_session30/order,
+// DeepSeek-V3 W4A16 g128 and MXFP4) the 256-row tiles won at 116 (0.94x, 0.98x), tied at 120 and won
+// at 124: on these ~7 ms layers the row measured first at a count runs up to ~6% faster (the H200's
+// power cap), so each crossing above is uncertain by a few rows either way.
 inline constexpr int kInt4RegsMaxRowsFor128 = 118;
 inline constexpr int kMxfp4MaxRowsFor128 = 119;
 inline constexpr int kNvfp4MaxRowsFor128 = 121;
