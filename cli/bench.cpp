@@ -101,7 +101,7 @@ int run_bench(const BenchArgs& args) {
         fmt::print("{:<16} {:<12} skipped: {}\n", model, scheme, e.what());
         continue;
       }
-      const CudaMoeLayer dev(layer, max_tokens);
+      const CudaMoeLayer dev(layer, max_tokens, CudaMoeLayer::kDefaultDequantWorkspaceBytes, args.repacked_copy);
       const int64_t expert_bytes = layer.experts[0].w13.storage_bytes() + layer.experts[0].w2.storage_bytes();
       for (int tokens : token_counts) {
         std::vector<Tensor> hidden(args.rotations), logits(args.rotations);
@@ -143,7 +143,8 @@ int run_bench(const BenchArgs& args) {
                                         {"inter", layer.inter},
                                         {"layer_us", t.forward_us}, {"gemm_us", t.gemm_us()}, {"unique_weight_bytes", bytes},
                                         {"flops", flops}, {"tb_per_s", bytes / gemm_s / 1e12}, {"tflops", flops / gemm_s / 1e12},
-                                        {"roofline_fraction", roofline}, {"copy_gbs", copy_gbs}, {"skew", args.skew}};
+                                        {"roofline_fraction", roofline}, {"copy_gbs", copy_gbs}, {"skew", args.skew},
+                                        {"repacked_copy", args.repacked_copy}};
           if (args.split_gemms) {
             row["gemm1_us"] = t.gemm1_us();
             row["gemm2_us"] = t.gemm2_us();

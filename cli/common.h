@@ -38,8 +38,9 @@ double now_seconds();
 // cuda_plan: also what the CUDA backend runs per batch size (summarize_cuda_plan), from one expert's
 // weights per distinct layer scheme.
 // tp_size: the tensor-parallel size whose per-partition layers are reported (vLLM checks them; rank 0).
+// repacked_copy: the CUDA plan of layers allowed a repacked copy of their 4-bit weights (CudaMoeLayer).
 int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan = false, int tp_size = 1,
-                bool verify = false);
+                bool verify = false, bool repacked_copy = true);
 
 struct RunArgs {
   std::string dir;
@@ -71,6 +72,7 @@ struct BenchArgs {
   bool skew = false;
   bool f16 = false;  // f16 models (as_f16_model) with f16 hidden states
   bool split_gemms = false;  // also time GEMM1 and GEMM2 apart (one more graph per row)
+  bool repacked_copy = true;  // CudaMoeLayer's: a repacked copy of 4-bit weights for the register kernel
   std::string gemm_paths = "auto";  // comma list of auto, decode, prefill
   std::string json;
 };

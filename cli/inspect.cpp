@@ -86,7 +86,8 @@ int combined_exit(int a, int b) { return a == 2 || b == 2 ? 2 : std::max(a, b); 
 
 // The CUDA plan of each layer, built from expert 0 of the first layer with the same scheme and
 // method (layers that share them share their layouts).
-void add_cuda_plans(const Checkpoint& ckpt, const ModelConfig& config, int tp_size, std::vector<LayerReport>& reports) {
+void add_cuda_plans(const Checkpoint& ckpt, const ModelConfig& config, int tp_size, bool repacked_copy,
+                    std::vector<LayerReport>& reports) {
   std::map<std::string, const LayerReport*> first;
   for (LayerReport& r : reports) {
     if (!r.error.empty()) continue;
@@ -108,7 +109,7 @@ void add_cuda_plans(const Checkpoint& ckpt, const ModelConfig& config, int tp_si
       options.expert_map[0] = 0;
       const MoeLayer layer = load_moe_layer(ckpt, config, r.layer, options);
       r.cuda_plan_act_kind = implied_act_kind(layer);  // the checkpoint's dtype, from its scales
-      r.cuda_plan = summarize_cuda_plan(layer, r.cuda_plan_act_kind);
+      r.cuda_plan = summarize_cuda_plan(layer, r.cuda_plan_act_kind, repacked_copy);
     });
     r.cuda_plan_layer = r.layer;
     first[key] = &r;
@@ -153,8 +154,10 @@ void verify_layers(const Checkpoint& ckpt, const ModelConfig& config, Target tar
   }
 }
 
-int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan, int tp_size, bool verify) {
+int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan, int tp_size, bool verify,
+                bool repacked_copy) {
   if (tp_size < 1) throw Error("--tp-size must be positive");
+  if (!repacked_copy && !cuda_plan) throw Error("--no-repacked-copy changes the --cuda-plan report only: add --cuda-plan");
   const Checkpoint ckpt(dir);
   const ModelConfig config = load_model_config(ckpt.config_path());
   const MoeConfig& moe = config.moe;
@@ -191,7 +194,7 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
                                     r.highest_extra_expert, r.experts_prefix, moe.num_experts));
     reports.push_back(std::move(r));
   }
-  if (cuda_plan) add_cuda_plans(ckpt, config, tp_size, reports);
+  if (cuda_plan) add_cuda_plans(ckpt, config, tp_size, repacked_copy, reports);
   if (verify) verify_layers(ckpt, config, target, tp_size, reports);
   // (The report is printed whole; a layer whose CUDA plan or verification could not load its
   // weights then fails the command, as `run` would.)
@@ -241,6 +244,7 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
           nlohmann::ordered_json c;
           c["from_layer"] = r.cuda_plan_layer;
           c["hidden_dtype"] = r.cuda_plan_act_kind == 1 ? "f16" : "bf16";
+          c["repacked_copy"] = repacked_copy;
           if (r.cuda_plan) {
             c["w13"] = gemm_json(r.cuda_plan->w13);
             c["w2"] = gemm_json(r.cuda_plan->w2);
@@ -302,10 +306,10 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
       fmt::print("  cuda plan  unavailable: {}\n", r.cuda_plan_error);
       continue;
     }
-    fmt::print("  cuda plan  {} hidden states, vLLM rounding, {} (layouts of expert 0 of layer {})\n",
+    fmt::print("  cuda plan  {} hidden states, vLLM rounding, {}{} (layouts of expert 0 of layer {})\n",
                r.cuda_plan_act_kind == 1 ? "f16" : "bf16",
                tp_size == 1 ? std::string("no tensor parallelism") : fmt::format("tensor-parallel rank 0 of {}", tp_size),
-               r.cuda_plan_layer);
+               repacked_copy ? "" : ", no repacked copy", r.cuda_plan_layer);
     for (const auto& [name, g] : {std::pair{"w13", &r.cuda_plan->w13}, std::pair{"w2", &r.cuda_plan->w2}}) {
       fmt::print("    {:<4} decode: {}; {}\n", name, g->decode, prefill_from(*g));
       if (g->prefill_from_tokens >= 0)

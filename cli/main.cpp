@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   auto target_check = CLI::IsMember({"sm90", "sm100", "cpu"});
 
   std::string inspect_dir;
-  bool inspect_json = false, inspect_cuda_plan = false, inspect_verify = false;
+  bool inspect_json = false, inspect_cuda_plan = false, inspect_verify = false, inspect_repacked_copy = true;
   int inspect_tp_size = 1;
   auto* inspect = app.add_subcommand("inspect", "Per MoE layer: scheme, method, kernels, weight bytes (reads headers only, "
                                                   "unless --cuda-plan)");
@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
   inspect->add_flag("--cuda-plan", inspect_cuda_plan,
                     "also the CUDA kernels and prefill tiles by batch size (reads one expert's weights per distinct "
                     "layer scheme)");
+  inspect->add_flag("--no-repacked-copy", [&](int64_t) { inspect_repacked_copy = false; },
+                    "with --cuda-plan: the plan without a repacked copy of 4-bit weights (one copy of the weights, "
+                    "slower prefill)");
   inspect->add_flag("--verify", inspect_verify,
                     "also load every MoE layer whole, one at a time (reads all expert weights), and report what "
                     "fails its checks");
@@ -79,6 +82,8 @@ int main(int argc, char** argv) {
                   "labelled f16:<scheme>)");
   bench->add_option("--gemm-paths", bench_args.gemm_paths,
                     "comma list of GEMM kernel paths to time: auto (by token count), decode, prefill, prefill:<tile> (0 medium, 1 large, 2 small, 3 huge, 4 tiny, 5 tiny48: GroupedTile in src/config/grouped_tile.h says what each is per kernel), prefill:<tile1>/<tile2> (GEMM1's and GEMM2's)");
+  bench->add_flag("--no-repacked-copy", [&](int64_t) { bench_args.repacked_copy = false; },
+                  "load the layers without a repacked copy of 4-bit weights (one copy of the weights)");
   bench->add_option("--json", bench_args.json, "write all rows (with per-expert token counts) to this file");
 
   try {
@@ -89,7 +94,8 @@ int main(int argc, char** argv) {
   try {
     const Target target = *parse_target(target_name);
     if (*inspect)
-      return cli::run_inspect(inspect_dir, target, inspect_json, inspect_cuda_plan, inspect_tp_size, inspect_verify);
+      return cli::run_inspect(inspect_dir, target, inspect_json, inspect_cuda_plan, inspect_tp_size, inspect_verify,
+                              inspect_repacked_copy);
     if (*bench) return cli::run_bench(bench_args);
     run_args.target = target;
     return cli::run_run(run_args);

@@ -24,8 +24,11 @@ OutputDiff compare_outputs(const Tensor& out, const Tensor& ref);
 // whose sums differ slightly from the reference's (the FP8 MMA's reduced-precision accumulator,
 // W4A8's bf16-rounded weights), so that activation codes move; its outputs are then held to
 // cuda_prefill_rel_l2 (0 where no such GEMM runs), against the reference and torch fixtures alike.
-bool cuda_prefill_moves_codes(const MoeLayer& layer, const ForwardOptions& options, int64_t tokens = -1);
-double cuda_prefill_rel_l2(const MoeLayer& layer, const ForwardOptions& options, int64_t tokens = -1);
+// `repacked_copy`: the CudaMoeLayer's (it changes W4A8-INT8's prefill kernel).
+bool cuda_prefill_moves_codes(const MoeLayer& layer, const ForwardOptions& options, int64_t tokens = -1,
+                              bool repacked_copy = true);
+double cuda_prefill_rel_l2(const MoeLayer& layer, const ForwardOptions& options, int64_t tokens = -1,
+                           bool repacked_copy = true);
 inline constexpr double kCudaPrefillRelL2 = 3e-2;      // FP8 prefill GEMMs
 inline constexpr double kCudaPrefillW4A8RelL2 = 4e-2;  // the W4A8 prefill GEMM (weights rounded too)
 // Either, for batches of 1-3 tokens (`tokens` known): their rel_l2 averages over few outputs, so a
@@ -50,6 +53,7 @@ Comparison fixture_comparison(const MoeLayer& layer, const std::string& expected
 
 // Bound on rel_l2 for the layer's scheme and options; `tokens` (the batch) tells kCudaVsReference
 // whether the automatic path runs the prefill kernels (-1: assume it may).
-double tolerance_rel_l2(const MoeLayer& layer, const ForwardOptions& options, Comparison kind, int64_t tokens = -1);
+double tolerance_rel_l2(const MoeLayer& layer, const ForwardOptions& options, Comparison kind, int64_t tokens = -1,
+                        bool repacked_copy = true);
 
 }  // namespace qmoe

@@ -50,23 +50,30 @@ class CudaMoeLayer {
   // Only 16-bit hidden states of the weights' dtype take it. Each layer has its own: an engine short
   // of memory (or running f32 hidden states) passes less (more, smaller batches) or 0 (those layers
   // keep the decode kernels at every size).
-  // MXFP4, NVFP4 weight-only and INT4 layers with groups of 32 or zero points (k a multiple of 64),
-  // and W4A8 with INT8 activations and bf16 scales per group of a multiple of 128 or per row, have
-  // a prefill kernel of their own instead, which reads a copy of their weights repacked at load
-  // (codes as many bytes again as the checkpoint's, scales as 32-bit words), allocated under the
-  // same conditions: max_tokens at its crossover and a nonzero budget (the budget's size does not
-  // bound it).
+  // MXFP4, NVFP4 weight-only and INT4 layers (groups of a multiple of 16 or channel scales, with or
+  // without zero points; k a multiple of 64), and W4A8 with INT8 activations and bf16 scales per
+  // group of a multiple of 128 or per row, have a prefill kernel of their own instead, which reads a
+  // copy of their weights repacked at load (codes as many bytes again as the checkpoint's, scales as
+  // 32-bit words), allocated under the same conditions: max_tokens at its crossover and a nonzero
+  // budget (the budget's size does not bound it). `repacked_copy` false keeps one copy of the
+  // weights at some prefill speed (plan_grouped_kernel; `qmoe inspect --cuda-plan
+  // --no-repacked-copy` shows the plan): W4A16 with groups of >= 64 or channel scales then runs
+  // CUTLASS's mixed-input kernel on the checkpoint's codes (its GEMMs about as fast, the activation
+  // and the combine's weighting in passes of their own: layers ~1.1x the time), W4A8-INT8 the bf16
+  // kernel on its codes, and the others the dequantized path above.
   static constexpr int64_t kDefaultDequantWorkspaceBytes = int64_t{1} << 30;
-  CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes = kDefaultDequantWorkspaceBytes);
+  CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes = kDefaultDequantWorkspaceBytes,
+               bool repacked_copy = true);
   // The same with `workspace` (at least workspace_bytes of this layer, on the current device) as its
   // scratch instead of an allocation of its own; layers sharing one must not run forwards
   // concurrently. Throws qmoe::Error, before uploading anything, if it is too small or elsewhere.
   CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_ptr<CudaWorkspace> workspace,
-               int64_t dequant_workspace_bytes = kDefaultDequantWorkspaceBytes);
+               int64_t dequant_workspace_bytes = kDefaultDequantWorkspaceBytes, bool repacked_copy = true);
   // The scratch a layer with these arguments uses (its own allocation, or what it needs of a shared
   // CudaWorkspace); the weights and their repacked copies are not in it.
   static int64_t workspace_bytes(const MoeLayer& layer, int max_tokens,
-                                 int64_t dequant_workspace_bytes = kDefaultDequantWorkspaceBytes);
+                                 int64_t dequant_workspace_bytes = kDefaultDequantWorkspaceBytes,
+                                 bool repacked_copy = true);
   ~CudaMoeLayer();
   CudaMoeLayer(const CudaMoeLayer&) = delete;
   CudaMoeLayer& operator=(const CudaMoeLayer&) = delete;

@@ -143,8 +143,10 @@ std::string to_string(GroupedKernel k) {
 
 namespace {
 
-// The kernels that read the checkpoint's weights (or their codes) directly.
-GroupedKernel native_grouped_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput& in, GemmKernel decode) {
+// The kernels that read the checkpoint's weights (or their codes) directly, and the register
+// kernel's formats that can take those layouts instead on a repacked copy (`repacked_copy`).
+GroupedKernel native_grouped_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput& in, GemmKernel decode,
+                                    bool repacked_copy) {
   // The prefill rows are gathered from what the decode kernels read: codes, or 16-bit inputs.
   if (has_g_idx || decode == GemmKernel::kCudaCore) return GroupedKernel::kNone;
   const bool per_tensor_or_channel = L.strategy == kTensor || L.strategy == kChannel;
@@ -162,7 +164,7 @@ GroupedKernel native_grouped_kernel(const GemmLayout& L, bool has_g_idx, const G
     // kernel's repack reads bf16 or fp32 scales); its products are unrounded, as vLLM's W4A8-INT8
     // (CPU) keeps them, so layers that round each weight to bf16 keep the kernel below, which rounds
     // them so.
-    if (L.format == kIntPacked && L.bits == 4 && in.act_quant == kInt8PerToken && !L.has_zero_point &&
+    if (repacked_copy && L.format == kIntPacked && L.bits == 4 && in.act_quant == kInt8PerToken && !L.has_zero_point &&
         !L.round_to_scale_dtype && (L.scale_kind == 0 || L.scale_kind == 2) && L.cols % 128 == 0 &&
         (L.strategy == kChannel ? L.scale_cols == 1
                                 : L.strategy == kGroup && L.group_size > 0 && L.group_size % 128 == 0 &&
@@ -196,7 +198,7 @@ GroupedKernel native_grouped_kernel(const GemmLayout& L, bool has_g_idx, const G
   if (!mixed_fits || L.scale_kind != 0 || !L.round_to_scale_dtype) return GroupedKernel::kNone;
   // INT4 on the register kernel where it takes the layout: its GEMM1 applies the activation and its
   // GEMM2 writes the combine's terms (layers 0.80-0.97x CUTLASS's time, bench/NOTES.md, thirtieth session).
-  if (int4_registers_fit(L, has_g_idx, in)) return GroupedKernel::kInt4RegsBf16;
+  if (repacked_copy && int4_registers_fit(L, has_g_idx, in)) return GroupedKernel::kInt4RegsBf16;
   if (L.format == kIntPacked && L.bits == 4 && L.cols % 32 == 0) return GroupedKernel::kInt4Bf16;
   if ((L.format == kIntPacked || L.format == kIntUnpacked) && L.bits == 8) return GroupedKernel::kInt8Bf16;
   return GroupedKernel::kNone;
@@ -205,11 +207,11 @@ GroupedKernel native_grouped_kernel(const GemmLayout& L, bool has_g_idx, const G
 }  // namespace
 
 GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput& in,
-                                  GemmKernel decode) {
+                                  GemmKernel decode, bool repacked_copy) {
   // 16-byte rows for TMA (k 8-bit codes, n fp32 outputs); int32 problem sizes.
   if (L.cols % 16 != 0 || L.rows % 4 != 0 || L.rows >= (int64_t{1} << 31) || L.cols >= (int64_t{1} << 31))
     return GroupedKernel::kNone;
-  const GroupedKernel native = native_grouped_kernel(L, has_g_idx, in, decode);
+  const GroupedKernel native = native_grouped_kernel(L, has_g_idx, in, decode, repacked_copy);
   if (native != GroupedKernel::kNone) return native;
   // The rest of weight-only on bf16 inputs that are exactly bf16 (the rows are rounded to bf16).
   const bool bf16_rows = in.act_quant == 0 && in.act_kind == 0 && in.exactly_16_bit;
@@ -217,15 +219,15 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const Gem
   // indexes an expert's 8-column chunks in 32 bits.)
   const bool chunks_fit = L.rows * (L.cols / 8) < (int64_t{1} << 31);
   // (The kernel reads groups of 32 e8m0 scales in order, [rows, cols / 32], as the loader gives them.)
-  if (bf16_rows && L.format == kMxfp4 && L.cols % 64 == 0 && L.strategy == kGroup && L.group_size == 32 &&
-      L.scale_kind == 4 && L.scale_cols == L.cols / 32 && !has_g_idx)
+  if (repacked_copy && bf16_rows && L.format == kMxfp4 && L.cols % 64 == 0 && L.strategy == kGroup &&
+      L.group_size == 32 && L.scale_kind == 4 && L.scale_cols == L.cols / 32 && !has_g_idx)
     return GroupedKernel::kMxfp4Bf16;
   // NVFP4 scaled as vLLM's weight-only layers scale it (fp8 e4m3 scales per 16, in order).
-  if (bf16_rows && L.format == kNvfp4 && !L.round_to_scale_dtype && L.cols % 64 == 0 && L.group_size == 16 &&
-      L.scale_kind == 3 && L.scale_cols == L.cols / 16 && !has_g_idx)
+  if (repacked_copy && bf16_rows && L.format == kNvfp4 && !L.round_to_scale_dtype && L.cols % 64 == 0 &&
+      L.group_size == 16 && L.scale_kind == 3 && L.scale_cols == L.cols / 16 && !has_g_idx)
     return GroupedKernel::kNvfp4Bf16;
   // INT4 that kInt4Bf16 (checked above) does not take: groups of 16 or 32, zero points.
-  if (int4_registers_fit(L, has_g_idx, in)) return GroupedKernel::kInt4RegsBf16;
+  if (repacked_copy && int4_registers_fit(L, has_g_idx, in)) return GroupedKernel::kInt4RegsBf16;
   if (bf16_rows && L.format != kDense && chunks_fit &&
       (dequantizes_to_bf16_exactly(L) || (!has_g_idx && dequant_divides_by_global_scale(L))))
     return GroupedKernel::kDequantBf16;
@@ -447,7 +449,7 @@ bool use_grouped_kernel(GroupedKernel kind, int64_t tokens, int num_experts, int
   return tokens >= grouped_min_tokens(kind, num_experts, top_k, inter, row_scales);
 }
 
-LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_intermediate) {
+LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_intermediate, bool repacked_copy) {
   LayerGemmPlan p;
   const int act_quant = static_cast<int>(layer.act_quant);
   const int act_group = layer.act_quant == ActQuant::kFp8Group ? layer.act_group_size : 0;
@@ -469,17 +471,17 @@ LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_i
   };
   p.k1 = zero_point_guard(p.k1, ew.w13);
   p.k2 = zero_point_guard(p.k2, ew.w2);
-  p.g1 = plan_grouped_kernel(p.w13, p.w13_has_g_idx, p.in1, p.k1);
-  p.g2 = plan_grouped_kernel(p.w2, p.w2_has_g_idx, p.in2, p.k2);
+  p.g1 = plan_grouped_kernel(p.w13, p.w13_has_g_idx, p.in1, p.k1, repacked_copy);
+  p.g2 = plan_grouped_kernel(p.w2, p.w2_has_g_idx, p.in2, p.k2, repacked_copy);
   return p;
 }
 
-LayerGemmPlan plan_prefill_kernels(const MoeLayer& layer) {
-  LayerGemmPlan chosen = plan_layer_gemms(layer, 0, true);
+LayerGemmPlan plan_prefill_kernels(const MoeLayer& layer, bool repacked_copy) {
+  LayerGemmPlan chosen = plan_layer_gemms(layer, 0, true, repacked_copy);
   chosen.g1 = chosen.g2 = GroupedKernel::kNone;
   for (int kind = 0; kind < 3; ++kind)
     for (bool round : {true, false}) {
-      const LayerGemmPlan p = plan_layer_gemms(layer, kind, round);
+      const LayerGemmPlan p = plan_layer_gemms(layer, kind, round, repacked_copy);
       for (auto [want, have] : {std::pair{&chosen.g1, p.g1}, std::pair{&chosen.g2, p.g2}}) {
         if (have != GroupedKernel::kNone && *want != GroupedKernel::kNone && have != *want)
           throw Error("hidden dtypes plan different prefill kernels (" + to_string(*want) + ", " + to_string(have) + ")");
@@ -489,7 +491,8 @@ LayerGemmPlan plan_prefill_kernels(const MoeLayer& layer) {
   return chosen;
 }
 
-LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64_t dequant_budget_bytes) {
+LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64_t dequant_budget_bytes,
+                                    bool repacked_copy) {
   using W = LayerWorkspace;
   W w;
   const int64_t T = std::max(max_tokens, 0), k = layer.top_k, H = layer.hidden, I = layer.inter;
@@ -508,7 +511,7 @@ LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64
   w.bytes[W::kCounts] = w.bytes[W::kActive] = 4 * E;
   w.bytes[W::kOffsets] = 4 * (E + 1);
   w.bytes[W::kAmax] = w.bytes[W::kNumActive] = 4;
-  const LayerGemmPlan plan = plan_prefill_kernels(layer);
+  const LayerGemmPlan plan = plan_prefill_kernels(layer, repacked_copy);
   const GroupedKernel g1 = plan.g1, g2 = plan.g2;
   // kDequantBf16 / kDequantF16: a batch of experts' 16-bit weights, only where the automatic path
   // can pick it (none for a zero budget: those layers keep the decode kernels).
@@ -553,8 +556,8 @@ bool gemm2_writes_terms(GroupedKernel kind, const GemmLayout& L, bool has_bias, 
   return dequantizes_in_registers(kind) || cutlass_writes_terms(kind, L, has_bias);
 }
 
-CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind) {
-  const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, true);
+CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind, bool repacked_copy) {
+  const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, true, repacked_copy);
   auto gemm = [&](GemmKernel decode, GroupedKernel prefill, const GemmLayout& L) {
     const int64_t k = L.cols;  // the GEMM's reduction
     CudaPlanSummary::Gemm g;

@@ -142,13 +142,19 @@ int64_t grouped_scales_per_row(GroupedKernel kind, int64_t k);
 // The prefill kernel for a projection whose decode kernel is `decode` (the sorted rows are gathered
 // from the decode kernels' input codes, or are the 16-bit inputs of kBf16 / kDequantBf16). A bias
 // is added to the output rows after the GEMM (launch_finish_expert_rows).
+// `repacked_copy` (CudaMoeLayer's): whether the 4-bit register kernel may run on a repacked copy of
+// the weights (as many bytes again as the checkpoint's 4-bit weights). Without it a layer keeps one
+// copy: W4A16 with groups of >= 64 or channel scales runs CUTLASS's mixed-input kernel on the
+// checkpoint's codes, W4A8-INT8 the bf16 W4A8 kernel (kInt4Codes: its weights rounded to bf16),
+// MXFP4, NVFP4 and the other INT4 layouts the dequantized path (kDequantBf16, its workspace bounded).
 GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const GemmInput& in,
-                                  GemmKernel decode);
+                                  GemmKernel decode, bool repacked_copy = true);
 // Whether the 4-bit register kernel (kInt4RegsBf16) takes an INT4 layout: bf16 input rows, bf16
 // scales rounded as the CPU rounds them, groups of a multiple of 16 in order or one per row, 4-bit
-// zero points of the scales' shape, k a multiple of 64. plan_grouped_kernel picks it wherever it fits,
-// before CUTLASS's mixed-input kernel (kInt4Bf16): W4A16 g128 layers 0.80-0.97x CUTLASS's time
-// (the fused activation and terms; its GEMMs 0.87-1.05x), thirtieth session, bench/NOTES.md.
+// zero points of the scales' shape, k a multiple of 64. plan_grouped_kernel picks it wherever it fits
+// (and a repacked copy is allowed), before CUTLASS's mixed-input kernel (kInt4Bf16): W4A16 g128
+// layers 0.80-1.02x CUTLASS's time (the fused activation and terms; its GEMMs 0.88-1.05x),
+// thirtieth session, bench/NOTES.md.
 bool int4_registers_fit(const GemmLayout& L, bool has_g_idx, const GemmInput& in);
 // The tiles (GroupedTile, kGroupedTiles): config/grouped_tile.h.
 std::string to_string(GroupedTile t);  // "small", "medium", "large", "huge", "tiny", "tiny48"
@@ -189,7 +195,8 @@ struct LayerGemmPlan {
   GemmKernel k1 = GemmKernel::kCudaCore, k2 = GemmKernel::kCudaCore;
   GroupedKernel g1 = GroupedKernel::kNone, g2 = GroupedKernel::kNone;  // prefill kernels, if any
 };
-LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_intermediate);
+LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_intermediate,
+                               bool repacked_copy = true);
 
 // What the CUDA backend's automatic path runs for a layer (qmoe inspect --cuda-plan): per GEMM its
 // decode kernel, its prefill kernel and from how many tokens (-1: never), and the prefill tiles
@@ -218,7 +225,7 @@ struct CudaPlanSummary {
 // The hidden-state dtype a checkpoint's layer implies (0 bf16, 1 f16): f16 where its experts' weight
 // scales or dense weights are f16 (llm-compressor stores them in the model's dtype), else bf16.
 int implied_act_kind(const MoeLayer& layer);
-CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind);
+CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind, bool repacked_copy = true);
 
 // The bytes of one expert's 4-bit weight (layout L) repacked for the register kernel `kind`: rows
 // padded to 128, codes and scales (MXFP4's e8m0 as the checkpoint's; NVFP4's fp8 and INT4's bf16 as
@@ -239,11 +246,11 @@ DequantBatches plan_dequant_batches(const LayerGemmPlan& plan, int num_experts, 
 // Each projection's prefill kernel whatever the hidden dtype (g1, g2; the dtypes that do not plan
 // it run the decode kernels; the layouts as plan_layer_gemms gives them). Throws qmoe::Error where
 // two hidden dtypes would plan different ones.
-LayerGemmPlan plan_prefill_kernels(const MoeLayer& layer);
+LayerGemmPlan plan_prefill_kernels(const MoeLayer& layer, bool repacked_copy = true);
 
 // The device scratch of a CudaMoeLayer for up to max_tokens tokens: every piece's bytes and offset
 // in one allocation (256-byte aligned; absent pieces 0 bytes), with the dequantization batches
-// (dequant_budget_bytes as CudaMoeLayer takes it).
+// (dequant_budget_bytes and repacked_copy as CudaMoeLayer takes them).
 struct LayerWorkspace {
   enum Piece {
     kX, kX16, kXScale, kU, kAct, kAct16, kActScale, kY, kIds, kRouterWeights, kCounts, kOffsets, kSortedSlots,
@@ -254,7 +261,8 @@ struct LayerWorkspace {
   int64_t total_bytes = 0;
   DequantBatches dequant;  // experts per dequantized batch of each projection (0: none)
 };
-LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64_t dequant_budget_bytes);
+LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64_t dequant_budget_bytes,
+                                    bool repacked_copy = true);
 
 // The tensor-core kernel's shape: 8 warps per block, each owning kMmaTilesPerWarp tiles of 16 rows;
 // a step is 4 lanes x one 16-byte chunk of a row.

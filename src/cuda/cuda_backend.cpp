@@ -361,21 +361,22 @@ CudaWorkspace::~CudaWorkspace() {
   if (data_) cudaFree(data_);
 }
 
-int64_t CudaMoeLayer::workspace_bytes(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes) {
-  return plan_layer_workspace(layer, max_tokens, dequant_workspace_bytes).total_bytes;
+int64_t CudaMoeLayer::workspace_bytes(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes,
+                                      bool repacked_copy) {
+  return plan_layer_workspace(layer, max_tokens, dequant_workspace_bytes, repacked_copy).total_bytes;
 }
 
-CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes)
-    : CudaMoeLayer(layer, max_tokens, nullptr, dequant_workspace_bytes) {}
+CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes, bool repacked_copy)
+    : CudaMoeLayer(layer, max_tokens, nullptr, dequant_workspace_bytes, repacked_copy) {}
 
 CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_ptr<CudaWorkspace> workspace,
-                           int64_t dequant_workspace_bytes)
+                           int64_t dequant_workspace_bytes, bool repacked_copy)
     : impl_(std::make_unique<Impl>()) {
   if (cuda_device_count() == 0) throw NotSupported("no CUDA device is available");
   if (max_tokens <= 0) throw Error("CudaMoeLayer: max_tokens must be positive");
   Impl& m = *impl_;
   // The workspace first: a shared one too small, or on another device, fails before any upload.
-  const LayerWorkspace ws = plan_layer_workspace(layer, max_tokens, dequant_workspace_bytes);
+  const LayerWorkspace ws = plan_layer_workspace(layer, max_tokens, dequant_workspace_bytes, repacked_copy);
   if (workspace) {
     int device = 0;
     check(cudaGetDevice(&device), "cudaGetDevice");
@@ -414,7 +415,8 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_pt
   }
   check(cudaDeviceSynchronize(), "weight upload");  // the code conversion precedes any caller stream
   for (int kind = 0; kind < 3; ++kind)
-    for (int round = 0; round < 2; ++round) m.plans[kind][round] = plan_layer_gemms(layer, kind, round == 1);
+    for (int round = 0; round < 2; ++round)
+      m.plans[kind][round] = plan_layer_gemms(layer, kind, round == 1, repacked_copy);
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&m.num_sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
@@ -459,7 +461,7 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_pt
 
   // Prefill kernels for the projections that have one (plan_prefill_kernels: one whatever the
   // hidden dtype; the dtypes that do not plan it run the decode kernels).
-  const LayerGemmPlan prefill_plan = plan_prefill_kernels(layer);
+  const LayerGemmPlan prefill_plan = plan_prefill_kernels(layer, repacked_copy);
   const GroupedKernel g1 = prefill_plan.g1, g2 = prefill_plan.g2;
   if (g1 != GroupedKernel::kNone)
     make_prefill_gemm(m.prefill1, g1, prefill_plan.w13, m.w13_experts.get<cuda::ExpertTensors>(), w13, m.num_sms);

@@ -291,6 +291,36 @@ TEST(Cli, InspectCudaPlan) {
   EXPECT_FALSE(nlohmann::json::parse(plain.out).at("layers").at(0).contains("cuda_plan"));
 }
 
+// --no-repacked-copy: the plan of a layer that keeps one copy of its weights (CudaMoeLayer's
+// repacked_copy false), in JSON and text; without --cuda-plan it is an error.
+TEST(Cli, InspectCudaPlanWithoutARepackedCopy) {
+  const Result with_copy = run_cli("inspect " + test::fixture_dir("w4a16_g128") + " --json --cuda-plan");
+  const Result one_copy = run_cli("inspect " + test::fixture_dir("w4a16_g128") + " --json --cuda-plan --no-repacked-copy");
+  ASSERT_EQ(with_copy.exit_code, 0) << with_copy.out;
+  ASSERT_EQ(one_copy.exit_code, 0) << one_copy.out;
+  const auto a = nlohmann::json::parse(with_copy.out).at("layers").at(0).at("cuda_plan");
+  const auto b = nlohmann::json::parse(one_copy.out).at("layers").at(0).at("cuda_plan");
+  EXPECT_TRUE(a.at("repacked_copy").get<bool>());
+  EXPECT_FALSE(b.at("repacked_copy").get<bool>());
+  EXPECT_EQ(a.at("w13").at("prefill").get<std::string>(), to_string(GroupedKernel::kInt4RegsBf16));
+  EXPECT_EQ(b.at("w13").at("prefill").get<std::string>(), to_string(GroupedKernel::kInt4Bf16));
+  EXPECT_GT(a.at("repacked_weight_bytes").get<int64_t>(), 0);
+  EXPECT_EQ(b.at("repacked_weight_bytes").get<int64_t>(), 0);
+  EXPECT_EQ(a.at("weight_bytes"), b.at("weight_bytes"));
+  // MXFP4 without a copy: the dequantized path and its workspace.
+  const Result mx = run_cli("inspect " + test::fixture_dir("gptoss_mxfp4a16") + " --json --cuda-plan --no-repacked-copy");
+  ASSERT_EQ(mx.exit_code, 0) << mx.out;
+  const auto m = nlohmann::json::parse(mx.out).at("layers").at(0).at("cuda_plan");
+  EXPECT_EQ(m.at("w13").at("prefill").get<std::string>(), to_string(GroupedKernel::kDequantBf16));
+  EXPECT_GT(m.at("dequant_workspace_bytes").get<int64_t>(), 0);
+  const Result text = run_cli("inspect " + test::fixture_dir("w4a16_g128") + " --cuda-plan --no-repacked-copy");
+  EXPECT_THAT(text.out, HasSubstr("no repacked copy"));
+  EXPECT_THAT(text.out, Not(HasSubstr("repacked 4-bit weights")));
+  const Result alone = run_cli("inspect " + test::fixture_dir("w4a16_g128") + " --no-repacked-copy");
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_THAT(alone.out, HasSubstr("add --cuda-plan"));
+}
+
 // An f16 checkpoint (the w4a16_g128 fixture with its bf16 weight scales stored as f16): the plan is
 // for f16 hidden states, with the f16 prefill kernels.
 TEST(Cli, InspectCudaPlanOfAnF16Checkpoint) {
@@ -522,7 +552,8 @@ TEST(Cli, BenchWithoutAGpuSaysNotSupported) {
   EXPECT_THAT(r.out, HasSubstr("not supported"));
   EXPECT_NE(run_cli("bench --models qwen3-30b-a3b --rotations 0").exit_code, 0);
   // A well-formed pair of tiles (and the split timing) passes the checks and meets the same missing device.
-  const Result pair = run_cli("bench --models qwen3-30b-a3b --tokens 1 --gemm-paths auto,prefill:3/1 --split-gemms");
+  const Result pair =
+      run_cli("bench --models qwen3-30b-a3b --tokens 1 --gemm-paths auto,prefill:3/1 --split-gemms --no-repacked-copy");
   EXPECT_EQ(pair.exit_code, 3) << pair.out;
   EXPECT_THAT(pair.out, Not(HasSubstr("prefill tiles are")));
 }

@@ -9,6 +9,7 @@
 #include "config/gemm_plan.h"
 #include "config/gemm_tuning.h"
 #include "cpu/moe_math.h"
+#include "qmoe/compare.h"
 #include "qmoe/synthetic.h"
 
 namespace qmoe {
@@ -1098,6 +1099,42 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
 // The summary `qmoe inspect --cuda-plan` prints: each GEMM's kernels, the crossover and each tile
 // with the batch it takes over from, as the planner functions give them; nothing for a scheme
 // without prefill kernels.
+TEST(GemmPlan, WithoutARepackedCopyOneCopyOfTheWeights) {
+  // Without a repacked copy the register kernel's layouts take kernels that read the checkpoint's
+  // weights (W4A16 g128 and channel: CUTLASS's mixed-input kernel; W4A8-INT8: the bf16 kernel on
+  // its codes) or a bounded workspace (the dequantized path); every other scheme's plan is the same.
+  for (const std::string& scheme : synthetic_schemes()) {
+    const MoeLayer layer = synthetic_layer(scheme, {"small", 4, 2, 256, 128}, 7, 1);
+    const LayerGemmPlan with_copy = plan_layer_gemms(layer, 0, true), one_copy = plan_layer_gemms(layer, 0, true, false);
+    const GroupedKernel want = !dequantizes_in_registers(with_copy.g1) ? with_copy.g1
+                               : scheme == "w4a16_g128"                ? GroupedKernel::kInt4Bf16
+                               : scheme == "w4a8_int8" || scheme == "w4a8_int8_channel" ? GroupedKernel::kInt4Codes
+                                                                                         : GroupedKernel::kDequantBf16;
+    EXPECT_EQ(one_copy.g1, want) << scheme;
+    EXPECT_EQ(one_copy.g2, want) << scheme;
+    EXPECT_FALSE(dequantizes_in_registers(plan_prefill_kernels(layer, false).g1)) << scheme;
+    const CudaPlanSummary s = summarize_cuda_plan(layer, 0, false);
+    EXPECT_EQ(s.repacked_weight_bytes, 0) << scheme;
+    EXPECT_EQ(s.w13.prefill, to_string(want)) << scheme;
+    if (dequantizes_to_workspace(want)) {
+      EXPECT_GT(s.dequant_workspace_bytes, 0) << scheme;
+      EXPECT_GT(plan_layer_workspace(layer, 4096, kDefaultDequantWorkspaceBytes, false).bytes[LayerWorkspace::kDequantized], 0)
+          << scheme;
+    }
+    // (The default allows the copy: the workspace of the dequantized path is then not allocated.)
+    if (dequantizes_in_registers(with_copy.g1))
+      EXPECT_EQ(plan_layer_workspace(layer, 4096, kDefaultDequantWorkspaceBytes).bytes[LayerWorkspace::kDequantized], 0)
+          << scheme;
+  }
+  // The W4A8-INT8 bf16 kernel rounds its weights: a prefill forward without a copy is held to its
+  // looser bound (moves codes), with the copy to the backends' own.
+  const MoeLayer w4a8 = synthetic_layer("w4a8_int8", {"small", 4, 2, 256, 128}, 7, 1);
+  ForwardOptions prefill;
+  prefill.gemm_path = GemmPath::kPrefill;
+  EXPECT_FALSE(cuda_prefill_moves_codes(w4a8, prefill));
+  EXPECT_TRUE(cuda_prefill_moves_codes(w4a8, prefill, -1, false));
+}
+
 TEST(GemmPlan, CudaPlanSummary) {
   // Each entry's batch is exactly where the planner's tile changes.
   // (k: the GEMM's reduction, hidden for w13 and inter for w2.)

@@ -989,6 +989,57 @@ TEST(DequantizedPrefill, HalfPrecisionModels) {
 // repacked at load, dequantized in registers): both tiles, forced and by the planner, weight rows that are not whole 128-row tiles
 // (gpt-oss's 2880), biases, layers whose w2 takes the dequantized path instead, eager and
 // graph-replayed, and the automatic path past the crossover.
+// Without a repacked copy (CudaMoeLayer's repacked_copy false) the register kernel's layers keep one
+// copy of their weights and take the CUTLASS or dequantized routes (plan_grouped_kernel), eager and
+// graph-replayed, against the CPU.
+TEST(RepackedCopy, OffKeepsOneCopyAndMatchesTheCpuBackend) {
+  REQUIRE_GPU();
+  struct Case {
+    Scheme scheme;
+    GroupedKernel without;
+  };
+  for (const Case& c : {Case{Scheme::kW4A16G128, GroupedKernel::kInt4Bf16}, Case{Scheme::kW4A16Channel, GroupedKernel::kInt4Bf16},
+                        Case{Scheme::kW4A16AsymG32, GroupedKernel::kDequantBf16}, Case{Scheme::kMxfp4, GroupedKernel::kDequantBf16},
+                        Case{Scheme::kNvfp4, GroupedKernel::kDequantBf16}, Case{Scheme::kW4A8Int8, GroupedKernel::kInt4Codes}}) {
+    const MoeLayer layer = random_layer(c.scheme, {16, 8, 2048, 768});
+    const std::string name = name_of(c.scheme);
+    ASSERT_TRUE(dequantizes_in_registers(plan_prefill_kernels(layer).g1)) << name;
+    const LayerGemmPlan off = plan_prefill_kernels(layer, false);
+    ASSERT_EQ(off.g1, c.without) << name;
+    ASSERT_EQ(off.g2, c.without) << name;
+    int64_t min_tokens = 0;
+    for (auto [g, L] : {std::pair{off.g1, &off.w13}, std::pair{off.g2, &off.w2}})
+      min_tokens = std::max(min_tokens, grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter, has_row_scales(*L)));
+    const int max_t = static_cast<int>(std::max<int64_t>(min_tokens, 300));
+    const CudaMoeLayer with_copy(layer, max_t);
+    const CudaMoeLayer one_copy(layer, max_t, CudaMoeLayer::kDefaultDequantWorkspaceBytes, false);
+    int64_t checkpoint_bytes = 0;  // (the device's codes and scales; W4A8-INT8's bf16 scales as loaded)
+    for (const ExpertWeights& ew : layer.experts)
+      for (const QuantWeight* w : {&ew.w13, &ew.w2})
+        checkpoint_bytes += static_cast<int64_t>(w->data.size_bytes() + w->scale.size_bytes() + w->zero_point.size_bytes());
+    EXPECT_EQ(one_copy.device_weight_bytes(), checkpoint_bytes) << name;
+    EXPECT_GT(with_copy.device_weight_bytes(), checkpoint_bytes + checkpoint_bytes / 2) << name;
+    auto cpu = make_backend("cpu");
+    for (int64_t tokens : {int64_t{7}, int64_t{300}}) {
+      Tensor x, logits;
+      random_inputs(tokens, layer, x, logits);
+      ForwardOptions prefill;
+      prefill.gemm_path = GemmPath::kPrefill;
+      const Tensor want = cpu->forward(layer, x, logits, prefill);
+      Tensor got, replay;
+      forward_eager_and_replayed(one_copy, x, logits, prefill, 2, &got, &replay);
+      if (got.empty()) return;  // a failed assertion above
+      const std::string what = "one copy " + name + " tokens " + std::to_string(tokens);
+      EXPECT_EQ(0, std::memcmp(got.raw(), replay.raw(), got.size_bytes())) << what << ": graph replay differs";
+      const OutputDiff d = compare_outputs(got, want);
+      std::printf("    %-60s rel_l2 %.2e\n", what.c_str(), d.rel_l2);
+      EXPECT_TRUE(d.finite) << what << seed_note();
+      EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, prefill, Comparison::kCudaVsReference, tokens, false))
+          << what << " max abs err " << d.max_abs_error << seed_note();
+    }
+  }
+}
+
 TEST(W4Prefill, MatchesTheCpuBackend) {
   REQUIRE_GPU();
   struct Case {
