@@ -82,11 +82,11 @@ std::string qmoe_kernel_family(const DispatchDecision& d, Target target) {
   if (target != Target::kCpu)
     return "cuda: tensor-core decode GEMMs for weight-only, unquantized and FP8/INT8/W4A8 schemes, CUDA-core GEMV for "
            "the rest; on larger batches CUTLASS wgmma prefill GEMMs for FP8 (tensor/channel/128x128 block) and "
-           "INT8 W8A8 (W4A8 with FP8 activations too: held as vLLM's FP8 products), W8A16 and W4A8 with INT8 "
-           "activations (groups of >= 64 or channel scales) and bf16, a wgmma kernel of qmoe's own for MXFP4, "
-           "NVFP4 weight-only and INT4 weight-only (W4A16: groups of a multiple of 16 or channel scales, zero "
-           "points) and for W4A8 with INT8 activations on a repacked copy of the weights (codes dequantized in "
-           "registers, the activation applied in the first GEMM's epilogue, the second writing the combine's bf16 "
+           "INT8 W8A8 (W4A8 with FP8 activations too: held as vLLM's FP8 products), W8A16 (and W4A16 and W4A8 "
+           "with INT8 activations without a repacked copy; groups of >= 64 or channel scales) and bf16, a wgmma "
+           "kernel of qmoe's own for MXFP4, NVFP4 weight-only, INT4 weight-only (W4A16: groups of a multiple of "
+           "16 or channel scales, zero points) and W4A8 with INT8 activations, k a multiple of 64, on a repacked "
+           "copy of the weights (codes dequantized in registers, the activation applied in the first GEMM's epilogue, the second writing the combine's bf16 "
            "terms), and the bf16 GEMM on dequantized weights for the other weight-only layouts (`qmoe inspect "
            "--cuda-plan` and `qmoe run` print the plan of each GEMM; bench/RESULTS.md)";
 #else

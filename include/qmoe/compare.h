@@ -24,7 +24,8 @@ OutputDiff compare_outputs(const Tensor& out, const Tensor& ref);
 // whose sums differ slightly from the reference's (the FP8 MMA's reduced-precision accumulator,
 // W4A8's bf16-rounded weights), so that activation codes move; its outputs are then held to
 // cuda_prefill_rel_l2 (0 where no such GEMM runs), against the reference and torch fixtures alike.
-// `repacked_copy`: the CudaMoeLayer's (it changes W4A8-INT8's prefill kernel).
+// `repacked_copy`: whether the CudaMoeLayer may hold a repacked copy (repacked_copy_possible: its
+// option, a nonzero budget; it changes W4A8-INT8's prefill kernel).
 bool cuda_prefill_moves_codes(const MoeLayer& layer, const ForwardOptions& options, int64_t tokens = -1,
                               bool repacked_copy = true);
 double cuda_prefill_rel_l2(const MoeLayer& layer, const ForwardOptions& options, int64_t tokens = -1,

@@ -55,12 +55,14 @@ class CudaMoeLayer {
   // group of a multiple of 128 or per row, have a prefill kernel of their own instead, which reads a
   // copy of their weights repacked at load (codes as many bytes again as the checkpoint's, scales as
   // 32-bit words), allocated under the same conditions: max_tokens at its crossover and a nonzero
-  // budget (the budget's size does not bound it). `repacked_copy` false keeps one copy of the
-  // weights at some prefill speed (plan_grouped_kernel; `qmoe inspect --cuda-plan
-  // --no-repacked-copy` shows the plan): W4A16 with groups of >= 64 or channel scales then runs
-  // CUTLASS's mixed-input kernel on the checkpoint's codes (its GEMMs about as fast, the activation
-  // and the combine's weighting in passes of their own: layers ~1.1x the time), W4A8-INT8 the bf16
-  // kernel on its codes, and the others the dequantized path above.
+  // budget (the budget's size does not bound it), at most 1024 local experts.
+  // `repacked_copy` false keeps one copy of the weights at some prefill speed (plan_grouped_kernel;
+  // `qmoe inspect --cuda-plan --no-repacked-copy` shows the plan): W4A16 with groups of >= 64 or
+  // channel scales then runs CUTLASS's mixed-input kernel on the checkpoint's codes (its GEMMs about
+  // as fast, the activation and the combine's weighting in passes of their own: layers ~1.1x the
+  // time), W4A8-INT8 the bf16 kernel on its codes (its weights rounded to bf16), and the others the
+  // dequantized path above. A zero budget or more local experts plan the same way
+  // (repacked_copy_possible), so those two keep their CUTLASS prefill kernel there too.
   static constexpr int64_t kDefaultDequantWorkspaceBytes = int64_t{1} << 30;
   CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes = kDefaultDequantWorkspaceBytes,
                bool repacked_copy = true);

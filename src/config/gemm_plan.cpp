@@ -226,7 +226,8 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const Gem
   if (repacked_copy && bf16_rows && L.format == kNvfp4 && !L.round_to_scale_dtype && L.cols % 64 == 0 &&
       L.group_size == 16 && L.scale_kind == 3 && L.scale_cols == L.cols / 16 && !has_g_idx)
     return GroupedKernel::kNvfp4Bf16;
-  // INT4 that kInt4Bf16 (checked above) does not take: groups of 16 or 32, zero points.
+  // INT4 that kInt4Bf16 (checked above) does not take: groups of 16 or 32, zero points (the rest
+  // took the register kernel above, where a copy is allowed).
   if (repacked_copy && int4_registers_fit(L, has_g_idx, in)) return GroupedKernel::kInt4RegsBf16;
   if (bf16_rows && L.format != kDense && chunks_fit &&
       (dequantizes_to_bf16_exactly(L) || (!has_g_idx && dequant_divides_by_global_scale(L))))
@@ -489,6 +490,10 @@ LayerGemmPlan plan_prefill_kernels(const MoeLayer& layer, bool repacked_copy) {
       }
     }
   return chosen;
+}
+
+bool repacked_copy_possible(const MoeLayer& layer, int64_t dequant_budget_bytes, bool repacked_copy) {
+  return repacked_copy && dequant_budget_bytes > 0 && layer.num_local_experts <= kMaxRegisterKernelExperts;
 }
 
 LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64_t dequant_budget_bytes,

@@ -63,7 +63,8 @@ enum class GroupedKernel {
   kInt8,  // INT8 codes x INT8 weights with tensor or channel scales, one input scale per row
   kBf16,  // bf16 inputs x bf16 weights (unquantized experts of bf16 models)
   kInt4Bf16,  // bf16 inputs x symmetric INT4 weights with bf16 group (>= 64) or channel scales, W4A16:
-              // CUTLASS's mixed-input kernel, dequantizing in the mainloop (transposed: weights as A)
+              // CUTLASS's mixed-input kernel, dequantizing in the mainloop (transposed: weights as A);
+              // planned where kInt4RegsBf16 is not (no repacked copy, k not a multiple of 64)
   kFp8Block,  // FP8 codes with one scale per (row, 128 columns) x FP8 weights with 128 x 128 block
               // scales: CUTLASS's blockwise-scaled kernel, each 128-deep partial sum scaled in fp32
   kInt8Bf16,  // bf16 inputs x symmetric INT8 weights (packed or int8 storage) with bf16 group (>= 64)
@@ -82,8 +83,8 @@ enum class GroupedKernel {
   kNvfp4Bf16,  // the same kernel on NVFP4 weight-only weights scaled as vLLM scales them (e2m1 *
                // fp8(s) in the GEMM, the global scale after it)
   kInt4RegsBf16,  // the same kernel on INT4 weights with bf16 scales (groups of a multiple of 16 or
-                  // per row, zero points) that kInt4Bf16 does not take (groups of 32, zero points):
-                  // RNE_bf16((q - z) * s) in registers
+                  // per row, with or without zero points; W4A16 g128 included since the thirtieth
+                  // session): RNE_bf16((q - z) * s) in registers
   kF16,           // f16 inputs x f16 weights (unquantized experts of f16 models)
   kInt4F16,       // f16 inputs x symmetric INT4 weights with f16 group (>= 64) or channel scales (W4A16
                   // of f16 models): kInt4Bf16's mixed-input kernel with f16 types, RNE_f16(q * s)
@@ -247,6 +248,17 @@ DequantBatches plan_dequant_batches(const LayerGemmPlan& plan, int num_experts, 
 // it run the decode kernels; the layouts as plan_layer_gemms gives them). Throws qmoe::Error where
 // two hidden dtypes would plan different ones.
 LayerGemmPlan plan_prefill_kernels(const MoeLayer& layer, bool repacked_copy = true);
+
+// The most local experts the 4-bit register kernel takes (its tile map in shared memory;
+// cuda::kMaxFp4GemmExperts).
+inline constexpr int kMaxRegisterKernelExperts = 1024;
+// Whether a CudaMoeLayer built with these arguments may hold the register kernel's repacked copy:
+// asked for (`repacked_copy`), a nonzero dequantization budget (zero: no memory beyond the weights)
+// and at most kMaxRegisterKernelExperts local experts. Its plans take this as their repacked_copy,
+// so where no copy can be made, W4A16 with groups of >= 64 or channel scales and W4A8-INT8 keep
+// CUTLASS's kernels on the checkpoint's codes and the other 4-bit layouts the decode kernels (their
+// dequantized path needs the budget too).
+bool repacked_copy_possible(const MoeLayer& layer, int64_t dequant_budget_bytes, bool repacked_copy);
 
 // The device scratch of a CudaMoeLayer for up to max_tokens tokens: every piece's bytes and offset
 // in one allocation (256-byte aligned; absent pieces 0 bytes), with the dequantization batches

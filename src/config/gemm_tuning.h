@@ -77,7 +77,8 @@ inline constexpr int kGroupedMinTokensBf16 = 16;
 // 1 token, 132.4 vs 153.1 for Mixtral; Qwen3-30B-A3B 31.0 vs 30.7, but its layer 58.2 vs 63.5 us
 // with the prefill path's fused input rows): it runs from one token.
 inline constexpr int kGroupedMinTokensFp8Block = 1;
-// W4A16, W8A16 and W4A8 (the mixed-input kernel): by mean rows per expert (tokens * top_k /
+// W4A16 (where it runs CUTLASS's kernel: no repacked copy, k not a multiple of 64), W8A16 and W4A8
+// (the mixed-input kernel): by mean rows per expert (tokens * top_k /
 // experts). The mixed-input kernel's time barely grows with the rows up to its tile's input rows (it
 // converts every weight tile whatever its rows), the decode kernels' grows linearly. With the 128 x
 // 32 tile (H200, 2026-11-30, GEMM us decode vs 128 x 32, same run, bench/runs/
@@ -156,7 +157,7 @@ inline constexpr int kGroupedMinRowsPerExpertDequantF16 = 128;
 inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 25;
 inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 17;
 // The same kernel on NVFP4 weight-only (kNvfp4Bf16; its decode kernels are slower than MXFP4's) and
-// on INT4 with bf16 scales (kInt4RegsBf16: groups of 32, zero points), GEMM us decode vs prefill,
+// on INT4 with bf16 scales (kInt4RegsBf16: then groups of 32, zero points), GEMM us decode vs prefill,
 // same call each, 02bce2d and a24922d (the same kernels; bench/runs/2026-11-30_w4_regs/), crossings
 // interpolated:
 // - NVFP4: Mixtral-8x7B 648 vs 740 at 16 rows, 797 vs 699 at 24 (02bce2d, ~20; a24922d: 736 vs 719

@@ -361,9 +361,12 @@ CudaWorkspace::~CudaWorkspace() {
   if (data_) cudaFree(data_);
 }
 
+static_assert(cuda::kMaxFp4GemmExperts == kMaxRegisterKernelExperts);
+
 int64_t CudaMoeLayer::workspace_bytes(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes,
                                       bool repacked_copy) {
-  return plan_layer_workspace(layer, max_tokens, dequant_workspace_bytes, repacked_copy).total_bytes;
+  const bool copy = repacked_copy_possible(layer, dequant_workspace_bytes, repacked_copy);
+  return plan_layer_workspace(layer, max_tokens, dequant_workspace_bytes, copy).total_bytes;
 }
 
 CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, int64_t dequant_workspace_bytes, bool repacked_copy)
@@ -375,8 +378,10 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_pt
   if (cuda_device_count() == 0) throw NotSupported("no CUDA device is available");
   if (max_tokens <= 0) throw Error("CudaMoeLayer: max_tokens must be positive");
   Impl& m = *impl_;
+  // (Where no repacked copy can be made the layer plans as without one.)
+  const bool copy = repacked_copy_possible(layer, dequant_workspace_bytes, repacked_copy);
   // The workspace first: a shared one too small, or on another device, fails before any upload.
-  const LayerWorkspace ws = plan_layer_workspace(layer, max_tokens, dequant_workspace_bytes, repacked_copy);
+  const LayerWorkspace ws = plan_layer_workspace(layer, max_tokens, dequant_workspace_bytes, copy);
   if (workspace) {
     int device = 0;
     check(cudaGetDevice(&device), "cudaGetDevice");
@@ -416,7 +421,7 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_pt
   check(cudaDeviceSynchronize(), "weight upload");  // the code conversion precedes any caller stream
   for (int kind = 0; kind < 3; ++kind)
     for (int round = 0; round < 2; ++round)
-      m.plans[kind][round] = plan_layer_gemms(layer, kind, round == 1, repacked_copy);
+      m.plans[kind][round] = plan_layer_gemms(layer, kind, round == 1, copy);
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&m.num_sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
@@ -461,7 +466,7 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_pt
 
   // Prefill kernels for the projections that have one (plan_prefill_kernels: one whatever the
   // hidden dtype; the dtypes that do not plan it run the decode kernels).
-  const LayerGemmPlan prefill_plan = plan_prefill_kernels(layer, repacked_copy);
+  const LayerGemmPlan prefill_plan = plan_prefill_kernels(layer, copy);
   const GroupedKernel g1 = prefill_plan.g1, g2 = prefill_plan.g2;
   if (g1 != GroupedKernel::kNone)
     make_prefill_gemm(m.prefill1, g1, prefill_plan.w13, m.w13_experts.get<cuda::ExpertTensors>(), w13, m.num_sms);
@@ -471,10 +476,11 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_pt
   // kDequantBf16 / kDequantF16: the batches its workspace piece holds (0: the decode kernels).
   m.prefill1.batch_experts = ws.dequant.w13;
   m.prefill2.batch_experts = ws.dequant.w2;
-  // The 4-bit register kernel: the repacked weights, under the same conditions. (Its bf16-input
-  // formats plan only for bf16 hidden states; W4A8-INT8 takes int8 rows quantized from any.)
+  // The 4-bit register kernel (planned only where repacked_copy_possible): the repacked weights,
+  // from max_tokens at its crossover. (Its bf16-input formats plan only for bf16 hidden states;
+  // W4A8-INT8 takes int8 rows quantized from any.)
   for (auto [g, host] : {std::pair{&m.prefill1, &w13}, std::pair{&m.prefill2, &w2}})
-    if (dequantizes_in_registers(g->kind) && dequant_workspace_bytes > 0 && E <= cuda::kMaxFp4GemmExperts &&
+    if (dequantizes_in_registers(g->kind) &&
         max_tokens >= grouped_min_tokens(g->kind, layer.num_experts, layer.top_k, layer.inter, has_row_scales(g->layout))) {
       repack_4bit(*g, *host, g == &m.prefill1 && layer.gated() ? I : 0);
       m.weight_bytes += static_cast<int64_t>(g->repacked.bytes());

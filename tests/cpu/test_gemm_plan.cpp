@@ -1096,9 +1096,6 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_EQ(tile_config(GroupedKernel::kBf16, GroupedTile::kTiny48), "none");
 }
 
-// The summary `qmoe inspect --cuda-plan` prints: each GEMM's kernels, the crossover and each tile
-// with the batch it takes over from, as the planner functions give them; nothing for a scheme
-// without prefill kernels.
 TEST(GemmPlan, WithoutARepackedCopyOneCopyOfTheWeights) {
   // Without a repacked copy the register kernel's layouts take kernels that read the checkpoint's
   // weights (W4A16 g128 and channel: CUTLASS's mixed-input kernel; W4A8-INT8: the bf16 kernel on
@@ -1126,6 +1123,17 @@ TEST(GemmPlan, WithoutARepackedCopyOneCopyOfTheWeights) {
       EXPECT_EQ(plan_layer_workspace(layer, 4096, kDefaultDequantWorkspaceBytes).bytes[LayerWorkspace::kDequantized], 0)
           << scheme;
   }
+  // A CudaMoeLayer makes the copy only if asked, with a nonzero budget, for at most
+  // kMaxRegisterKernelExperts local experts; otherwise it plans as without it.
+  const MoeLayer w4 = synthetic_layer("w4a16_g128", {"small", 4, 2, 256, 128}, 7, 1);
+  EXPECT_TRUE(repacked_copy_possible(w4, kDefaultDequantWorkspaceBytes, true));
+  EXPECT_FALSE(repacked_copy_possible(w4, kDefaultDequantWorkspaceBytes, false));
+  EXPECT_FALSE(repacked_copy_possible(w4, 0, true));
+  MoeLayer many = w4;
+  many.num_local_experts = kMaxRegisterKernelExperts + 1;
+  EXPECT_FALSE(repacked_copy_possible(many, kDefaultDequantWorkspaceBytes, true));
+  many.num_local_experts = kMaxRegisterKernelExperts;
+  EXPECT_TRUE(repacked_copy_possible(many, kDefaultDequantWorkspaceBytes, true));
   // The W4A8-INT8 bf16 kernel rounds its weights: a prefill forward without a copy is held to its
   // looser bound (moves codes), with the copy to the backends' own.
   const MoeLayer w4a8 = synthetic_layer("w4a8_int8", {"small", 4, 2, 256, 128}, 7, 1);
@@ -1135,6 +1143,9 @@ TEST(GemmPlan, WithoutARepackedCopyOneCopyOfTheWeights) {
   EXPECT_TRUE(cuda_prefill_moves_codes(w4a8, prefill, -1, false));
 }
 
+// The summary `qmoe inspect --cuda-plan` prints: each GEMM's kernels, the crossover and each tile
+// with the batch it takes over from, as the planner functions give them; nothing for a scheme
+// without prefill kernels.
 TEST(GemmPlan, CudaPlanSummary) {
   // Each entry's batch is exactly where the planner's tile changes.
   // (k: the GEMM's reduction, hidden for w13 and inter for w2.)

@@ -587,7 +587,8 @@ void expect_prefill_edges(Scheme s, int64_t skewed_tokens, Scheme map_scheme, in
 TEST(PrefillKernels, EdgeCases) {
   REQUIRE_GPU();
   expect_prefill_edges(Scheme::kFp8Channel, 400, Scheme::kFp8Channel, 257);
-  // The transposed W4A16 kernel (group and channel scales).
+  // W4A16 with group and channel scales (the register kernel; CUTLASS's transposed W4A16 kernel in
+  // RepackedCopy.OffKeepsOneCopyAndMatchesTheCpuBackend).
   expect_prefill_edges(Scheme::kW4A16G128, 300, Scheme::kW4A16Channel, 129);
   // INT8 weight-only: packed codes made signed at load, and int8 storage.
   expect_prefill_edges(Scheme::kW8A16Channel, 300, Scheme::kW8A16Int8Storage, 129);
@@ -985,13 +986,25 @@ TEST(DequantizedPrefill, HalfPrecisionModels) {
   }
 }
 
-// MXFP4, NVFP4 weight-only and INT4 (groups of 32, zero points) on the 4-bit register kernel (codes
-// repacked at load, dequantized in registers): both tiles, forced and by the planner, weight rows that are not whole 128-row tiles
-// (gpt-oss's 2880), biases, layers whose w2 takes the dequantized path instead, eager and
-// graph-replayed, and the automatic path past the crossover.
+// A layer's forward on `dev`, eager and graph-replayed (bit for bit), against the CPU's.
+// `repacked_copy`: whether `dev` may hold the register kernel's copy (the tolerance follows it).
+void expect_device_layer_matches_cpu(const CudaMoeLayer& dev, const Tensor& x, const Tensor& logits,
+                                     const ForwardOptions& options, bool repacked_copy, const std::string& what) {
+  const Tensor want = make_backend("cpu")->forward(dev.layer(), x, logits, options);
+  Tensor got, replay;
+  forward_eager_and_replayed(dev, x, logits, options, 2, &got, &replay);
+  if (got.empty()) return;  // a failed assertion above
+  EXPECT_EQ(0, std::memcmp(got.raw(), replay.raw(), got.size_bytes())) << what << ": graph replay differs";
+  const OutputDiff d = compare_outputs(got, want);
+  std::printf("    %-60s rel_l2 %.2e\n", what.c_str(), d.rel_l2);
+  EXPECT_TRUE(d.finite) << what << seed_note();
+  EXPECT_LE(d.rel_l2, tolerance_rel_l2(dev.layer(), options, Comparison::kCudaVsReference, x.dim(0), repacked_copy))
+      << what << " max abs err " << d.max_abs_error << seed_note();
+}
+
 // Without a repacked copy (CudaMoeLayer's repacked_copy false) the register kernel's layers keep one
 // copy of their weights and take the CUTLASS or dequantized routes (plan_grouped_kernel), eager and
-// graph-replayed, against the CPU.
+// graph-replayed, against the CPU; a zero budget plans the same (repacked_copy_possible).
 TEST(RepackedCopy, OffKeepsOneCopyAndMatchesTheCpuBackend) {
   REQUIRE_GPU();
   struct Case {
@@ -1000,7 +1013,8 @@ TEST(RepackedCopy, OffKeepsOneCopyAndMatchesTheCpuBackend) {
   };
   for (const Case& c : {Case{Scheme::kW4A16G128, GroupedKernel::kInt4Bf16}, Case{Scheme::kW4A16Channel, GroupedKernel::kInt4Bf16},
                         Case{Scheme::kW4A16AsymG32, GroupedKernel::kDequantBf16}, Case{Scheme::kMxfp4, GroupedKernel::kDequantBf16},
-                        Case{Scheme::kNvfp4, GroupedKernel::kDequantBf16}, Case{Scheme::kW4A8Int8, GroupedKernel::kInt4Codes}}) {
+                        Case{Scheme::kNvfp4, GroupedKernel::kDequantBf16}, Case{Scheme::kW4A8Int8, GroupedKernel::kInt4Codes},
+                        Case{Scheme::kW4A8Int8Channel, GroupedKernel::kInt4Codes}}) {
     const MoeLayer layer = random_layer(c.scheme, {16, 8, 2048, 768});
     const std::string name = name_of(c.scheme);
     ASSERT_TRUE(dequantizes_in_registers(plan_prefill_kernels(layer).g1)) << name;
@@ -1013,33 +1027,66 @@ TEST(RepackedCopy, OffKeepsOneCopyAndMatchesTheCpuBackend) {
     const int max_t = static_cast<int>(std::max<int64_t>(min_tokens, 300));
     const CudaMoeLayer with_copy(layer, max_t);
     const CudaMoeLayer one_copy(layer, max_t, CudaMoeLayer::kDefaultDequantWorkspaceBytes, false);
-    int64_t checkpoint_bytes = 0;  // (the device's codes and scales; W4A8-INT8's bf16 scales as loaded)
+    int64_t checkpoint_bytes = 0;  // (the device's codes, scales and zero points as loaded)
     for (const ExpertWeights& ew : layer.experts)
       for (const QuantWeight* w : {&ew.w13, &ew.w2})
         checkpoint_bytes += static_cast<int64_t>(w->data.size_bytes() + w->scale.size_bytes() + w->zero_point.size_bytes());
     EXPECT_EQ(one_copy.device_weight_bytes(), checkpoint_bytes) << name;
     EXPECT_GT(with_copy.device_weight_bytes(), checkpoint_bytes + checkpoint_bytes / 2) << name;
-    auto cpu = make_backend("cpu");
+    ForwardOptions prefill;
+    prefill.gemm_path = GemmPath::kPrefill;
     for (int64_t tokens : {int64_t{7}, int64_t{300}}) {
       Tensor x, logits;
       random_inputs(tokens, layer, x, logits);
-      ForwardOptions prefill;
-      prefill.gemm_path = GemmPath::kPrefill;
-      const Tensor want = cpu->forward(layer, x, logits, prefill);
-      Tensor got, replay;
-      forward_eager_and_replayed(one_copy, x, logits, prefill, 2, &got, &replay);
-      if (got.empty()) return;  // a failed assertion above
-      const std::string what = "one copy " + name + " tokens " + std::to_string(tokens);
-      EXPECT_EQ(0, std::memcmp(got.raw(), replay.raw(), got.size_bytes())) << what << ": graph replay differs";
-      const OutputDiff d = compare_outputs(got, want);
-      std::printf("    %-60s rel_l2 %.2e\n", what.c_str(), d.rel_l2);
-      EXPECT_TRUE(d.finite) << what << seed_note();
-      EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, prefill, Comparison::kCudaVsReference, tokens, false))
-          << what << " max abs err " << d.max_abs_error << seed_note();
+      expect_device_layer_matches_cpu(one_copy, x, logits, prefill, false, "one copy " + name + " tokens " + std::to_string(tokens));
     }
+    // A zero budget: no copy either; the CUTLASS kernels still run, the dequantized path does not.
+    const CudaMoeLayer zero_budget(layer, max_t, 0);
+    EXPECT_EQ(zero_budget.device_weight_bytes(), checkpoint_bytes) << name;
+    Tensor x, logits;
+    random_inputs(300, layer, x, logits);
+    if (dequantizes_to_workspace(c.without))  // (checked before any launch or pointer use)
+      EXPECT_THROW(zero_budget.forward(nullptr, DType::kBF16, nullptr, nullptr, 300, nullptr, prefill), NotSupported)
+          << name;
+    else
+      expect_device_layer_matches_cpu(zero_budget, x, logits, prefill, false, "zero budget " + name + " tokens 300");
   }
+  // CUTLASS's W4A16 kernel, which only layers without the copy (or with k not a multiple of 64) run
+  // since the register kernel took W4A16 g128: every tile forced, all tokens on two experts (the
+  // others empty), an expert map.
+  const MoeLayer g128 = random_layer(Scheme::kW4A16G128, {8, 2, 512, 256});
+  const CudaMoeLayer one_copy(g128, 400, CudaMoeLayer::kDefaultDequantWorkspaceBytes, false);
+  ASSERT_EQ(plan_prefill_kernels(g128, false).g1, GroupedKernel::kInt4Bf16);
+  Tensor x, logits;
+  random_inputs(400, g128, x, logits);
+  for (int t = 0; t < kGroupedTiles; ++t) {
+    if (!grouped_tile_built(GroupedKernel::kInt4Bf16, static_cast<GroupedTile>(t))) continue;
+    ForwardOptions tile;
+    tile.gemm_path = GemmPath::kPrefill;
+    tile.prefill_tile = t;
+    expect_device_layer_matches_cpu(one_copy, x, logits, tile, false,
+                                    "one copy w4a16_g128 tile " + to_string(static_cast<GroupedTile>(t)));
+  }
+  for (int64_t i = 0; i < 400; ++i) {
+    logits.data<float>()[i * 8 + 3] = 30.0f;
+    logits.data<float>()[i * 8 + 5] = 29.0f;
+  }
+  ForwardOptions prefill;
+  prefill.gemm_path = GemmPath::kPrefill;
+  expect_device_layer_matches_cpu(one_copy, x, logits, prefill, false, "one copy w4a16_g128 on experts 3 and 5");
+  MoeLayer ep = g128;
+  ep.expert_map = {-1, 0, -1, 1, -1, 2, -1, 3};
+  ep.num_local_experts = 4;
+  ep.experts.resize(4);
+  const CudaMoeLayer ep_one_copy(ep, 400, CudaMoeLayer::kDefaultDequantWorkspaceBytes, false);
+  random_inputs(129, ep, x, logits);
+  expect_device_layer_matches_cpu(ep_one_copy, x, logits, prefill, false, "one copy w4a16_g128 expert map");
 }
 
+// MXFP4, NVFP4 weight-only and INT4 (groups of 128 and 32, channel scales, zero points) on the 4-bit
+// register kernel (codes repacked at load, dequantized in registers): both tiles, forced and by the
+// planner, weight rows that are not whole 128-row tiles (gpt-oss's 2880), biases, layers whose w2 takes the dequantized path instead, eager and
+// graph-replayed, and the automatic path past the crossover.
 TEST(W4Prefill, MatchesTheCpuBackend) {
   REQUIRE_GPU();
   struct Case {
