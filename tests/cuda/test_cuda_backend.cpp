@@ -703,12 +703,10 @@ void forward_eager_and_replayed(const CudaMoeLayer& dev, const Tensor& x, const 
 
 // ---- prefill on dequantized weights (groups of 32, zero points, act order, MXFP4) ----------------
 
-// The device API's forward with a workspace of `dequant_bytes` for dequantized experts, eager and
-// graph-replayed (bit for bit), against the CPU's `want`.
-void expect_dequantized_prefill_matches_cpu(const MoeLayer& layer, const Tensor& x, const Tensor& logits,
-                                            const Tensor& want, const ForwardOptions& options, int max_tokens,
-                                            int64_t dequant_bytes, const std::string& what) {
-  CudaMoeLayer dev(layer, max_tokens, dequant_bytes);
+// A layer's forward on `dev`, eager and graph-replayed (bit for bit), against the CPU's `want`.
+// `repacked_copy`: whether `dev` may hold the register kernel's copy (the tolerance follows it).
+void expect_device_layer_matches(const CudaMoeLayer& dev, const Tensor& x, const Tensor& logits, const Tensor& want,
+                                 const ForwardOptions& options, bool repacked_copy, const std::string& what) {
   Tensor got, replay;
   forward_eager_and_replayed(dev, x, logits, options, 2, &got, &replay);
   if (got.empty()) return;  // a failed assertion above
@@ -716,8 +714,17 @@ void expect_dequantized_prefill_matches_cpu(const MoeLayer& layer, const Tensor&
   const OutputDiff d = compare_outputs(got, want);
   std::printf("    %-60s rel_l2 %.2e\n", what.c_str(), d.rel_l2);
   EXPECT_TRUE(d.finite) << what << seed_note();
-  EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, options, Comparison::kCudaVsReference, x.dim(0)))
+  EXPECT_LE(d.rel_l2, tolerance_rel_l2(dev.layer(), options, Comparison::kCudaVsReference, x.dim(0), repacked_copy))
       << what << " max abs err " << d.max_abs_error << seed_note();
+}
+
+// The device API's forward with a workspace of `dequant_bytes` for dequantized experts, eager and
+// graph-replayed (bit for bit), against the CPU's `want`.
+void expect_dequantized_prefill_matches_cpu(const MoeLayer& layer, const Tensor& x, const Tensor& logits,
+                                            const Tensor& want, const ForwardOptions& options, int max_tokens,
+                                            int64_t dequant_bytes, const std::string& what) {
+  const CudaMoeLayer dev(layer, max_tokens, dequant_bytes);
+  expect_device_layer_matches(dev, x, logits, want, options, repacked_copy_possible(layer, dequant_bytes, true), what);
 }
 
 // Act order: each k column's group from a shuffled g_idx (every group keeps group_size columns).
@@ -986,20 +993,11 @@ TEST(DequantizedPrefill, HalfPrecisionModels) {
   }
 }
 
-// A layer's forward on `dev`, eager and graph-replayed (bit for bit), against the CPU's.
-// `repacked_copy`: whether `dev` may hold the register kernel's copy (the tolerance follows it).
+// expect_device_layer_matches against the CPU backend's forward of dev.layer().
 void expect_device_layer_matches_cpu(const CudaMoeLayer& dev, const Tensor& x, const Tensor& logits,
                                      const ForwardOptions& options, bool repacked_copy, const std::string& what) {
   const Tensor want = make_backend("cpu")->forward(dev.layer(), x, logits, options);
-  Tensor got, replay;
-  forward_eager_and_replayed(dev, x, logits, options, 2, &got, &replay);
-  if (got.empty()) return;  // a failed assertion above
-  EXPECT_EQ(0, std::memcmp(got.raw(), replay.raw(), got.size_bytes())) << what << ": graph replay differs";
-  const OutputDiff d = compare_outputs(got, want);
-  std::printf("    %-60s rel_l2 %.2e\n", what.c_str(), d.rel_l2);
-  EXPECT_TRUE(d.finite) << what << seed_note();
-  EXPECT_LE(d.rel_l2, tolerance_rel_l2(dev.layer(), options, Comparison::kCudaVsReference, x.dim(0), repacked_copy))
-      << what << " max abs err " << d.max_abs_error << seed_note();
+  expect_device_layer_matches(dev, x, logits, want, options, repacked_copy, what);
 }
 
 // Without a repacked copy (CudaMoeLayer's repacked_copy false) the register kernel's layers keep one
