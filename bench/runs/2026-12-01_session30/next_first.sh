@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# For the next session (not run), one call: main `967002b` (.gpu/n, full), CudaMoeLayer's
+# For the next session (not run), one call: main `e922871` (.gpu/n, full), CudaMoeLayer's
 # repacked_copy. 1. The new GPU test RepackedCopy.OffKeepsOneCopyAndMatchesTheCpuBackend (the
 # register kernel's layers without their repacked copy: CUTLASS's mixed-input kernel for W4A16 g128
 # and channel, the bf16 codes kernel for W4A8-INT8, the dequantized path for asym g32, MXFP4 and
