@@ -59,6 +59,7 @@ struct RunArgs {
   bool fp32_intermediate = false;
   bool check = true;
   bool json = false;
+  bool repacked_copy = true;  // --backend cuda: BackendOptions::repacked_copy
 };
 int run_run(const RunArgs& args);
 

@@ -62,6 +62,9 @@ int main(int argc, char** argv) {
   run->add_flag("--fp32-intermediate", run_args.fp32_intermediate,
                 "keep intermediates in fp32 (default: round them to the input dtype, as vLLM)");
   run->add_flag("--no-check", [&](int64_t) { run_args.check = false; }, "skip the reference check");
+  run->add_flag("--no-repacked-copy", [&](int64_t) { run_args.repacked_copy = false; },
+                "with --backend cuda: no repacked copy of 4-bit weights for the prefill kernel (one copy of the "
+                "weights; those layers' prefill runs CUTLASS's mixed-input kernel or dequantized weights)");
   run->add_flag("--json", run_args.json, "machine-readable output");
 
   cli::BenchArgs bench_args;

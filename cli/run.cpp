@@ -37,6 +37,8 @@ Tensor take(std::map<std::string, Tensor>& m, const std::string& key, const std:
 }  // namespace
 
 int run_run(const RunArgs& args) {
+  if (!args.repacked_copy && args.backend != "cuda")
+    throw Error("--no-repacked-copy applies to --backend cuda only (the CPU backend keeps the checkpoint's layout)");
   const Checkpoint ckpt(args.dir);
   const ModelConfig config = load_model_config(ckpt.config_path());
   if (config.moe.moe_layers.empty()) throw Error(config.path + " declares no MoE layer");
@@ -89,7 +91,12 @@ int run_run(const RunArgs& args) {
 
   ForwardOptions options;
   options.round_intermediate = !args.fp32_intermediate;
-  auto backend = make_backend(args.backend, args.threads);
+  BackendOptions backend_options;
+  backend_options.threads = args.threads;
+  backend_options.repacked_copy = args.repacked_copy;
+  auto backend = make_backend(args.backend, backend_options);
+  // What the CUDA backend's layer may hold (its default dequantization budget).
+  const bool repacked_copy = repacked_copy_possible(layer, kDefaultDequantWorkspaceBytes, args.repacked_copy);
   Tensor out = backend->forward(layer, x, logits, options);  // warm-up, and the checked output
   std::vector<double> times;
   for (int i = 0; i < args.repeat; ++i) {
@@ -119,12 +126,12 @@ int run_run(const RunArgs& args) {
   // Against torch: the fixture's bound, or the CUDA prefill bound where those GEMMs run.
   auto fixture_tolerance = [&](const ForwardOptions& o) {
     const double tol = tolerance_rel_l2(layer, o, fixture_comparison(layer, expected_name));
-    return cuda ? std::max(tol, cuda_prefill_rel_l2(layer, o, x.dim(0))) : tol;
+    return cuda ? std::max(tol, cuda_prefill_rel_l2(layer, o, x.dim(0), repacked_copy)) : tol;
   };
   if (args.check)
     check("reference", out, reference_forward(layer, x, logits, options),
           tolerance_rel_l2(layer, options, cuda ? Comparison::kCudaVsReference : Comparison::kBackendVsReference,
-                           x.dim(0)));
+                           x.dim(0), repacked_copy));
   if (!expected.empty() && partial) {
     checks.push_back({{"against", "fixture " + expected_name}, {"skipped", "the output of one tensor/expert-parallel rank is a partial sum"}});
   } else if (!expected.empty()) {
@@ -144,7 +151,7 @@ int run_run(const RunArgs& args) {
   const DispatchDecision& d = layer.decision;
   // What the CUDA backend runs (or would run, in a CPU-only build) for these inputs.
   const int act_kind = x.dtype() == DType::kBF16 ? 0 : x.dtype() == DType::kF16 ? 1 : 2;
-  const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, options.round_intermediate);
+  const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, options.round_intermediate, repacked_copy);
   // The prefill kernel's crossover, or null (JSON) / never for projections without one.
   auto prefill_from = [&](GroupedKernel g, const GemmLayout& L) -> nlohmann::ordered_json {
     if (g == GroupedKernel::kNone) return nullptr;
@@ -165,6 +172,7 @@ int run_run(const RunArgs& args) {
                                {"w13_from_tokens", prefill_from(plan.g1, plan.w13)},
                                {"w2_from_tokens", prefill_from(plan.g2, plan.w2)}};
     j["backend"] = backend->name();
+    j["repacked_copy"] = repacked_copy;
     j["tokens"] = x.dim(0);
     j["experts"] = layer.num_experts;
     j["local_experts"] = layer.num_local_experts;
@@ -187,7 +195,8 @@ int run_run(const RunArgs& args) {
     fmt::print("scheme    {}\n", describe_scheme(d.scheme));
     fmt::print("method    {} ({}), decided for {}\n", to_string(d.method), d.vllm_class, to_string(args.target));
     fmt::print("act quant {}\n", to_string(layer.act_quant));
-    fmt::print("cuda gemm w13: {}; w2: {}\n", to_string(plan.k1), to_string(plan.k2));
+    fmt::print("cuda gemm w13: {}; w2: {}{}\n", to_string(plan.k1), to_string(plan.k2),
+               repacked_copy ? "" : " (no repacked copy of 4-bit weights)");
     for (const auto& [name, g, L] : {std::tuple{"w13", plan.g1, &plan.w13}, std::tuple{"w2", plan.g2, &plan.w2}})
       if (g != GroupedKernel::kNone)
         fmt::print("cuda gemm {} from {} tokens: {} ({})\n", name,

@@ -197,8 +197,14 @@ class Backend {
 
 // The most CPU threads make_backend takes (each holds a row buffer).
 inline constexpr int kMaxCpuThreads = 4096;
-// "cpu" (threads = 0: hardware concurrency, else 1 to kMaxCpuThreads), or "cuda" (NotSupported
-// without a CUDA build or device).
+struct BackendOptions {
+  int threads = 0;  // cpu: 0 for hardware concurrency, else 1 to kMaxCpuThreads
+  // cuda: whether a layer may hold a repacked copy of its 4-bit weights for the prefill kernel
+  // (CudaMoeLayer's repacked_copy); false keeps one copy of the weights.
+  bool repacked_copy = true;
+};
+// "cpu" or "cuda" (NotSupported without a CUDA build or device).
+std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options);
 std::unique_ptr<Backend> make_backend(const std::string& name, int threads = 0);
 
 // The independent reference: single-threaded, float64 accumulation, whole-matrix dequantization,

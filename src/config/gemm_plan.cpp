@@ -352,7 +352,7 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
     case GroupedTile::kSmall: return "pingpong 64x128 cluster 1x2";
     case GroupedTile::kMedium: return "coop 128x128 cluster 1x2";
     case GroupedTile::kLarge:
-      return kind == GroupedKernel::kFp8Block ? "coop 128x128 cluster 1x1" : "coop 128x192 cluster 1x2";
+      return kind == GroupedKernel::kFp8Block ? "coop 128x128 cluster 1x1" : "pingpong 128x192 cluster 1x2";
     case GroupedTile::kHuge: return "coop 128x256 cluster 1x2";
     case GroupedTile::kTiny:
     case GroupedTile::kTiny48: break;

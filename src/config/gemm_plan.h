@@ -162,7 +162,7 @@ std::string to_string(GroupedTile t);  // "small", "medium", "large", "huge", "t
 // Whether prefill kernel `kind` has an instance for tile `t` (kHuge: only the FP8/INT8/BF16 kernels;
 // kTiny, kTiny48: only the weight-dequantizing ones).
 bool grouped_tile_built(GroupedKernel kind, GroupedTile t);
-// The CUTLASS configuration behind tile `t` of prefill kernel `kind`, e.g. "coop 128x192 cluster 1x2"
+// The CUTLASS configuration behind tile `t` of prefill kernel `kind`, e.g. "coop 128x256 cluster 1x2"
 // (input rows x weight rows; the transposed W4A16 kernel's are weight rows x input rows).
 std::string tile_config(GroupedKernel kind, GroupedTile t);
 // The tile of prefill kernel `kind` for num_slots (tokens * top_k) slots over num_experts (all of

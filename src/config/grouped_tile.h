@@ -11,7 +11,7 @@ namespace qmoe {
 enum class GroupedTile {
   kMedium,  // FP8/INT8/BF16: cooperative 128 x 128 (a sweep option, not planned); W4A16: cooperative
             // 128 x 192, clusters of 2
-  kLarge,   // FP8/INT8/BF16: cooperative 128 x 192, clusters of 2 (planned for bf16's GEMMs of short
+  kLarge,   // FP8/INT8/BF16: pingpong 128 x 192, clusters of 2 (planned for bf16's GEMMs of short
             // reduction only); W4A16: 128 x 256, clusters of 2; FP8 block: cooperative 128 x 128
             // without clusters (a sweep option, not planned)
   kSmall,   // FP8/INT8/BF16/FP8 block: pingpong 64 x 128; W4A16: cooperative 128 x 128

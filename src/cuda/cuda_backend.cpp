@@ -983,6 +983,7 @@ namespace {
 // Host tensors in and out; one CudaMoeLayer cached per layer object.
 class CudaBackend final : public Backend {
  public:
+  explicit CudaBackend(bool repacked_copy) : repacked_copy_(repacked_copy) {}
   std::string name() const override { return "cuda"; }
 
   Tensor forward(const MoeLayer& layer, const Tensor& hidden_states, const Tensor& router_logits,
@@ -994,7 +995,8 @@ class CudaBackend final : public Backend {
     const std::vector<float> logits = cpu::to_float_matrix(router_logits, T, layer.num_experts, "router_logits");
     act_kind_of(hidden_states.dtype());
     if (!device_ || &device_->layer() != &layer || device_->max_tokens() < T)
-      device_ = std::make_unique<CudaMoeLayer>(layer, static_cast<int>(std::max<int64_t>(T, 1)));
+      device_ = std::make_unique<CudaMoeLayer>(layer, static_cast<int>(std::max<int64_t>(T, 1)),
+                                               CudaMoeLayer::kDefaultDequantWorkspaceBytes, repacked_copy_);
     DeviceBuffer x = upload(hidden_states.raw(), hidden_states.size_bytes());
     DeviceBuffer l = upload(logits.data(), logits.size() * sizeof(float));
     DeviceBuffer out(sizeof(float) * T * layer.hidden);
@@ -1006,12 +1008,13 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  bool repacked_copy_;
   std::unique_ptr<CudaMoeLayer> device_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+std::unique_ptr<Backend> make_cuda_backend(bool repacked_copy) { return std::make_unique<CudaBackend>(repacked_copy); }
 
 }  // namespace cuda
 }  // namespace qmoe

@@ -117,13 +117,15 @@ std::unique_ptr<GroupedTcGemm> make_grouped(GroupedTile tile, const GroupedTcBuf
   using EpiCoop = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
   using EpiPingpong = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
   using Coop128x128 = GroupedConfig<ElementIn, ElementAcc, Shape<_128, _128, TileK>, Cluster, KernelCoop, EpiCoop>;
-  using Coop128x192 = GroupedConfig<ElementIn, ElementAcc, Shape<_128, _192, TileK>, Cluster, KernelCoop, EpiCoop>;
   using Coop128x256 = GroupedConfig<ElementIn, ElementAcc, Shape<_128, _256, TileK>, Cluster, KernelCoop, EpiCoop>;
   using Pingpong64x128 =
       GroupedConfig<ElementIn, ElementAcc, Shape<_64, _128, TileK>, Cluster, KernelPingpong, EpiPingpong>;
+  using Pingpong128x192 =
+      GroupedConfig<ElementIn, ElementAcc, Shape<_128, _192, TileK>, Cluster, KernelPingpong, EpiPingpong>;
   switch (tile) {
     case GroupedTile::kMedium: return std::make_unique<GroupedGemm<Coop128x128, kTerms>>(buf, groups, n, k, num_sms);
-    case GroupedTile::kLarge: return std::make_unique<GroupedGemm<Coop128x192, kTerms>>(buf, groups, n, k, num_sms);
+    case GroupedTile::kLarge:
+      return std::make_unique<GroupedGemm<Pingpong128x192, kTerms>>(buf, groups, n, k, num_sms);
     case GroupedTile::kHuge: return std::make_unique<GroupedGemm<Coop128x256, kTerms>>(buf, groups, n, k, num_sms);
     case GroupedTile::kSmall:
       return std::make_unique<GroupedGemm<Pingpong64x128, kTerms>>(buf, groups, n, k, num_sms);

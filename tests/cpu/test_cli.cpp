@@ -321,6 +321,16 @@ TEST(Cli, InspectCudaPlanWithoutARepackedCopy) {
   EXPECT_THAT(alone.out, HasSubstr("add --cuda-plan"));
 }
 
+TEST(Cli, RunWithoutARepackedCopyNeedsTheCudaBackend) {
+  const Result r = run_cli("run " + test::fixture_dir("w4a16_g128") + " --tokens 3 --repeat 1 --no-repacked-copy");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--no-repacked-copy applies to --backend cuda only"));
+  // The CPU backend's report names what the CUDA backend would run: with the copy allowed.
+  const Result j = run_cli("run " + test::fixture_dir("w4a16_g128") + " --tokens 3 --repeat 1 --json");
+  ASSERT_EQ(j.exit_code, 0) << j.out;
+  EXPECT_TRUE(nlohmann::json::parse(j.out).at("repacked_copy").get<bool>());
+}
+
 // An f16 checkpoint (the w4a16_g128 fixture with its bf16 weight scales stored as f16): the plan is
 // for f16 hidden states, with the f16 prefill kernels.
 TEST(Cli, InspectCudaPlanOfAnF16Checkpoint) {

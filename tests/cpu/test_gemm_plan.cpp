@@ -1064,7 +1064,7 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_LT(kInt4MinRowsForMedium, kInt4MinRowsForLarge);
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt8Bf16, int64_t{kInt4MinRowsForLarge} * 8, 8, 4096), GroupedTile::kLarge);
   EXPECT_EQ(to_string(GroupedTile::kLarge), "large");
-  EXPECT_EQ(tile_config(GroupedKernel::kFp8, GroupedTile::kLarge), "coop 128x192 cluster 1x2");
+  EXPECT_EQ(tile_config(GroupedKernel::kFp8, GroupedTile::kLarge), "pingpong 128x192 cluster 1x2");
   EXPECT_EQ(tile_config(int4, GroupedTile::kLarge), "coop 128x256 cluster 2x1 (weight rows x input rows)");
   // The fourth tile exists for the FP8, INT8 and BF16 kernels only.
   EXPECT_EQ(to_string(GroupedTile::kHuge), "huge");

@@ -1079,6 +1079,22 @@ TEST(RepackedCopy, OffKeepsOneCopyAndMatchesTheCpuBackend) {
   const CudaMoeLayer ep_one_copy(ep, 400, CudaMoeLayer::kDefaultDequantWorkspaceBytes, false);
   random_inputs(129, ep, x, logits);
   expect_device_layer_matches_cpu(ep_one_copy, x, logits, prefill, false, "one copy w4a16_g128 expert map");
+  // Through the Backend interface (qmoe run --no-repacked-copy): BackendOptions::repacked_copy
+  // reaches the layer, so its forward is the one-copy layer's bit for bit, and not the register
+  // kernel's (whose sums are ordered differently).
+  const MoeLayer big = random_layer(Scheme::kW4A16G128, {16, 8, 2048, 768});
+  random_inputs(300, big, x, logits);
+  BackendOptions one;
+  one.repacked_copy = false;
+  const Tensor by_backend = make_backend("cuda", one)->forward(big, x, logits, prefill);
+  const Tensor with_copy = make_backend("cuda")->forward(big, x, logits, prefill);
+  Tensor by_layer, replayed;
+  forward_eager_and_replayed(CudaMoeLayer(big, 300, CudaMoeLayer::kDefaultDequantWorkspaceBytes, false), x, logits,
+                             prefill, 1, &by_layer, &replayed);
+  ASSERT_EQ(by_backend.size_bytes(), by_layer.size_bytes());
+  EXPECT_EQ(0, std::memcmp(by_backend.raw(), by_layer.raw(), by_layer.size_bytes()));
+  EXPECT_NE(0, std::memcmp(by_backend.raw(), with_copy.raw(), with_copy.size_bytes()))
+      << "the backend's one-copy forward equals the register kernel's: the option did not reach the layer";
 }
 
 // MXFP4, NVFP4 weight-only and INT4 (groups of 128 and 32, channel scales, zero points) on the 4-bit
