@@ -118,7 +118,11 @@ void add_cuda_plans(const Checkpoint& ckpt, const ModelConfig& config, int tp_si
 
 std::string prefill_from(const CudaPlanSummary::Gemm& g) {
   if (g.prefill_from_tokens < 0) return "decode kernel at every batch size";
-  return fmt::format("prefill kernel from {} token{}", g.prefill_from_tokens, g.prefill_from_tokens == 1 ? "" : "s");
+  auto tokens = [](int64_t t) { return fmt::format("{} token{}", t, t == 1 ? "" : "s"); };
+  if (g.below_from_tokens >= 0)
+    return fmt::format("{} from {}, prefill kernel from {}", g.below_prefill, tokens(g.below_from_tokens),
+                       tokens(g.prefill_from_tokens));
+  return "prefill kernel from " + tokens(g.prefill_from_tokens);
 }
 
 nlohmann::ordered_json gemm_json(const CudaPlanSummary::Gemm& g) {
@@ -126,6 +130,10 @@ nlohmann::ordered_json gemm_json(const CudaPlanSummary::Gemm& g) {
   j["decode"] = g.decode;
   j["prefill"] = g.prefill;
   j["prefill_from_tokens"] = g.prefill_from_tokens;
+  if (g.below_from_tokens >= 0) {
+    j["below_prefill"] = g.below_prefill;
+    j["below_from_tokens"] = g.below_from_tokens;
+  }
   auto& tiles = j["prefill_tiles"] = nlohmann::ordered_json::array();
   for (const auto& [tokens, tile] : g.tiles) tiles.push_back({{"from_tokens", tokens}, {"tile", tile}});
   j["writes_combine_terms"] = g.writes_terms;

@@ -153,9 +153,26 @@ int run_run(const RunArgs& args) {
   const int act_kind = x.dtype() == DType::kBF16 ? 0 : x.dtype() == DType::kF16 ? 1 : 2;
   const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, options.round_intermediate, repacked_copy);
   // The prefill kernel's crossover, or null (JSON) / never for projections without one.
-  auto prefill_from = [&](GroupedKernel g, const GemmLayout& L) -> nlohmann::ordered_json {
-    if (g == GroupedKernel::kNone) return nullptr;
-    return grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter, has_row_scales(L));
+  // Per GEMM, the prefill kernels of the automatic path from their first batch: W4A16 on the register
+  // kernel runs CUTLASS's kernel without the copy below the copy's batch (plan_repacked_copy_use).
+  const RepackedCopyUse copy_use = repacked_copy ? plan_repacked_copy_use(layer) : RepackedCopyUse{};
+  const LayerGemmPlan without = plan_layer_gemms(layer, act_kind, options.round_intermediate, false);
+  auto prefill_steps = [&](GroupedKernel g, GroupedKernel g_without, const GemmLayout& L) {
+    std::vector<std::pair<int64_t, GroupedKernel>> steps;  // (from tokens, kernel)
+    if (g == GroupedKernel::kNone) return steps;
+    if (copy_use.without_below && dequantizes_in_registers(g)) {
+      steps.emplace_back(grouped_min_tokens(g_without, layer.num_experts, layer.top_k, layer.inter, has_row_scales(L)),
+                         g_without);
+      steps.emplace_back(copy_use.from_tokens, g);
+    } else {
+      steps.emplace_back(grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter, has_row_scales(L)), g);
+    }
+    return steps;
+  };
+  const auto steps1 = prefill_steps(plan.g1, without.g1, plan.w13), steps2 = prefill_steps(plan.g2, without.g2, plan.w2);
+  auto prefill_from = [&](const std::vector<std::pair<int64_t, GroupedKernel>>& steps) -> nlohmann::ordered_json {
+    if (steps.empty()) return nullptr;
+    return steps.back().first;
   };
   if (args.json) {
     nlohmann::ordered_json j;
@@ -169,8 +186,13 @@ int run_run(const RunArgs& args) {
     j["cuda_gemms"] = {{"w13", to_string(plan.k1)}, {"w2", to_string(plan.k2)}};
     j["cuda_prefill_gemms"] = {{"w13", to_string(plan.g1)},
                                {"w2", to_string(plan.g2)},
-                               {"w13_from_tokens", prefill_from(plan.g1, plan.w13)},
-                               {"w2_from_tokens", prefill_from(plan.g2, plan.w2)}};
+                               {"w13_from_tokens", prefill_from(steps1)},
+                               {"w2_from_tokens", prefill_from(steps2)}};
+    for (const auto& [name, steps] : {std::pair{"w13", &steps1}, std::pair{"w2", &steps2}})
+      if (steps->size() > 1) {  // the kernel without the copy below the named one's batch
+        j["cuda_prefill_gemms"][std::string(name) + "_below"] = to_string(steps->front().second);
+        j["cuda_prefill_gemms"][std::string(name) + "_below_from_tokens"] = steps->front().first;
+      }
     j["backend"] = backend->name();
     j["repacked_copy"] = repacked_copy;
     j["tokens"] = x.dim(0);
@@ -197,13 +219,12 @@ int run_run(const RunArgs& args) {
     fmt::print("act quant {}\n", to_string(layer.act_quant));
     fmt::print("cuda gemm w13: {}; w2: {}{}\n", to_string(plan.k1), to_string(plan.k2),
                repacked_copy ? "" : " (no repacked copy of 4-bit weights)");
-    for (const auto& [name, g, L] : {std::tuple{"w13", plan.g1, &plan.w13}, std::tuple{"w2", plan.g2, &plan.w2}})
-      if (g != GroupedKernel::kNone)
-        fmt::print("cuda gemm {} from {} tokens: {} ({})\n", name,
-                   grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter, has_row_scales(*L)), to_string(g),
-                   use_grouped_kernel(g, x.dim(0), layer.num_experts, layer.top_k, layer.inter, has_row_scales(*L))
-                       ? "this batch"
-                       : "not this batch");
+    for (const auto& [name, steps] : {std::pair{"w13", &steps1}, std::pair{"w2", &steps2}})
+      for (size_t i = 0; i < steps->size(); ++i) {
+        const bool this_batch = x.dim(0) >= (*steps)[i].first && (i + 1 == steps->size() || x.dim(0) < (*steps)[i + 1].first);
+        fmt::print("cuda gemm {} from {} tokens: {} ({})\n", name, (*steps)[i].first, to_string((*steps)[i].second),
+                   this_batch ? "this batch" : "not this batch");
+      }
     for (const auto& n : d.notes) fmt::print("note      {}\n", n);
     for (const auto& n : layer.notes) fmt::print("note      {}\n", n);
     fmt::print("weights   {} loaded in {:.3f} s\n", human_bytes(static_cast<uint64_t>(layer.weight_bytes())), load_s);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "qmoe/error.h"
 #include "qmoe/moe.h"
@@ -496,6 +497,32 @@ bool repacked_copy_possible(const MoeLayer& layer, int64_t dequant_budget_bytes,
   return repacked_copy && dequant_budget_bytes > 0 && layer.num_local_experts <= kMaxRegisterKernelExperts;
 }
 
+RepackedCopyUse plan_repacked_copy_use(const MoeLayer& layer) {
+  const LayerGemmPlan with = plan_prefill_kernels(layer, true), without = plan_prefill_kernels(layer, false);
+  const bool few = layer.num_experts <= kInt4FewExperts;
+  const int over_mixed_rows = few                                          ? kInt4RegsOverMixedMinRowsFewExperts
+                              : layer.inter >= kRegsMinInterLongReduction   ? kInt4RegsOverMixedMinRowsLongReduction
+                              : layer.inter >= kRegsMinInterMediumReduction ? kInt4RegsOverMixedMinRowsMediumReduction
+                                                                            : kInt4RegsOverMixedMinRowsShortReduction;
+  RepackedCopyUse use;
+  bool registers = false, all_mixed = true;
+  for (auto [g, g_without, L] : {std::tuple{with.g1, without.g1, &with.w13}, std::tuple{with.g2, without.g2, &with.w2}}) {
+    if (!dequantizes_in_registers(g)) continue;
+    registers = true;
+    all_mixed = all_mixed && g == GroupedKernel::kInt4RegsBf16 && g_without == GroupedKernel::kInt4Bf16;
+    use.from_tokens = std::max(use.from_tokens,
+                               grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter, has_row_scales(*L)));
+  }
+  if (!registers) return {std::numeric_limits<int64_t>::max(), false};
+  use.without_below = all_mixed && over_mixed_rows > 0;  // (0: the mixed-input kernel never wins)
+  if (use.without_below) {
+    const int64_t slots = int64_t{over_mixed_rows} * std::max(layer.num_experts, 1);
+    const int64_t top_k = std::max(layer.top_k, 1);
+    use.from_tokens = std::max(use.from_tokens, (slots + top_k - 1) / top_k);
+  }
+  return use;
+}
+
 LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64_t dequant_budget_bytes,
                                     bool repacked_copy) {
   using W = LayerWorkspace;
@@ -578,6 +605,20 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind, bool re
     return g;
   };
   CudaPlanSummary summary{gemm(plan.k1, plan.g1, plan.w13), gemm(plan.k2, plan.g2, plan.w2)};
+  // W4A16: CUTLASS's kernel on the checkpoint's codes below the repacked copy's batch.
+  if (const RepackedCopyUse use = repacked_copy ? plan_repacked_copy_use(layer) : RepackedCopyUse{};
+      use.without_below) {
+    const LayerGemmPlan without = plan_layer_gemms(layer, act_kind, true, false);
+    for (auto [s, g, g_without, L] : {std::tuple{&summary.w13, plan.g1, without.g1, &without.w13},
+                                      std::tuple{&summary.w2, plan.g2, without.g2, &without.w2}}) {
+      if (!dequantizes_in_registers(g)) continue;
+      s->below_prefill = to_string(g_without);
+      s->below_from_tokens = grouped_min_tokens(g_without, layer.num_experts, layer.top_k, layer.inter, has_row_scales(*L));
+      s->prefill_from_tokens = use.from_tokens;
+      while (s->tiles.size() > 1 && s->tiles[1].first <= use.from_tokens) s->tiles.erase(s->tiles.begin());
+      if (!s->tiles.empty()) s->tiles.front().first = use.from_tokens;
+    }
+  }
   const bool w2_bias = !layer.experts.empty() && !layer.experts[0].w2_bias.empty();
   summary.w2.writes_terms = plan.g2 != GroupedKernel::kNone && gemm2_writes_terms(plan.g2, plan.w2, w2_bias, act_kind, true);
   // Every expert has the shapes of the loaded ones (inspect loads expert 0 alone).

@@ -211,6 +211,10 @@ struct CudaPlanSummary {
     // (from tokens, tile_config): the first entry from prefill_from_tokens, one more where the tile changes.
     std::vector<std::pair<int64_t, std::string>> tiles;
     bool writes_terms = false;  // GEMM2 on its prefill kernel writes the combine's terms (gemm2_writes_terms)
+    // W4A16 on the register kernel (plan_repacked_copy_use): the kernel without the repacked copy
+    // that runs from below_from_tokens up to prefill_from_tokens; empty and -1 otherwise.
+    std::string below_prefill;
+    int64_t below_from_tokens = -1;
   };
   Gemm w13, w2;
   // The expert tensors CudaMoeLayer uploads with every expert local: the loaded layer's (W4A8-FP8 as
@@ -259,6 +263,22 @@ inline constexpr int kMaxRegisterKernelExperts = 1024;
 // CUTLASS's kernels on the checkpoint's codes and the other 4-bit layouts the decode kernels (their
 // dequantized path needs the budget too).
 bool repacked_copy_possible(const MoeLayer& layer, int64_t dequant_budget_bytes, bool repacked_copy);
+
+// When a layer that may hold the repacked copy (repacked_copy_possible) uses it. The automatic path
+// runs the plan with the copy (plan_layer_gemms(..., true)) from `from_tokens` on, and a layer
+// makes the copy only where its max_tokens reaches that. Below it the layer runs the plan without
+// the copy where `without_below` (W4A16 with groups of >= 64 or channel scales in both GEMMs:
+// CUTLASS's mixed-input kernel on the checkpoint's codes, which beats the decode kernels from fewer
+// rows per expert than the register kernel and beats the register kernel up to
+// kInt4RegsOverMixedMinRows*; not with a short reduction, where it never wins), else the copy's
+// plan on the decode kernels. A forced prefill path
+// runs the copy's plan wherever the copy was made, the plan without it otherwise. Layers without a
+// register-kernel GEMM: from_tokens is the largest int64_t.
+struct RepackedCopyUse {
+  int64_t from_tokens = 0;
+  bool without_below = false;
+};
+RepackedCopyUse plan_repacked_copy_use(const MoeLayer& layer);
 
 // The device scratch of a CudaMoeLayer for up to max_tokens tokens: every piece's bytes and offset
 // in one allocation (256-byte aligned; absent pieces 0 bytes), with the dequantization batches

@@ -92,9 +92,11 @@ inline constexpr int kGroupedMinTokensFp8Block = 1;
 // ("few": at most kInt4FewExperts experts in the layer, i.e. Mixtral's shape.) With only 128-row tiles the
 // switches were 24 / 28 (W4A16), 16 / 22 (W8A16) and 12 / 14 (W4A8) rows. (The W4A8 sweep ran int4
 // weights with FP8 activations, which only W4A8 with INT8 activations takes since `8b5b0fb`: the
-// same kernel on int8 codes.)
+// same kernel on int8 codes.) W4A16 few experts re-measured, thirty-first session (layer µs decode vs
+// mixed-input, two calls, bench/runs/2026-12-01_session31/large_pp/ and mid/): Mixtral 460.6 vs
+// 483.0 and 464.0 vs 480.4 at 12 rows, 583.6 vs 482.7 at 16 (~12.7): 13.
 inline constexpr int kGroupedMinRowsPerExpertInt4 = 14;
-inline constexpr int kGroupedMinRowsPerExpertInt4FewExperts = 12;
+inline constexpr int kGroupedMinRowsPerExpertInt4FewExperts = 13;
 inline constexpr int kInt4FewExperts = 16;
 inline constexpr int kGroupedMinRowsPerExpertInt8 = 6;
 inline constexpr int kGroupedMinRowsPerExpertInt8FewExperts = 4;
@@ -233,6 +235,26 @@ inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 12;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsLongReduction = 16;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsMediumReduction = 17;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 16;
+// W4A16 with groups of >= 64 or channel scales has two prefill kernels: CUTLASS's mixed-input kernel
+// on the checkpoint's codes beats the decode kernels from kGroupedMinRowsPerExpertInt4(FewExperts)
+// rows per expert, the register kernel on the repacked copy only from more rows, and it beats
+// CUTLASS's kernel from later still (its 128-input-row tile against the mixed-input kernel's 32- and
+// 48-row ones). Layer µs decode / register / CUTLASS, H200, thirty-first session, two calls
+// (bench/runs/2026-12-01_session31/large_pp/mid_*.txt, then mid/r/mid_*.txt), rows per expert:
+// - Mixtral-8x7B: 16 rows 577 / 662 / 487, 24 694 / 650 / 490, 32 921 / 611 / 574, 40 1192 / 575 /
+//   644; then 36 rows 1139 / 609 / 572, 40 1199 / 579 / 641 (crossing ~37.6);
+// - DeepSeek-V3 (reduction 2048): 16 rows 4412 / 4418 / 3599, 24 5638 / 4648 / 3801, 32 7468 / 4628
+//   / 4365, 48 10550 / 4581 / 5485 (CUTLASS's 128 x 48 tile ends at 44 rows); then 32 rows 7576 /
+//   4326 / 4396, 36 8581 / 4633 / 4495, 40 9420 / 4609 / 4836 (crossing ~36-38; the register rows
+//   spread ~5% between calls);
+// - Qwen3-30B-A3B (768): 14 rows 279 / 285 / 278, 16 296 / 283 / 282, 20 331 / 283 / 286 (~17, the
+//   register kernel's own switch);
+// - DeepSeek-V3 TP8 (256): the mixed-input kernel never wins: 14 rows 679 / 675 / 718, 16 726 / 678
+//   / 727, 24 929 / 706 / 805, 48 1749 / 790 / 1087. So no range of its own there (0).
+inline constexpr int kInt4RegsOverMixedMinRowsFewExperts = 38;
+inline constexpr int kInt4RegsOverMixedMinRowsLongReduction = 38;
+inline constexpr int kInt4RegsOverMixedMinRowsMediumReduction = kGroupedMinRowsPerExpertInt4RegsMediumReduction;
+inline constexpr int kInt4RegsOverMixedMinRowsShortReduction = 0;
 // The register kernel's tiles (kMxfp4Bf16, kNvfp4Bf16, kInt4RegsBf16): 128 input rows up to a mean
 // of k*MaxRowsFor128 rows per expert, then 256. From 129 to 256 rows both tiles fill the same
 // fraction and 256's is the faster tile (qmoe_fp4_gemm_bench on gpt-oss-120b's w13 at 6fdd5c2: 645-666
@@ -281,6 +303,15 @@ inline constexpr int kInt4MinRowsForLarge = 256;
 // below kBf16MinReductionFor256 (in the bench shapes GEMM2 of the TP8 ones, k = inter = 256), which
 // take 128 x 192 in clusters of 2. 512 lies between the measured k = 256 (128 x 192 faster) and
 // k = 768 (Qwen3-30B-A3B's GEMM2: 128 x 256 faster); 384-512 (TP4-like shapes) is not measured.
+// Since the thirty-first session 128 x 192 is a pingpong tile (each consumer warpgroup a whole tile,
+// its epilogue under the other's mainloop: with k = 256 a tile is 4 k-steps, so the epilogue weighs
+// as much as the MMAs). GEMM2 µs cooperative -> pingpong, same binary and then main against the
+// change, two alternated rounds each (bench/runs/2026-12-01_session31/pp/, large_pp/): Kimi-K2 TP8
+// 431-439 -> 428-437 at 2048, 573-576 -> 522-531 at 4096, 1013-1039 -> 907-929 at 8192, 1501-1641
+// -> 1363-1451 at 16384; DeepSeek-V3 TP8 362-365 -> 337-342, 500-520 -> 461-469, 823-846 ->
+// 729-744, 1455-1523 -> 1319-1375. A pingpong 128 x 128 gained about half as much. As GEMM2 of the
+// other shapes (prefill:3/1, one round): FP8 and INT8 on the TP8 shapes 10-21% slower, Mixtral INT8
+// at 8192 50% slower, bf16 Mixtral 6-13% slower, the rest within a few % either way: not planned.
 // Each GEMM's tile apart (qmoe bench prefill:<tile1>/<tile2>; H200, 2026-12-01, bench/runs/
 // 2026-12-01_session26/tiles_*.txt, GEMM us at 2048 / 4096 / 8192 tokens):
 // - bf16, old plan (128 x 128 from 64 rows, 128 x 192 from 256) against 128 x 256 for GEMM1 and

@@ -337,6 +337,12 @@ struct CudaMoeLayer::Impl {
   // Prefill path: each GEMM's input rows in expert order with their scales, and where each slot's
   // GEMM2 output row is.
   PrefillGemm prefill1, prefill2;
+  // W4A16 layers that may hold the repacked copy run their plan without it below copy_use.from_tokens
+  // (plan_repacked_copy_use): those plans and CUTLASS's kernels on the checkpoint's codes.
+  RepackedCopyUse copy_use;
+  bool copy_made = false;
+  LayerGemmPlan without_plans[3][2];
+  PrefillGemm without1, without2;
   DeviceSpan sorted_rows, sorted_scales, slot_position;
   // kDequantBf16's bf16 (kDequantF16's f16) weights of one batch of experts (either projection's).
   DeviceSpan dequantized;
@@ -422,6 +428,10 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_pt
   for (int kind = 0; kind < 3; ++kind)
     for (int round = 0; round < 2; ++round)
       m.plans[kind][round] = plan_layer_gemms(layer, kind, round == 1, copy);
+  if (copy) m.copy_use = plan_repacked_copy_use(layer);
+  if (m.copy_use.without_below)
+    for (int kind = 0; kind < 3; ++kind)
+      for (int round = 0; round < 2; ++round) m.without_plans[kind][round] = plan_layer_gemms(layer, kind, round == 1, false);
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&m.num_sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
@@ -477,17 +487,74 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_pt
   m.prefill1.batch_experts = ws.dequant.w13;
   m.prefill2.batch_experts = ws.dequant.w2;
   // The 4-bit register kernel (planned only where repacked_copy_possible): the repacked weights,
-  // from max_tokens at its crossover. (Its bf16-input formats plan only for bf16 hidden states;
-  // W4A8-INT8 takes int8 rows quantized from any.)
+  // from max_tokens at its crossover (plan_repacked_copy_use where the layer has a plan without the
+  // copy below it). (Its bf16-input formats plan only for bf16 hidden states; W4A8-INT8 takes int8
+  // rows quantized from any.)
   for (auto [g, host] : {std::pair{&m.prefill1, &w13}, std::pair{&m.prefill2, &w2}})
     if (dequantizes_in_registers(g->kind) &&
-        max_tokens >= grouped_min_tokens(g->kind, layer.num_experts, layer.top_k, layer.inter, has_row_scales(g->layout))) {
+        max_tokens >= (m.copy_use.without_below ? m.copy_use.from_tokens
+                                                : grouped_min_tokens(g->kind, layer.num_experts, layer.top_k, layer.inter,
+                                                                     has_row_scales(g->layout)))) {
       repack_4bit(*g, *host, g == &m.prefill1 && layer.gated() ? I : 0);
       m.weight_bytes += static_cast<int64_t>(g->repacked.bytes());
+      m.copy_made = true;
     }
+  if (m.copy_use.without_below) {
+    const LayerGemmPlan without = plan_prefill_kernels(layer, false);
+    if (without.g1 != GroupedKernel::kNone)
+      make_prefill_gemm(m.without1, without.g1, without.w13, m.w13_experts.get<cuda::ExpertTensors>(), w13, m.num_sms);
+    if (without.g2 != GroupedKernel::kNone)
+      make_prefill_gemm(m.without2, without.g2, without.w2, m.w2_experts.get<cuda::ExpertTensors>(), w2, m.num_sms, true,
+                        layer.routing.router_weight_on_input);
+    m.without1.batch_experts = ws.dequant.w13;
+    m.without2.batch_experts = ws.dequant.w2;
+  }
 }
 
+namespace {
+// kDequantBf16 / kDequantF16 without its workspace, the FP4 kernel without its repacked weights.
+bool unprepared(const PrefillGemm& g) {
+  return (dequantizes_to_workspace(g.kind) && g.batch_experts == 0) ||
+         (dequantizes_in_registers(g.kind) && g.repacked.bytes() == 0);
+}
+
+// What a forward of `tokens` runs: the plan with or without the repacked copy (below the copy's
+// batch, or forced prefill where the copy was not made: the plan without it), each GEMM's prefill
+// kernel, and whether each GEMM takes it (else the decode kernels). Checks nothing; run() does.
+struct Selection {
+  const LayerGemmPlan* plan;
+  const PrefillGemm *pre1, *pre2;
+  bool prefill1, prefill2;
+};
+Selection select(const CudaMoeLayer::Impl& m, int tokens, int kind, const ForwardOptions& options) {
+  const MoeLayer& L = *m.layer;
+  const bool without = m.copy_use.without_below &&
+                       (options.gemm_path == GemmPath::kPrefill ? !m.copy_made : tokens < m.copy_use.from_tokens);
+  Selection s;
+  s.plan = &(without ? m.without_plans : m.plans)[kind][options.round_intermediate ? 1 : 0];
+  s.pre1 = without ? &m.without1 : &m.prefill1;
+  s.pre2 = without ? &m.without2 : &m.prefill2;
+  auto prefill = [&](GroupedKernel g, const PrefillGemm& gemm) {
+    if (g != GroupedKernel::kNone && unprepared(gemm)) return false;
+    switch (options.gemm_path) {
+      case GemmPath::kDecode: return false;
+      case GemmPath::kPrefill: return g != GroupedKernel::kNone;
+      default: return use_grouped_kernel(g, tokens, L.num_experts, L.top_k, L.inter, has_row_scales(gemm.layout));
+    }
+  };
+  s.prefill1 = prefill(s.plan->g1, *s.pre1);
+  s.prefill2 = prefill(s.plan->g2, *s.pre2);
+  return s;
+}
+}  // namespace
+
 CudaMoeLayer::~CudaMoeLayer() = default;
+
+std::pair<std::string, std::string> CudaMoeLayer::forward_kernels(int tokens, DType hidden_dtype,
+                                                                  const ForwardOptions& options) const {
+  const Selection s = select(*impl_, tokens, act_kind_of(hidden_dtype), options);
+  return {s.prefill1 ? to_string(s.plan->g1) : "decode", s.prefill2 ? to_string(s.plan->g2) : "decode"};
+}
 int CudaMoeLayer::max_tokens() const { return impl_->max_tokens; }
 const MoeLayer& CudaMoeLayer::layer() const { return *impl_->layer; }
 int64_t CudaMoeLayer::device_weight_bytes() const { return impl_->weight_bytes; }
@@ -517,7 +584,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   const int kind = act_kind_of(hidden_dtype);
   const int k = L.top_k, E = L.num_local_experts;
   const int64_t H = L.hidden, I = L.inter, num_slots = static_cast<int64_t>(tokens) * k;
-  const LayerGemmPlan& plan = m.plans[kind][options.round_intermediate ? 1 : 0];
+  const Selection chosen = select(m, tokens, kind, options);
+  const LayerGemmPlan& plan = *chosen.plan;
+  const PrefillGemm &pre1 = *chosen.pre1, &pre2 = *chosen.pre2;
   // Decode or prefill kernels, per projection (the prefill ones read the decode kernels' codes).
   if (options.gemm_path == GemmPath::kPrefill && plan.g1 == GroupedKernel::kNone && plan.g2 == GroupedKernel::kNone)
     throw NotSupported("prefill GEMMs for this scheme are not supported yet");
@@ -528,13 +597,8 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       if (tile >= 0 && g != GroupedKernel::kNone && !grouped_tile_built(g, static_cast<GroupedTile>(tile)))
         throw NotSupported("prefill tile " + to_string(static_cast<GroupedTile>(tile)) + " (" + std::to_string(tile) +
                            ") is not built for the " + to_string(g) + " kernel");
-  // kDequantBf16 / kDequantF16 without its workspace, the FP4 kernel without its repacked weights.
-  auto unprepared = [](const PrefillGemm& g) {
-    return (dequantizes_to_workspace(g.kind) && g.batch_experts == 0) ||
-           (dequantizes_in_registers(g.kind) && g.repacked.bytes() == 0);
-  };
   if (options.gemm_path == GemmPath::kPrefill)
-    for (const PrefillGemm* g : {&m.prefill1, &m.prefill2})
+    for (const PrefillGemm* g : {&pre1, &pre2})
       if (unprepared(*g))
         throw NotSupported(std::string("prefill GEMMs of this layer ") +
                            (dequantizes_to_workspace(g->kind)
@@ -545,15 +609,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
                            std::to_string(grouped_min_tokens(g->kind, L.num_experts, k, L.inter, has_row_scales(g->layout))) +
                            " and a nonzero budget "
                            "(this layer: " + std::to_string(m.max_tokens) + " tokens)");
-  auto prefill = [&](GroupedKernel g, const PrefillGemm& gemm) {
-    if (g != GroupedKernel::kNone && unprepared(gemm)) return false;
-    switch (options.gemm_path) {
-      case GemmPath::kDecode: return false;
-      case GemmPath::kPrefill: return g != GroupedKernel::kNone;
-      default: return use_grouped_kernel(g, tokens, L.num_experts, k, L.inter, has_row_scales(gemm.layout));
-    }
-  };
-  const bool prefill1 = prefill(plan.g1, m.prefill1), prefill2 = prefill(plan.g2, m.prefill2);
+  const bool prefill1 = chosen.prefill1, prefill2 = chosen.prefill2;
   const cuda::ChainedLaunchScope chained(!prefill1 && !prefill2);
 
   cuda::RoutingParams rp;
@@ -790,14 +846,14 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     const char* env = std::getenv("QMOE_FUSED_ACTIVATION");
     return env == nullptr || std::strcmp(env, "0") != 0;
   }();
-  const bool fused_act1 = fuse_activation && prefill1 && prefill2 && dequantizes_in_registers(plan.g1) && m.prefill1.gate_up_inter > 0 &&
+  const bool fused_act1 = fuse_activation && prefill1 && prefill2 && dequantizes_in_registers(plan.g1) && pre1.gate_up_inter > 0 &&
                           cuda::fuses_activation(static_cast<int>(L.activation)) &&
                           takes_16bit_rows(plan.g2) && plan.g2 != GroupedKernel::kInt4Codes &&
                           q2.kind == ActQuant::kNone && fused_activation_fits(plan.g2, q2, I);
   uint16_t* act_rows = fused_act1 ? m.u.get<uint16_t>() : nullptr;  // [slots, I] bf16
   if (gemm1 && prefill1) {
-    if (!fused_input) gather_rows(m.prefill1, x16, x_scale, true, H);
-    run_prefill(m.prefill1, options.prefill_tile, m.sorted_rows.get(), g1.out, act_rows);
+    if (!fused_input) gather_rows(pre1, x16, x_scale, true, H);
+    run_prefill(pre1, options.prefill_tile, m.sorted_rows.get(), g1.out, act_rows);
   }
   else if (gemm1) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, plan.w13_has_g_idx, tokens, stream), "gemm1");
 
@@ -849,12 +905,12 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     const char* env = std::getenv("QMOE_CUTLASS_TERMS");
     return env == nullptr || std::strcmp(env, "0") != 0;
   }();
-  const bool terms2 = gemm2_writes_terms(plan.g2, plan.w2, m.prefill2.has_bias, kind, options.round_intermediate) &&
-                      (dequantizes_in_registers(plan.g2) || (cutlass_terms && m.prefill2.has_terms));
+  const bool terms2 = gemm2_writes_terms(plan.g2, plan.w2, pre2.has_bias, kind, options.round_intermediate) &&
+                      (dequantizes_in_registers(plan.g2) || (cutlass_terms && pre2.has_terms));
   uint16_t* terms = prefill2 && terms2 ? reinterpret_cast<uint16_t*>(m.y.get<float>()) : nullptr;
   if (gemm2 && prefill2) {
-    if (!fused_act) gather_rows(m.prefill2, act16, act_scale, false, I);
-    run_prefill(m.prefill2, forced_tile2, fused_act1 ? static_cast<void*>(act_rows) : m.sorted_rows.get(), g2.out,
+    if (!fused_act) gather_rows(pre2, act16, act_scale, false, I);
+    run_prefill(pre2, forced_tile2, fused_act1 ? static_cast<void*>(act_rows) : m.sorted_rows.get(), g2.out,
                 nullptr, terms);
   }
   else if (gemm2) check(grouped_gemm(g2, k2, act16, {act_scale, in2.act_group}, kind == 0, plan.w2_has_g_idx, tokens, stream), "gemm2");

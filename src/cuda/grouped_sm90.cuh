@@ -109,7 +109,9 @@ class GroupedGemm final : public CutlassGrouped<typename GroupedTypes<Config, kT
 // one tile, 64 rows each) otherwise. Pairs of CTAs along n share the input tile (n >= 256 in every
 // model shape). 128 x 256 holds 64 x 256 32-bit accumulators per warpgroup: it fits without a second
 // accumulator set (FP8 with the MMA's own accumulation, INT8, bf16); all three use it from 64 rows
-// per expert, but bf16 GEMMs of a short reduction, which use 128 x 192 (gemm_tuning.h).
+// per expert, but bf16 GEMMs of a short reduction, which use 128 x 192 as a pingpong tile (a
+// warpgroup's 128 x 192 accumulators fit its 232 registers without spills; with k = 256 the
+// epilogue under the other warpgroup's mainloop is what makes it faster, gemm_tuning.h).
 template <class ElementIn, class ElementAcc, class TileK, class KernelCoop, class KernelPingpong, bool kTerms = false>
 std::unique_ptr<GroupedTcGemm> make_grouped(GroupedTile tile, const GroupedTcBuffers& buf, int groups, int64_t n,
                                             int64_t k, int num_sms) {

@@ -1146,6 +1146,52 @@ TEST(GemmPlan, WithoutARepackedCopyOneCopyOfTheWeights) {
 // The summary `qmoe inspect --cuda-plan` prints: each GEMM's kernels, the crossover and each tile
 // with the batch it takes over from, as the planner functions give them; nothing for a scheme
 // without prefill kernels.
+// When the repacked copy is used (plan_repacked_copy_use): W4A16 with groups of >= 64 or channel
+// scales runs its plan without the copy (CUTLASS's mixed-input kernel) below the register kernel's
+// switch over it; the other register-kernel layouts (no such kernel without the copy) from the
+// register kernel's own crossover, and layers without a register kernel never.
+TEST(GemmPlan, RepackedCopyUse) {
+  struct Case {
+    const char* scheme;
+    MoeShape shape;
+    bool without_below;
+    int64_t from_tokens;
+  };
+  const int64_t never = std::numeric_limits<int64_t>::max();
+  for (const Case& c : {
+           // Few experts; a long and a medium reduction with many (rows x experts / top-k, rounded up).
+           Case{"w4a16_g128", {"mixtral-like", 8, 2, 256, 128}, true, int64_t{kInt4RegsOverMixedMinRowsFewExperts} * 8 / 2},
+           Case{"w4a16_g128", {"deepseek-like", 64, 6, 256, 2048}, true,
+                (int64_t{kInt4RegsOverMixedMinRowsLongReduction} * 64 + 5) / 6},
+           Case{"w4a16_g128", {"qwen3-like", 32, 8, 256, 768}, true,
+                int64_t{std::max(kInt4RegsOverMixedMinRowsMediumReduction, kGroupedMinRowsPerExpertInt4RegsMediumReduction)} * 32 / 8},
+           // A short reduction (TP8's 256): the mixed-input kernel never wins there.
+           Case{"w4a16_g128", {"tp8-like", 64, 8, 256, 256}, false,
+                int64_t{kGroupedMinRowsPerExpertInt4RegsShortReduction} * 64 / 8},
+           // No mixed-input kernel for these layouts: the register kernel's own crossover.
+           Case{"w4a16_g32", {"mixtral-like", 8, 2, 256, 128}, false, int64_t{kGroupedMinRowsPerExpertInt4RegsFewExperts} * 8 / 2},
+           Case{"w4a16_asym_g128", {"mixtral-like", 8, 2, 256, 128}, false,
+                int64_t{kGroupedMinRowsPerExpertInt4RegsFewExperts} * 8 / 2},
+           Case{"w4a8_int8", {"mixtral-like", 8, 2, 256, 128}, false, int64_t{kGroupedMinRowsPerExpertInt4Int8FewExperts} * 8 / 2},
+           Case{"mxfp4", {"mixtral-like", 8, 2, 256, 128}, false, int64_t{kGroupedMinRowsPerExpertMxfp4FewExperts} * 8 / 2},
+           // No register kernel.
+           Case{"fp8_channel", {"mixtral-like", 8, 2, 256, 128}, false, never},
+       }) {
+    const MoeLayer layer = synthetic_layer(c.scheme, c.shape, 7, 1);
+    const RepackedCopyUse use = plan_repacked_copy_use(layer);
+    EXPECT_EQ(use.without_below, c.without_below) << c.scheme << " " << c.shape.name;
+    EXPECT_EQ(use.from_tokens, c.from_tokens) << c.scheme << " " << c.shape.name;
+  }
+  // The switch is never below the register kernel's own crossover over the decode kernels.
+  for (int inter : {128, 768, 2048, 4096})
+    for (int experts : {8, 64, 256}) {
+      const MoeLayer layer = synthetic_layer("w4a16_g128", {"any", experts, 8 < experts ? 8 : 2, 256, inter}, 7, 1);
+      EXPECT_GE(plan_repacked_copy_use(layer).from_tokens,
+                grouped_min_tokens(GroupedKernel::kInt4RegsBf16, experts, layer.top_k, inter))
+          << experts << " experts, inter " << inter;
+    }
+}
+
 TEST(GemmPlan, CudaPlanSummary) {
   // Each entry's batch is exactly where the planner's tile changes.
   // (k: the GEMM's reduction, hidden for w13 and inter for w2.)
@@ -1175,14 +1221,24 @@ TEST(GemmPlan, CudaPlanSummary) {
     EXPECT_EQ(g->tiles[1].first, int64_t{kGroupedMinRowsFor128} * 128 / 8);
     EXPECT_EQ(g->tiles[1].second, tile_config(GroupedKernel::kFp8, GroupedTile::kHuge));
   }
-  // W4A16 g128 on 8 experts, top-2: the 4-bit register kernel from its few-experts crossover in rows
-  // per expert, 128 input rows, then 256 past a mean of kInt4RegsMaxRowsFor128 rows per expert.
+  // W4A16 g128 on 8 experts, top-2: CUTLASS's mixed-input kernel from its few-experts crossover in
+  // rows per expert, the 4-bit register kernel from kInt4RegsOverMixedMinRowsFewExperts, 128 input
+  // rows, then 256 past a mean of kInt4RegsMaxRowsFor128 rows per expert.
   const MoeLayer w4 = synthetic_layer("w4a16_g128", {"mixtral-like", 8, 2, 256, 128}, 7, 1);
   const CudaPlanSummary m = summarize_cuda_plan(w4, 0);
   EXPECT_EQ(m.w13.prefill, to_string(GroupedKernel::kInt4RegsBf16));
-  EXPECT_EQ(m.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 128));
-  EXPECT_EQ(m.w13.prefill_from_tokens, int64_t{kGroupedMinRowsPerExpertInt4RegsFewExperts} * 8 / 2);
+  EXPECT_EQ(m.w13.below_prefill, to_string(GroupedKernel::kInt4Bf16));
+  EXPECT_EQ(m.w13.below_from_tokens, int64_t{kGroupedMinRowsPerExpertInt4FewExperts} * 8 / 2);
+  EXPECT_EQ(m.w13.prefill_from_tokens, int64_t{kInt4RegsOverMixedMinRowsFewExperts} * 8 / 2);
+  EXPECT_EQ(m.w13.prefill_from_tokens, plan_repacked_copy_use(w4).from_tokens);
+  EXPECT_EQ(m.w2.below_prefill, m.w13.below_prefill);
+  EXPECT_EQ(m.w2.prefill_from_tokens, m.w13.prefill_from_tokens);
   expect_exact_switches(m.w13, GroupedKernel::kInt4RegsBf16, w4, w4.hidden);
+  // Without the copy: CUTLASS's kernel alone, from its crossover.
+  const CudaPlanSummary m_one = summarize_cuda_plan(w4, 0, false);
+  EXPECT_EQ(m_one.w13.prefill, to_string(GroupedKernel::kInt4Bf16));
+  EXPECT_EQ(m_one.w13.prefill_from_tokens, m.w13.below_from_tokens);
+  EXPECT_EQ(m_one.w13.below_from_tokens, -1);
   ASSERT_EQ(m.w13.tiles.size(), 2u);
   EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kSmall));
   EXPECT_EQ(m.w13.tiles.back().first, int64_t{kInt4RegsMaxRowsFor128} * 8 / 2 + 1);

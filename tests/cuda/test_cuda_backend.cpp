@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -272,12 +273,8 @@ void forward_eager_and_replayed(const CudaMoeLayer& dev, const Tensor& x, const 
 // crossover runs on a layer sized for the crossover: its repacked weights exist only on layers that
 // reach it (W4Prefill checks that a smaller layer says so).
 Tensor cuda_forward(const MoeLayer& layer, const Tensor& x, const Tensor& logits, const ForwardOptions& options) {
-  const LayerGemmPlan plan = plan_prefill_kernels(layer);
-  int64_t repacked_from = 0;
-  for (auto [g, L] : {std::pair{plan.g1, &plan.w13}, std::pair{plan.g2, &plan.w2}})
-    if (dequantizes_in_registers(g))
-      repacked_from = std::max(repacked_from,
-                               grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter, has_row_scales(*L)));
+  const int64_t copy_from = plan_repacked_copy_use(layer).from_tokens;
+  const int64_t repacked_from = copy_from == std::numeric_limits<int64_t>::max() ? 0 : copy_from;
   if (options.gemm_path != GemmPath::kPrefill || x.dim(0) >= repacked_from)
     return make_backend("cuda")->forward(layer, x, logits, options);
   CudaMoeLayer dev(layer, static_cast<int>(repacked_from));
@@ -1081,8 +1078,9 @@ TEST(RepackedCopy, OffKeepsOneCopyAndMatchesTheCpuBackend) {
   expect_device_layer_matches_cpu(ep_one_copy, x, logits, prefill, false, "one copy w4a16_g128 expert map");
   // Through the Backend interface (qmoe run --no-repacked-copy): BackendOptions::repacked_copy
   // reaches the layer, so its forward is the one-copy layer's bit for bit, and not the register
-  // kernel's (whose sums are ordered differently).
-  const MoeLayer big = random_layer(Scheme::kW4A16G128, {16, 8, 2048, 768});
+  // kernel's (W4A8-INT8: without the copy its weights are rounded to bf16; W4A16's two kernels can
+  // agree bit for bit).
+  const MoeLayer big = random_layer(Scheme::kW4A8Int8, {16, 8, 2048, 768});
   random_inputs(300, big, x, logits);
   BackendOptions one;
   one.repacked_copy = false;
@@ -1095,6 +1093,66 @@ TEST(RepackedCopy, OffKeepsOneCopyAndMatchesTheCpuBackend) {
   EXPECT_EQ(0, std::memcmp(by_backend.raw(), by_layer.raw(), by_layer.size_bytes()));
   EXPECT_NE(0, std::memcmp(by_backend.raw(), with_copy.raw(), with_copy.size_bytes()))
       << "the backend's one-copy forward equals the register kernel's: the option did not reach the layer";
+  const Tensor want = make_backend("cpu")->forward(big, x, logits, prefill);
+  EXPECT_LE(compare_outputs(by_backend, want).rel_l2, tolerance_rel_l2(big, prefill, Comparison::kCudaVsReference, 300, false));
+}
+
+// W4A16 g128 between the decode kernels and the register kernel's batch (plan_repacked_copy_use):
+// the automatic path runs CUTLASS's kernel on the checkpoint's codes there, as a layer without the
+// copy does (bit for bit), and the register kernel from the copy's batch on; a layer sized below
+// that batch makes no copy and runs CUTLASS's kernel, also when the prefill path is forced. (The two
+// kernels' outputs may agree bit for bit, so CudaMoeLayer::forward_kernels says which ran.)
+TEST(RepackedCopy, W4A16BelowTheCopysBatchRunsTheMixedInputKernel) {
+  REQUIRE_GPU();
+  const MoeLayer layer = random_layer(Scheme::kW4A16G128, {8, 2, 1024, 512});
+  const RepackedCopyUse use = plan_repacked_copy_use(layer);
+  ASSERT_TRUE(use.without_below);
+  const LayerGemmPlan without = plan_prefill_kernels(layer, false);
+  ASSERT_EQ(without.g1, GroupedKernel::kInt4Bf16);
+  const int64_t mixed_from = grouped_min_tokens(GroupedKernel::kInt4Bf16, 8, 2, layer.inter);
+  ASSERT_LT(mixed_from + 8, use.from_tokens);
+  const int max_t = static_cast<int>(use.from_tokens + 40);
+  const CudaMoeLayer with_copy(layer, max_t);
+  const CudaMoeLayer one_copy(layer, max_t, CudaMoeLayer::kDefaultDequantWorkspaceBytes, false);
+  const CudaMoeLayer below(layer, static_cast<int>(use.from_tokens - 1));
+  EXPECT_EQ(below.device_weight_bytes(), one_copy.device_weight_bytes());
+  EXPECT_GT(with_copy.device_weight_bytes(), one_copy.device_weight_bytes());
+  ForwardOptions automatic, prefill;
+  prefill.gemm_path = GemmPath::kPrefill;
+  auto run = [](const CudaMoeLayer& dev, const Tensor& x, const Tensor& logits, const ForwardOptions& o) {
+    Tensor eager, replay;
+    forward_eager_and_replayed(dev, x, logits, o, 1, &eager, &replay);
+    return eager;
+  };
+  auto same = [](const Tensor& a, const Tensor& b) {
+    return a.size_bytes() == b.size_bytes() && std::memcmp(a.raw(), b.raw(), a.size_bytes()) == 0;
+  };
+  const std::string mixed_name = to_string(GroupedKernel::kInt4Bf16), regs_name = to_string(GroupedKernel::kInt4RegsBf16);
+  using Kernels = std::pair<std::string, std::string>;
+  // Decode kernels, CUTLASS's kernel, the register kernel.
+  for (int64_t tokens : {mixed_from - 4, mixed_from + 4, use.from_tokens - 1, use.from_tokens, use.from_tokens + 40}) {
+    Tensor x, logits;
+    random_inputs(tokens, layer, x, logits);
+    const int t = static_cast<int>(tokens);
+    const std::string what = "w4a16_g128 auto, " + std::to_string(tokens) + " tokens";
+    const Tensor got = run(with_copy, x, logits, automatic);
+    expect_device_layer_matches_cpu(with_copy, x, logits, automatic, true, what);
+    const std::string expected = tokens < mixed_from ? "decode" : tokens < use.from_tokens ? mixed_name : regs_name;
+    EXPECT_EQ(with_copy.forward_kernels(t, DType::kBF16, automatic), Kernels(expected, expected)) << what;
+    EXPECT_EQ(with_copy.forward_kernels(t, DType::kBF16, prefill), Kernels(regs_name, regs_name)) << what;
+    if (tokens < use.from_tokens) {
+      EXPECT_TRUE(same(got, run(one_copy, x, logits, automatic))) << what << ": not the layer without the copy's forward";
+      EXPECT_TRUE(same(run(below, x, logits, automatic), got)) << what << " on a layer without the copy's batch";
+      EXPECT_EQ(below.forward_kernels(t, DType::kBF16, prefill), Kernels(mixed_name, mixed_name)) << what;
+      EXPECT_TRUE(same(run(below, x, logits, prefill), run(one_copy, x, logits, prefill)))
+          << what << ": forced prefill on a layer without the copy";
+    } else {
+      EXPECT_TRUE(same(got, run(with_copy, x, logits, prefill))) << what << ": not the register kernel's forward";
+    }
+  }
+  // f32 hidden states have no register kernel: the plan with the copy names CUTLASS's kernel or
+  // the decode kernels there, whatever the batch.
+  EXPECT_NE(with_copy.forward_kernels(max_t, DType::kF32, automatic).first, regs_name);
 }
 
 // MXFP4, NVFP4 weight-only and INT4 (groups of 128 and 32, channel scales, zero points) on the 4-bit
@@ -1147,8 +1205,10 @@ TEST(W4Prefill, MatchesTheCpuBackend) {
                                                                : GroupedKernel::kInt4RegsBf16;
     ASSERT_EQ(plan.g1, fp4) << c.name;
     ASSERT_EQ(plan.g2, c.layer.inter % 64 == 0 ? fp4 : GroupedKernel::kDequantBf16) << c.name;
-    const int min_tokens = static_cast<int>(std::max(grouped_min_tokens(plan.g1, c.layer.num_experts, c.layer.top_k, c.layer.inter),
-                                                     grouped_min_tokens(plan.g2, c.layer.num_experts, c.layer.top_k, c.layer.inter)));
+    // (The copy from plan_repacked_copy_use's batch: W4A16 g128 and channel run CUTLASS's kernel below it.)
+    const int min_tokens = static_cast<int>(std::max({grouped_min_tokens(plan.g1, c.layer.num_experts, c.layer.top_k, c.layer.inter),
+                                                      grouped_min_tokens(plan.g2, c.layer.num_experts, c.layer.top_k, c.layer.inter),
+                                                      plan_repacked_copy_use(c.layer).from_tokens}));
     // 1 and 7 tokens (a few rows on a few experts), 64, then past 128 rows per expert (the larger tile).
     const int64_t large = int64_t{kMxfp4MaxRowsFor128} * c.layer.num_experts / c.layer.top_k + 45;
     for (int64_t tokens : {int64_t{1}, int64_t{7}, int64_t{64}, large}) {
