@@ -133,6 +133,8 @@ nlohmann::ordered_json gemm_json(const CudaPlanSummary::Gemm& g) {
   if (g.below_from_tokens >= 0) {
     j["below_prefill"] = g.below_prefill;
     j["below_from_tokens"] = g.below_from_tokens;
+    auto& below = j["below_tiles"] = nlohmann::ordered_json::array();
+    for (const auto& [tokens, tile] : g.below_tiles) below.push_back({{"from_tokens", tokens}, {"tile", tile}});
   }
   auto& tiles = j["prefill_tiles"] = nlohmann::ordered_json::array();
   for (const auto& [tokens, tile] : g.tiles) tiles.push_back({{"from_tokens", tokens}, {"tile", tile}});
@@ -320,6 +322,10 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
                repacked_copy ? "" : ", no repacked copy", r.cuda_plan_layer);
     for (const auto& [name, g] : {std::pair{"w13", &r.cuda_plan->w13}, std::pair{"w2", &r.cuda_plan->w2}}) {
       fmt::print("    {:<4} decode: {}; {}\n", name, g->decode, prefill_from(*g));
+      if (g->below_from_tokens >= 0) {
+        fmt::print("         below the prefill kernel: {}\n", g->below_prefill);
+        for (const auto& [tokens, tile] : g->below_tiles) fmt::print("         from {:>5} tokens: {}\n", tokens, tile);
+      }
       if (g->prefill_from_tokens >= 0)
         fmt::print("         prefill: {}{}\n", g->prefill, g->writes_terms ? ", writing the combine's bf16 terms" : "");
       for (const auto& [tokens, tile] : g->tiles) fmt::print("         from {:>5} tokens: {}\n", tokens, tile);

@@ -58,9 +58,10 @@ class CudaMoeLayer {
   // copy of their weights repacked at load (codes as many bytes again as the checkpoint's, scales as
   // 32-bit words), allocated under the same conditions: max_tokens at its crossover and a nonzero
   // budget (the budget's size does not bound it), at most 1024 local experts. (W4A16 with groups of
-  // >= 64 or channel scales runs CUTLASS's mixed-input kernel on the checkpoint's codes between its
-  // crossover and the batch where this kernel beats it, so it makes the copy only from that batch:
-  // plan_repacked_copy_use, `qmoe inspect --cuda-plan`.)
+  // >= 64 or channel scales and an intermediate size of at least 512 runs CUTLASS's mixed-input
+  // kernel on the checkpoint's codes between its crossover and the batch where this kernel beats
+  // it, so it makes the copy only from that batch, and a forced prefill path on a layer without the
+  // copy runs CUTLASS's kernel: plan_repacked_copy_use, `qmoe inspect --cuda-plan`.)
   // `repacked_copy` false keeps one copy of the weights at some prefill speed (plan_grouped_kernel;
   // `qmoe inspect --cuda-plan --no-repacked-copy` shows the plan): W4A16 with groups of >= 64 or
   // channel scales then runs CUTLASS's mixed-input kernel on the checkpoint's codes (its GEMMs about
@@ -103,9 +104,11 @@ class CudaMoeLayer {
   // --cuda-plan` prints, or "decode" where it runs the decode kernels. Validates nothing (forward
   // throws where a forced path or tile does not exist).
   std::pair<std::string, std::string> forward_kernels(int tokens, DType hidden_dtype, const ForwardOptions& options) const;
-  struct Impl;  // (opaque: the device state, cuda_backend.cpp)
 
  private:
+  struct Impl;
+  struct Selection;  // what a forward runs (cuda_backend.cpp)
+  Selection choose_plan(int tokens, int kind, const ForwardOptions& options) const;
   void run(const void* hidden, DType hidden_dtype, const float* router_logits, float* out, int tokens, void* stream,
            const ForwardOptions& options, bool gemm1, bool gemm2) const;
   std::unique_ptr<Impl> impl_;

@@ -500,10 +500,11 @@ bool repacked_copy_possible(const MoeLayer& layer, int64_t dequant_budget_bytes,
 RepackedCopyUse plan_repacked_copy_use(const MoeLayer& layer) {
   const LayerGemmPlan with = plan_prefill_kernels(layer, true), without = plan_prefill_kernels(layer, false);
   const bool few = layer.num_experts <= kInt4FewExperts;
-  const int over_mixed_rows = few                                          ? kInt4RegsOverMixedMinRowsFewExperts
-                              : layer.inter >= kRegsMinInterLongReduction   ? kInt4RegsOverMixedMinRowsLongReduction
-                              : layer.inter >= kRegsMinInterMediumReduction ? kInt4RegsOverMixedMinRowsMediumReduction
-                                                                            : kInt4RegsOverMixedMinRowsShortReduction;
+  // (A short reduction first: there the mixed-input kernel lost on every shape measured.)
+  const int over_mixed_rows = layer.inter < kRegsMinInterMediumReduction ? kInt4RegsOverMixedMinRowsShortReduction
+                              : few                                       ? kInt4RegsOverMixedMinRowsFewExperts
+                              : layer.inter >= kRegsMinInterLongReduction ? kInt4RegsOverMixedMinRowsLongReduction
+                                                                          : kInt4RegsOverMixedMinRowsMediumReduction;
   RepackedCopyUse use;
   bool registers = false, all_mixed = true;
   for (auto [g, g_without, L] : {std::tuple{with.g1, without.g1, &with.w13}, std::tuple{with.g2, without.g2, &with.w2}}) {
@@ -521,6 +522,12 @@ RepackedCopyUse plan_repacked_copy_use(const MoeLayer& layer) {
     use.from_tokens = std::max(use.from_tokens, (slots + top_k - 1) / top_k);
   }
   return use;
+}
+
+bool runs_plan_without_copy(const RepackedCopyUse& use, bool without_ready, bool copy_made, int64_t tokens,
+                            GemmPath path) {
+  if (!use.without_below || !without_ready) return false;
+  return path == GemmPath::kPrefill ? !copy_made : tokens < use.from_tokens;
 }
 
 LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64_t dequant_budget_bytes,
@@ -590,35 +597,36 @@ bool gemm2_writes_terms(GroupedKernel kind, const GemmLayout& L, bool has_bias, 
 
 CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind, bool repacked_copy) {
   const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, true, repacked_copy);
-  auto gemm = [&](GemmKernel decode, GroupedKernel prefill, const GemmLayout& L) {
+  // W4A16: CUTLASS's kernel on the checkpoint's codes below the repacked copy's batch.
+  const RepackedCopyUse use = repacked_copy ? plan_repacked_copy_use(layer) : RepackedCopyUse{};
+  const LayerGemmPlan without = plan_layer_gemms(layer, act_kind, true, false);
+  // Each tile of `kind` from the batch where it takes over, for batches in [from, until]: every
+  // batch size in turn (a cheap pure function), so each switch is exact.
+  auto tiles = [&](GroupedKernel kind, int64_t k, int64_t from, int64_t until) {
+    std::vector<std::pair<int64_t, std::string>> out;
+    for (int64_t tokens = from; tokens <= until; ++tokens) {
+      std::string tile = tile_config(kind, plan_grouped_tile(kind, tokens * layer.top_k, layer.num_experts, k));
+      if (out.empty() || out.back().second != tile) out.emplace_back(tokens, std::move(tile));
+    }
+    return out;
+  };
+  auto gemm = [&](GemmKernel decode, GroupedKernel prefill, GroupedKernel below, const GemmLayout& L) {
     const int64_t k = L.cols;  // the GEMM's reduction
     CudaPlanSummary::Gemm g;
     g.decode = to_string(decode);
     g.prefill = to_string(prefill);
     if (prefill == GroupedKernel::kNone) return g;
     g.prefill_from_tokens = grouped_min_tokens(prefill, layer.num_experts, layer.top_k, layer.inter, has_row_scales(L));
-    // Every batch size in turn (a cheap pure function), so each switch is exact.
-    for (int64_t tokens = g.prefill_from_tokens; tokens <= kPlanSummaryMaxTokens; ++tokens) {
-      std::string tile = tile_config(prefill, plan_grouped_tile(prefill, tokens * layer.top_k, layer.num_experts, k));
-      if (g.tiles.empty() || g.tiles.back().second != tile) g.tiles.emplace_back(tokens, std::move(tile));
+    if (use.without_below && dequantizes_in_registers(prefill)) {
+      g.below_prefill = to_string(below);
+      g.below_from_tokens = grouped_min_tokens(below, layer.num_experts, layer.top_k, layer.inter, has_row_scales(L));
+      g.below_tiles = tiles(below, k, g.below_from_tokens, std::min(use.from_tokens - 1, kPlanSummaryMaxTokens));
+      g.prefill_from_tokens = use.from_tokens;
     }
+    g.tiles = tiles(prefill, k, g.prefill_from_tokens, kPlanSummaryMaxTokens);
     return g;
   };
-  CudaPlanSummary summary{gemm(plan.k1, plan.g1, plan.w13), gemm(plan.k2, plan.g2, plan.w2)};
-  // W4A16: CUTLASS's kernel on the checkpoint's codes below the repacked copy's batch.
-  if (const RepackedCopyUse use = repacked_copy ? plan_repacked_copy_use(layer) : RepackedCopyUse{};
-      use.without_below) {
-    const LayerGemmPlan without = plan_layer_gemms(layer, act_kind, true, false);
-    for (auto [s, g, g_without, L] : {std::tuple{&summary.w13, plan.g1, without.g1, &without.w13},
-                                      std::tuple{&summary.w2, plan.g2, without.g2, &without.w2}}) {
-      if (!dequantizes_in_registers(g)) continue;
-      s->below_prefill = to_string(g_without);
-      s->below_from_tokens = grouped_min_tokens(g_without, layer.num_experts, layer.top_k, layer.inter, has_row_scales(*L));
-      s->prefill_from_tokens = use.from_tokens;
-      while (s->tiles.size() > 1 && s->tiles[1].first <= use.from_tokens) s->tiles.erase(s->tiles.begin());
-      if (!s->tiles.empty()) s->tiles.front().first = use.from_tokens;
-    }
-  }
+  CudaPlanSummary summary{gemm(plan.k1, plan.g1, without.g1, plan.w13), gemm(plan.k2, plan.g2, without.g2, plan.w2)};
   const bool w2_bias = !layer.experts.empty() && !layer.experts[0].w2_bias.empty();
   summary.w2.writes_terms = plan.g2 != GroupedKernel::kNone && gemm2_writes_terms(plan.g2, plan.w2, w2_bias, act_kind, true);
   // Every expert has the shapes of the loaded ones (inspect loads expert 0 alone).

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
+#include <tuple>
 
 #include "cpu/moe_math.h"
 #include "cuda/chaining.h"
@@ -339,8 +341,10 @@ struct CudaMoeLayer::Impl {
   PrefillGemm prefill1, prefill2;
   // W4A16 layers that may hold the repacked copy run their plan without it below copy_use.from_tokens
   // (plan_repacked_copy_use): those plans and CUTLASS's kernels on the checkpoint's codes.
+  // (without1 / without2: only the GEMMs whose kernel differs without the copy, and only where
+  // max_tokens reaches CUTLASS's crossover: without_ready.)
   RepackedCopyUse copy_use;
-  bool copy_made = false;
+  bool copy_made = false, without_ready = false;
   LayerGemmPlan without_plans[3][2];
   PrefillGemm without1, without2;
   DeviceSpan sorted_rows, sorted_scales, slot_position;
@@ -499,15 +503,21 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_pt
       m.weight_bytes += static_cast<int64_t>(g->repacked.bytes());
       m.copy_made = true;
     }
-  if (m.copy_use.without_below) {
-    const LayerGemmPlan without = plan_prefill_kernels(layer, false);
-    if (without.g1 != GroupedKernel::kNone)
+  // CUTLASS's kernels of the plan without the copy (their bf16 scales transposed, ~1/32 of the
+  // 4-bit codes for groups of 128, which device_weight_bytes leaves out as for any mixed-input
+  // layer), where the automatic path can reach them.
+  const LayerGemmPlan without = plan_prefill_kernels(layer, false);
+  int64_t without_from = std::numeric_limits<int64_t>::max();
+  for (auto [g, g_with, L] : {std::tuple{without.g1, g1, &without.w13}, std::tuple{without.g2, g2, &without.w2}})
+    if (g != g_with && g != GroupedKernel::kNone)
+      without_from = std::min(without_from, grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter, has_row_scales(*L)));
+  if (m.copy_use.without_below && max_tokens >= without_from) {
+    if (without.g1 != g1)
       make_prefill_gemm(m.without1, without.g1, without.w13, m.w13_experts.get<cuda::ExpertTensors>(), w13, m.num_sms);
-    if (without.g2 != GroupedKernel::kNone)
+    if (without.g2 != g2)
       make_prefill_gemm(m.without2, without.g2, without.w2, m.w2_experts.get<cuda::ExpertTensors>(), w2, m.num_sms, true,
                         layer.routing.router_weight_on_input);
-    m.without1.batch_experts = ws.dequant.w13;
-    m.without2.batch_experts = ws.dequant.w2;
+    m.without_ready = true;
   }
 }
 
@@ -518,22 +528,25 @@ bool unprepared(const PrefillGemm& g) {
          (dequantizes_in_registers(g.kind) && g.repacked.bytes() == 0);
 }
 
-// What a forward of `tokens` runs: the plan with or without the repacked copy (below the copy's
-// batch, or forced prefill where the copy was not made: the plan without it), each GEMM's prefill
-// kernel, and whether each GEMM takes it (else the decode kernels). Checks nothing; run() does.
-struct Selection {
+}  // namespace
+
+// What a forward of `tokens` runs: the plan with or without the repacked copy
+// (runs_plan_without_copy), each GEMM's prefill kernel (a GEMM whose kernel is the same in both
+// plans has one object), and whether each GEMM takes it (else the decode kernels). Checks nothing;
+// run() does.
+struct CudaMoeLayer::Selection {
   const LayerGemmPlan* plan;
   const PrefillGemm *pre1, *pre2;
   bool prefill1, prefill2;
 };
-Selection select(const CudaMoeLayer::Impl& m, int tokens, int kind, const ForwardOptions& options) {
+CudaMoeLayer::Selection CudaMoeLayer::choose_plan(int tokens, int kind, const ForwardOptions& options) const {
+  const Impl& m = *impl_;
   const MoeLayer& L = *m.layer;
-  const bool without = m.copy_use.without_below &&
-                       (options.gemm_path == GemmPath::kPrefill ? !m.copy_made : tokens < m.copy_use.from_tokens);
+  const bool without = runs_plan_without_copy(m.copy_use, m.without_ready, m.copy_made, tokens, options.gemm_path);
   Selection s;
   s.plan = &(without ? m.without_plans : m.plans)[kind][options.round_intermediate ? 1 : 0];
-  s.pre1 = without ? &m.without1 : &m.prefill1;
-  s.pre2 = without ? &m.without2 : &m.prefill2;
+  s.pre1 = without && m.without1.kind != GroupedKernel::kNone ? &m.without1 : &m.prefill1;
+  s.pre2 = without && m.without2.kind != GroupedKernel::kNone ? &m.without2 : &m.prefill2;
   auto prefill = [&](GroupedKernel g, const PrefillGemm& gemm) {
     if (g != GroupedKernel::kNone && unprepared(gemm)) return false;
     switch (options.gemm_path) {
@@ -546,13 +559,12 @@ Selection select(const CudaMoeLayer::Impl& m, int tokens, int kind, const Forwar
   s.prefill2 = prefill(s.plan->g2, *s.pre2);
   return s;
 }
-}  // namespace
 
 CudaMoeLayer::~CudaMoeLayer() = default;
 
 std::pair<std::string, std::string> CudaMoeLayer::forward_kernels(int tokens, DType hidden_dtype,
                                                                   const ForwardOptions& options) const {
-  const Selection s = select(*impl_, tokens, act_kind_of(hidden_dtype), options);
+  const Selection s = choose_plan(tokens, act_kind_of(hidden_dtype), options);
   return {s.prefill1 ? to_string(s.plan->g1) : "decode", s.prefill2 ? to_string(s.plan->g2) : "decode"};
 }
 int CudaMoeLayer::max_tokens() const { return impl_->max_tokens; }
@@ -584,7 +596,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   const int kind = act_kind_of(hidden_dtype);
   const int k = L.top_k, E = L.num_local_experts;
   const int64_t H = L.hidden, I = L.inter, num_slots = static_cast<int64_t>(tokens) * k;
-  const Selection chosen = select(m, tokens, kind, options);
+  const Selection chosen = choose_plan(tokens, kind, options);
   const LayerGemmPlan& plan = *chosen.plan;
   const PrefillGemm &pre1 = *chosen.pre1, &pre2 = *chosen.pre2;
   // Decode or prefill kernels, per projection (the prefill ones read the decode kernels' codes).

@@ -1160,14 +1160,16 @@ TEST(GemmPlan, RepackedCopyUse) {
   const int64_t never = std::numeric_limits<int64_t>::max();
   for (const Case& c : {
            // Few experts; a long and a medium reduction with many (rows x experts / top-k, rounded up).
-           Case{"w4a16_g128", {"mixtral-like", 8, 2, 256, 128}, true, int64_t{kInt4RegsOverMixedMinRowsFewExperts} * 8 / 2},
+           Case{"w4a16_g128", {"mixtral-like", 8, 2, 256, 512}, true, int64_t{kInt4RegsOverMixedMinRowsFewExperts} * 8 / 2},
            Case{"w4a16_g128", {"deepseek-like", 64, 6, 256, 2048}, true,
                 (int64_t{kInt4RegsOverMixedMinRowsLongReduction} * 64 + 5) / 6},
            Case{"w4a16_g128", {"qwen3-like", 32, 8, 256, 768}, true,
                 int64_t{std::max(kInt4RegsOverMixedMinRowsMediumReduction, kGroupedMinRowsPerExpertInt4RegsMediumReduction)} * 32 / 8},
-           // A short reduction (TP8's 256): the mixed-input kernel never wins there.
+           // A short reduction (TP8's 256), with many experts or few: the mixed-input kernel lost there.
            Case{"w4a16_g128", {"tp8-like", 64, 8, 256, 256}, false,
                 int64_t{kGroupedMinRowsPerExpertInt4RegsShortReduction} * 64 / 8},
+           Case{"w4a16_g128", {"mixtral-like", 8, 2, 256, 128}, false,
+                int64_t{kGroupedMinRowsPerExpertInt4RegsFewExperts} * 8 / 2},
            // No mixed-input kernel for these layouts: the register kernel's own crossover.
            Case{"w4a16_g32", {"mixtral-like", 8, 2, 256, 128}, false, int64_t{kGroupedMinRowsPerExpertInt4RegsFewExperts} * 8 / 2},
            Case{"w4a16_asym_g128", {"mixtral-like", 8, 2, 256, 128}, false,
@@ -1182,6 +1184,16 @@ TEST(GemmPlan, RepackedCopyUse) {
     EXPECT_EQ(use.without_below, c.without_below) << c.scheme << " " << c.shape.name;
     EXPECT_EQ(use.from_tokens, c.from_tokens) << c.scheme << " " << c.shape.name;
   }
+  // Which plan a forward runs: without the copy below from_tokens on the automatic path, and when
+  // forced to prefill only where the copy was not made; never where the layer lacks that plan.
+  const RepackedCopyUse mid{100, true};
+  EXPECT_TRUE(runs_plan_without_copy(mid, true, true, 99, GemmPath::kAuto));
+  EXPECT_FALSE(runs_plan_without_copy(mid, true, true, 100, GemmPath::kAuto));
+  EXPECT_FALSE(runs_plan_without_copy(mid, true, true, 5, GemmPath::kPrefill));
+  EXPECT_TRUE(runs_plan_without_copy(mid, true, false, 500, GemmPath::kPrefill));
+  EXPECT_FALSE(runs_plan_without_copy(mid, false, false, 5, GemmPath::kAuto));
+  EXPECT_FALSE(runs_plan_without_copy(mid, false, false, 5, GemmPath::kPrefill));
+  EXPECT_FALSE(runs_plan_without_copy({100, false}, true, false, 5, GemmPath::kAuto));
   // The switch is never below the register kernel's own crossover over the decode kernels.
   for (int inter : {128, 768, 2048, 4096})
     for (int experts : {8, 64, 256}) {
@@ -1224,7 +1236,7 @@ TEST(GemmPlan, CudaPlanSummary) {
   // W4A16 g128 on 8 experts, top-2: CUTLASS's mixed-input kernel from its few-experts crossover in
   // rows per expert, the 4-bit register kernel from kInt4RegsOverMixedMinRowsFewExperts, 128 input
   // rows, then 256 past a mean of kInt4RegsMaxRowsFor128 rows per expert.
-  const MoeLayer w4 = synthetic_layer("w4a16_g128", {"mixtral-like", 8, 2, 256, 128}, 7, 1);
+  const MoeLayer w4 = synthetic_layer("w4a16_g128", {"mixtral-like", 8, 2, 256, 512}, 7, 1);
   const CudaPlanSummary m = summarize_cuda_plan(w4, 0);
   EXPECT_EQ(m.w13.prefill, to_string(GroupedKernel::kInt4RegsBf16));
   EXPECT_EQ(m.w13.below_prefill, to_string(GroupedKernel::kInt4Bf16));
@@ -1232,6 +1244,12 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(m.w13.prefill_from_tokens, int64_t{kInt4RegsOverMixedMinRowsFewExperts} * 8 / 2);
   EXPECT_EQ(m.w13.prefill_from_tokens, plan_repacked_copy_use(w4).from_tokens);
   EXPECT_EQ(m.w2.below_prefill, m.w13.below_prefill);
+  // CUTLASS's tiles up to the switch: 128 x 32 from its crossover, 128 x 48 from 28 rows per expert.
+  ASSERT_EQ(m.w13.below_tiles.size(), 2u);
+  EXPECT_EQ(m.w13.below_tiles[0].first, m.w13.below_from_tokens);
+  EXPECT_EQ(m.w13.below_tiles[0].second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kTiny));
+  EXPECT_EQ(m.w13.below_tiles[1].first, int64_t{kInt4MinRowsForTiny48} * 8 / 2);
+  EXPECT_EQ(m.w13.below_tiles[1].second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kTiny48));
   EXPECT_EQ(m.w2.prefill_from_tokens, m.w13.prefill_from_tokens);
   expect_exact_switches(m.w13, GroupedKernel::kInt4RegsBf16, w4, w4.hidden);
   // Without the copy: CUTLASS's kernel alone, from its crossover.

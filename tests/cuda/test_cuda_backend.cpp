@@ -1104,21 +1104,8 @@ TEST(RepackedCopy, OffKeepsOneCopyAndMatchesTheCpuBackend) {
 // kernels' outputs may agree bit for bit, so CudaMoeLayer::forward_kernels says which ran.)
 TEST(RepackedCopy, W4A16BelowTheCopysBatchRunsTheMixedInputKernel) {
   REQUIRE_GPU();
-  const MoeLayer layer = random_layer(Scheme::kW4A16G128, {8, 2, 1024, 512});
-  const RepackedCopyUse use = plan_repacked_copy_use(layer);
-  ASSERT_TRUE(use.without_below);
-  const LayerGemmPlan without = plan_prefill_kernels(layer, false);
-  ASSERT_EQ(without.g1, GroupedKernel::kInt4Bf16);
-  const int64_t mixed_from = grouped_min_tokens(GroupedKernel::kInt4Bf16, 8, 2, layer.inter);
-  ASSERT_LT(mixed_from + 8, use.from_tokens);
-  const int max_t = static_cast<int>(use.from_tokens + 40);
-  const CudaMoeLayer with_copy(layer, max_t);
-  const CudaMoeLayer one_copy(layer, max_t, CudaMoeLayer::kDefaultDequantWorkspaceBytes, false);
-  const CudaMoeLayer below(layer, static_cast<int>(use.from_tokens - 1));
-  EXPECT_EQ(below.device_weight_bytes(), one_copy.device_weight_bytes());
-  EXPECT_GT(with_copy.device_weight_bytes(), one_copy.device_weight_bytes());
-  ForwardOptions automatic, prefill;
-  prefill.gemm_path = GemmPath::kPrefill;
+  const std::string mixed = to_string(GroupedKernel::kInt4Bf16), regs = to_string(GroupedKernel::kInt4RegsBf16);
+  using Kernels = std::pair<std::string, std::string>;
   auto run = [](const CudaMoeLayer& dev, const Tensor& x, const Tensor& logits, const ForwardOptions& o) {
     Tensor eager, replay;
     forward_eager_and_replayed(dev, x, logits, o, 1, &eager, &replay);
@@ -1127,32 +1114,69 @@ TEST(RepackedCopy, W4A16BelowTheCopysBatchRunsTheMixedInputKernel) {
   auto same = [](const Tensor& a, const Tensor& b) {
     return a.size_bytes() == b.size_bytes() && std::memcmp(a.raw(), b.raw(), a.size_bytes()) == 0;
   };
-  const std::string mixed_name = to_string(GroupedKernel::kInt4Bf16), regs_name = to_string(GroupedKernel::kInt4RegsBf16);
-  using Kernels = std::pair<std::string, std::string>;
-  // Decode kernels, CUTLASS's kernel, the register kernel.
-  for (int64_t tokens : {mixed_from - 4, mixed_from + 4, use.from_tokens - 1, use.from_tokens, use.from_tokens + 40}) {
-    Tensor x, logits;
-    random_inputs(tokens, layer, x, logits);
-    const int t = static_cast<int>(tokens);
-    const std::string what = "w4a16_g128 auto, " + std::to_string(tokens) + " tokens";
-    const Tensor got = run(with_copy, x, logits, automatic);
-    expect_device_layer_matches_cpu(with_copy, x, logits, automatic, true, what);
-    const std::string expected = tokens < mixed_from ? "decode" : tokens < use.from_tokens ? mixed_name : regs_name;
-    EXPECT_EQ(with_copy.forward_kernels(t, DType::kBF16, automatic), Kernels(expected, expected)) << what;
-    EXPECT_EQ(with_copy.forward_kernels(t, DType::kBF16, prefill), Kernels(regs_name, regs_name)) << what;
-    if (tokens < use.from_tokens) {
-      EXPECT_TRUE(same(got, run(one_copy, x, logits, automatic))) << what << ": not the layer without the copy's forward";
-      EXPECT_TRUE(same(run(below, x, logits, automatic), got)) << what << " on a layer without the copy's batch";
-      EXPECT_EQ(below.forward_kernels(t, DType::kBF16, prefill), Kernels(mixed_name, mixed_name)) << what;
-      EXPECT_TRUE(same(run(below, x, logits, prefill), run(one_copy, x, logits, prefill)))
-          << what << ": forced prefill on a layer without the copy";
-    } else {
-      EXPECT_TRUE(same(got, run(with_copy, x, logits, prefill))) << what << ": not the register kernel's forward";
+  // `w2_above`: w2's kernel from the copy's batch (channel scales at inter 544, k not a multiple of
+  // 64: CUTLASS's kernel in both plans, one GEMM object).
+  auto check = [&](const std::string& name, const MoeLayer& layer, const std::string& w2_above) {
+    const RepackedCopyUse use = plan_repacked_copy_use(layer);
+    ASSERT_TRUE(use.without_below) << name;
+    ASSERT_EQ(plan_prefill_kernels(layer, false).g1, GroupedKernel::kInt4Bf16) << name;
+    const int64_t mixed_from = grouped_min_tokens(GroupedKernel::kInt4Bf16, layer.num_experts, layer.top_k, layer.inter);
+    ASSERT_LT(mixed_from + 8, use.from_tokens) << name;
+    const int max_t = static_cast<int>(use.from_tokens + 40);
+    const CudaMoeLayer with_copy(layer, max_t);
+    const CudaMoeLayer one_copy(layer, max_t, CudaMoeLayer::kDefaultDequantWorkspaceBytes, false);
+    const CudaMoeLayer below(layer, static_cast<int>(use.from_tokens - 1));
+    EXPECT_EQ(below.device_weight_bytes(), one_copy.device_weight_bytes()) << name;
+    EXPECT_GT(with_copy.device_weight_bytes(), one_copy.device_weight_bytes()) << name;
+    ForwardOptions automatic, prefill;
+    prefill.gemm_path = GemmPath::kPrefill;
+    // Decode kernels, CUTLASS's kernel, the register kernel.
+    for (int64_t tokens : {mixed_from - 4, mixed_from + 4, use.from_tokens - 1, use.from_tokens, use.from_tokens + 40}) {
+      Tensor x, logits;
+      random_inputs(tokens, layer, x, logits);
+      const int t = static_cast<int>(tokens);
+      const std::string what = name + " auto, " + std::to_string(tokens) + " tokens";
+      const Tensor got = run(with_copy, x, logits, automatic);
+      expect_device_layer_matches_cpu(with_copy, x, logits, automatic, true, what);
+      const Kernels expected = tokens < mixed_from          ? Kernels("decode", "decode")
+                               : tokens < use.from_tokens ? Kernels(mixed, mixed)
+                                                          : Kernels(regs, w2_above);
+      EXPECT_EQ(with_copy.forward_kernels(t, DType::kBF16, automatic), expected) << what;
+      EXPECT_EQ(with_copy.forward_kernels(t, DType::kBF16, prefill), Kernels(regs, w2_above)) << what;
+      if (tokens < use.from_tokens) {
+        EXPECT_TRUE(same(got, run(one_copy, x, logits, automatic))) << what << ": not the layer without the copy's forward";
+        EXPECT_TRUE(same(run(below, x, logits, automatic), got)) << what << " on a layer without the copy's batch";
+        EXPECT_EQ(below.forward_kernels(t, DType::kBF16, prefill), Kernels(mixed, mixed)) << what;
+        EXPECT_TRUE(same(run(below, x, logits, prefill), run(one_copy, x, logits, prefill)))
+            << what << ": forced prefill on a layer without the copy";
+      } else {
+        EXPECT_TRUE(same(got, run(with_copy, x, logits, prefill))) << what << ": not the register kernel's forward";
+      }
     }
-  }
-  // f32 hidden states have no register kernel: the plan with the copy names CUTLASS's kernel or
-  // the decode kernels there, whatever the batch.
-  EXPECT_NE(with_copy.forward_kernels(max_t, DType::kF32, automatic).first, regs_name);
+    // f32 hidden states are not 16-bit rows: the decode kernels at every batch.
+    EXPECT_EQ(with_copy.forward_kernels(max_t, DType::kF32, automatic), Kernels("decode", "decode")) << name;
+    // A layer sized below CUTLASS's crossover builds neither plan's prefill GEMMs: decode, and a
+    // forced prefill path says so before anything runs.
+    const CudaMoeLayer small(layer, static_cast<int>(mixed_from - 1));
+    EXPECT_EQ(small.forward_kernels(static_cast<int>(mixed_from - 1), DType::kBF16, automatic), Kernels("decode", "decode"))
+        << name;
+    EXPECT_THROW(small.forward(nullptr, DType::kBF16, nullptr, nullptr, 1, nullptr, prefill), NotSupported) << name;
+  };
+  const MoeLayer g128 = random_layer(Scheme::kW4A16G128, {8, 2, 1024, 512});
+  check("w4a16_g128", g128, regs);
+  check("w4a16 channel, w2 k 544", random_layer(Scheme::kW4A16Channel, {8, 2, 1024, 544}), mixed);
+  // An expert map (four of eight experts local) in the range of CUTLASS's kernel.
+  MoeLayer ep = g128;
+  ep.expert_map = {-1, 0, -1, 1, -1, 2, -1, 3};
+  ep.num_local_experts = 4;
+  ep.experts.resize(4);
+  const RepackedCopyUse use = plan_repacked_copy_use(ep);
+  const CudaMoeLayer ep_layer(ep, static_cast<int>(use.from_tokens + 40));
+  Tensor x, logits;
+  random_inputs(use.from_tokens - 10, ep, x, logits);
+  ForwardOptions automatic;
+  EXPECT_EQ(ep_layer.forward_kernels(static_cast<int>(x.dim(0)), DType::kBF16, automatic), Kernels(mixed, mixed));
+  expect_device_layer_matches_cpu(ep_layer, x, logits, automatic, true, "w4a16_g128 expert map, CUTLASS's range");
 }
 
 // MXFP4, NVFP4 weight-only and INT4 (groups of 128 and 32, channel scales, zero points) on the 4-bit
