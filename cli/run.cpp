@@ -151,26 +151,17 @@ int run_run(const RunArgs& args) {
   const DispatchDecision& d = layer.decision;
   // What the CUDA backend runs (or would run, in a CPU-only build) for these inputs.
   const int act_kind = x.dtype() == DType::kBF16 ? 0 : x.dtype() == DType::kF16 ? 1 : 2;
-  const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, options.round_intermediate, repacked_copy);
-  // The prefill kernel's crossover, or null (JSON) / never for projections without one.
-  // Per GEMM, the prefill kernels of the automatic path from their first batch: W4A16 on the register
-  // kernel runs CUTLASS's kernel without the copy below the copy's batch (plan_repacked_copy_use).
-  const RepackedCopyUse copy_use = repacked_copy ? plan_repacked_copy_use(layer) : RepackedCopyUse{};
-  const LayerGemmPlan without = plan_layer_gemms(layer, act_kind, options.round_intermediate, false);
-  auto prefill_steps = [&](GroupedKernel g, GroupedKernel g_without, const GemmLayout& L) {
-    std::vector<std::pair<int64_t, GroupedKernel>> steps;  // (from tokens, kernel)
-    if (g == GroupedKernel::kNone) return steps;
-    if (copy_use.without_below && dequantizes_in_registers(g)) {
-      steps.emplace_back(grouped_min_tokens(g_without, layer.num_experts, layer.top_k, layer.inter, has_row_scales(L)),
-                         g_without);
-      steps.emplace_back(copy_use.from_tokens, g);
-    } else {
-      steps.emplace_back(grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter, has_row_scales(L)), g);
-    }
+  const CudaPlanSummary plan = summarize_cuda_plan(layer, act_kind, repacked_copy, options.round_intermediate);
+  // Per GEMM, the prefill kernels of the automatic path from their first batch (W4A16 on the register
+  // kernel: CUTLASS's kernel without the copy below the copy's batch, plan_repacked_copy_use).
+  auto prefill_steps = [](const CudaPlanSummary::Gemm& g) {
+    std::vector<std::pair<int64_t, std::string>> steps;  // (from tokens, kernel)
+    if (g.below_from_tokens >= 0) steps.emplace_back(g.below_from_tokens, g.below_prefill);
+    if (g.prefill_from_tokens >= 0) steps.emplace_back(g.prefill_from_tokens, g.prefill);
     return steps;
   };
-  const auto steps1 = prefill_steps(plan.g1, without.g1, plan.w13), steps2 = prefill_steps(plan.g2, without.g2, plan.w2);
-  auto prefill_from = [&](const std::vector<std::pair<int64_t, GroupedKernel>>& steps) -> nlohmann::ordered_json {
+  const auto steps1 = prefill_steps(plan.w13), steps2 = prefill_steps(plan.w2);
+  auto prefill_from = [&](const std::vector<std::pair<int64_t, std::string>>& steps) -> nlohmann::ordered_json {
     if (steps.empty()) return nullptr;
     return steps.back().first;
   };
@@ -183,14 +174,14 @@ int run_run(const RunArgs& args) {
     j["vllm_class"] = d.vllm_class;
     j["target"] = to_string(args.target);
     j["activation_quantization"] = to_string(layer.act_quant);
-    j["cuda_gemms"] = {{"w13", to_string(plan.k1)}, {"w2", to_string(plan.k2)}};
-    j["cuda_prefill_gemms"] = {{"w13", to_string(plan.g1)},
-                               {"w2", to_string(plan.g2)},
+    j["cuda_gemms"] = {{"w13", plan.w13.decode}, {"w2", plan.w2.decode}};
+    j["cuda_prefill_gemms"] = {{"w13", plan.w13.prefill},
+                               {"w2", plan.w2.prefill},
                                {"w13_from_tokens", prefill_from(steps1)},
                                {"w2_from_tokens", prefill_from(steps2)}};
     for (const auto& [name, steps] : {std::pair{"w13", &steps1}, std::pair{"w2", &steps2}})
       if (steps->size() > 1) {  // the kernel without the copy below the named one's batch
-        j["cuda_prefill_gemms"][std::string(name) + "_below"] = to_string(steps->front().second);
+        j["cuda_prefill_gemms"][std::string(name) + "_below"] = steps->front().second;
         j["cuda_prefill_gemms"][std::string(name) + "_below_from_tokens"] = steps->front().first;
       }
     j["backend"] = backend->name();
@@ -217,12 +208,12 @@ int run_run(const RunArgs& args) {
     fmt::print("scheme    {}\n", describe_scheme(d.scheme));
     fmt::print("method    {} ({}), decided for {}\n", to_string(d.method), d.vllm_class, to_string(args.target));
     fmt::print("act quant {}\n", to_string(layer.act_quant));
-    fmt::print("cuda gemm w13: {}; w2: {}{}\n", to_string(plan.k1), to_string(plan.k2),
+    fmt::print("cuda gemm w13: {}; w2: {}{}\n", plan.w13.decode, plan.w2.decode,
                repacked_copy ? "" : " (no repacked copy of 4-bit weights)");
     for (const auto& [name, steps] : {std::pair{"w13", &steps1}, std::pair{"w2", &steps2}})
       for (size_t i = 0; i < steps->size(); ++i) {
         const bool this_batch = x.dim(0) >= (*steps)[i].first && (i + 1 == steps->size() || x.dim(0) < (*steps)[i + 1].first);
-        fmt::print("cuda gemm {} from {} tokens: {} ({})\n", name, (*steps)[i].first, to_string((*steps)[i].second),
+        fmt::print("cuda gemm {} from {} tokens: {} ({})\n", name, (*steps)[i].first, (*steps)[i].second,
                    this_batch ? "this batch" : "not this batch");
       }
     for (const auto& n : d.notes) fmt::print("note      {}\n", n);

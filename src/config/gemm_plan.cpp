@@ -595,11 +595,11 @@ bool gemm2_writes_terms(GroupedKernel kind, const GemmLayout& L, bool has_bias, 
   return dequantizes_in_registers(kind) || cutlass_writes_terms(kind, L, has_bias);
 }
 
-CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind, bool repacked_copy) {
-  const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, true, repacked_copy);
+CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind, bool repacked_copy, bool round_intermediate) {
+  const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, round_intermediate, repacked_copy);
   // W4A16: CUTLASS's kernel on the checkpoint's codes below the repacked copy's batch.
   const RepackedCopyUse use = repacked_copy ? plan_repacked_copy_use(layer) : RepackedCopyUse{};
-  const LayerGemmPlan without = plan_layer_gemms(layer, act_kind, true, false);
+  const LayerGemmPlan without = plan_layer_gemms(layer, act_kind, round_intermediate, false);
   // Each tile of `kind` from the batch where it takes over, for batches in [from, until]: every
   // batch size in turn (a cheap pure function), so each switch is exact.
   auto tiles = [&](GroupedKernel kind, int64_t k, int64_t from, int64_t until) {
@@ -628,7 +628,8 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind, bool re
   };
   CudaPlanSummary summary{gemm(plan.k1, plan.g1, without.g1, plan.w13), gemm(plan.k2, plan.g2, without.g2, plan.w2)};
   const bool w2_bias = !layer.experts.empty() && !layer.experts[0].w2_bias.empty();
-  summary.w2.writes_terms = plan.g2 != GroupedKernel::kNone && gemm2_writes_terms(plan.g2, plan.w2, w2_bias, act_kind, true);
+  summary.w2.writes_terms =
+      plan.g2 != GroupedKernel::kNone && gemm2_writes_terms(plan.g2, plan.w2, w2_bias, act_kind, round_intermediate);
   // Every expert has the shapes of the loaded ones (inspect loads expert 0 alone).
   if (!layer.experts.empty())
     summary.weight_bytes = layer.weight_bytes() / static_cast<int64_t>(layer.experts.size()) * layer.num_experts;

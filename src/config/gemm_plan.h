@@ -203,7 +203,8 @@ LayerGemmPlan plan_layer_gemms(const MoeLayer& layer, int act_kind, bool round_i
 // What the CUDA backend's automatic path runs for a layer (qmoe inspect --cuda-plan): per GEMM its
 // decode kernel, its prefill kernel and from how many tokens (-1: never), and the prefill tiles
 // with the batch each takes over from (only where a prefill kernel exists; batches up to
-// kPlanSummaryMaxTokens). Hidden states of `act_kind`, vLLM's rounding (the default forward).
+// kPlanSummaryMaxTokens). Hidden states of `act_kind`, vLLM's rounding (the default forward) unless
+// `round_intermediate` is false.
 inline constexpr int64_t kPlanSummaryMaxTokens = 65536;
 struct CudaPlanSummary {
   struct Gemm {
@@ -233,7 +234,8 @@ struct CudaPlanSummary {
 // The hidden-state dtype a checkpoint's layer implies (0 bf16, 1 f16): f16 where its experts' weight
 // scales or dense weights are f16 (llm-compressor stores them in the model's dtype), else bf16.
 int implied_act_kind(const MoeLayer& layer);
-CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind, bool repacked_copy = true);
+CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind, bool repacked_copy = true,
+                                    bool round_intermediate = true);
 
 // The bytes of one expert's 4-bit weight (layout L) repacked for the register kernel `kind`: rows
 // padded to 128, codes and scales (MXFP4's e8m0 as the checkpoint's; NVFP4's fp8 and INT4's bf16 as
