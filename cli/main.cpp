@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
                   "f16 models: the schemes' bf16 scales and dense weights as f16, f16 hidden states (rows "
                   "labelled f16:<scheme>)");
   bench->add_option("--gemm-paths", bench_args.gemm_paths,
-                    "comma list of GEMM kernel paths to time: auto (by token count), decode, prefill, prefill:<tile> (0 medium, 1 large, 2 small, 3 huge, 4 tiny, 5 tiny48: GroupedTile in src/config/grouped_tile.h says what each is per kernel), prefill:<tile1>/<tile2> (GEMM1's and GEMM2's)");
+                    "comma list of GEMM kernel paths to time: auto (by token count), decode, prefill, prefill:<tile> (0 medium, 1 large, 2 small, 3 huge, 4 tiny, 5 tiny48, 6 wide: GroupedTile in src/config/grouped_tile.h says what each is per kernel), prefill:<tile1>/<tile2> (GEMM1's and GEMM2's)");
   bench->add_flag("--no-repacked-copy", [&](int64_t) { bench_args.repacked_copy = false; },
                   "load the layers without a repacked copy of 4-bit weights (one copy of the weights)");
   bench->add_option("--json", bench_args.json, "write all rows (with per-expert token counts) to this file");

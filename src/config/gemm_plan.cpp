@@ -319,6 +319,7 @@ std::string to_string(GroupedTile t) {
     case GroupedTile::kHuge: return "huge";
     case GroupedTile::kTiny: return "tiny";
     case GroupedTile::kTiny48: return "tiny48";
+    case GroupedTile::kWide: return "wide";
   }
   return "?";
 }
@@ -328,7 +329,12 @@ bool grouped_tile_built(GroupedKernel kind, GroupedTile t) {
   if (kind == GroupedKernel::kInt4Int8Regs) return t == GroupedTile::kSmall;  // (int32 sums: 128-row tiles)
   if (dequantizes_in_registers(kind)) return t == GroupedTile::kSmall || t == GroupedTile::kLarge;
   if (t == GroupedTile::kTiny || t == GroupedTile::kTiny48) return dequantizes_weights(kind);
+  if (t == GroupedTile::kWide) return !dequantizes_weights(kind) && kind != GroupedKernel::kFp8Block;
   return t != GroupedTile::kHuge || !(dequantizes_weights(kind) || kind == GroupedKernel::kFp8Block);
+}
+
+bool grouped_tile_swapped(GroupedKernel kind, GroupedTile t) {
+  return dequantizes_weights(kind) || (t == GroupedTile::kWide && grouped_tile_built(kind, t));
 }
 
 std::string tile_config(GroupedKernel kind, GroupedTile t) {
@@ -345,7 +351,8 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
       case GroupedTile::kLarge: return "coop 128x256 cluster 2x1 (weight rows x input rows)";
       case GroupedTile::kTiny: return "coop 128x32 (weight rows x input rows)";
       case GroupedTile::kTiny48: return "coop 128x48 (weight rows x input rows)";
-      case GroupedTile::kHuge: break;
+      case GroupedTile::kHuge:
+      case GroupedTile::kWide: break;
     }
     return "?";
   }
@@ -357,6 +364,7 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
     case GroupedTile::kHuge: return "coop 128x256 cluster 1x2";
     case GroupedTile::kTiny:
     case GroupedTile::kTiny48: break;
+    case GroupedTile::kWide: return "swapped coop 128x192 cluster 2x1 (weight rows x input rows)";
   }
   return "?";
 }
@@ -381,6 +389,8 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
   if (kind == GroupedKernel::kFp8Block)
     return rows_per_expert < kFp8BlockMinRowsForMedium ? GroupedTile::kSmall : GroupedTile::kMedium;
   if (rows_per_expert < kGroupedMinRowsFor128) return GroupedTile::kSmall;
+  // Most experts within one 192-row tile where two 128-row ones would be half padding.
+  if (rows_per_expert >= kWideMinRowsPerExpert && rows_per_expert < kWideMaxRowsPerExpert) return GroupedTile::kWide;
   // bf16 on a short reduction (GEMM2 of the TP8 shapes): 128 x 192 beat 128 x 256 (gemm_tuning.h).
   if (kind == GroupedKernel::kBf16 && k < kBf16MinReductionFor256) return GroupedTile::kLarge;
   return GroupedTile::kHuge;

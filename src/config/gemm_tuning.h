@@ -332,6 +332,19 @@ inline constexpr int kInt4MinRowsForLarge = 256;
 // 16384 tokens, Mixtral within the spread.
 inline constexpr int kGroupedMinRowsFor128 = 64;
 inline constexpr int kBf16MinReductionFor256 = 512;
+// The FP8, INT8 and bf16 kernels' swapped 128 x 192 tile (GroupedTile::kWide: 192 input rows) from
+// kWideMinRowsPerExpert up to kWideMaxRowsPerExpert (excluded) mean rows per expert, for both GEMMs
+// and any reduction. Uniform routing spreads an expert's rows by about their square root, so at a
+// mean of 144-176 most experts fit one 192-row tile but take two 128-row ones, the second mostly
+// padding; at 192 about half take a second 192-row tile. H200, thirty-second session (bench/runs/
+// 2026-12-01_session32/wide/, two rounds, the plan's tiles against the wide one, GEMM time wide /
+// plan): at 144-149 rows 0.79-0.91 (DeepSeek-V3 FP8 0.84, INT8 0.87, bf16 0.82; its TP8 bf16 0.91;
+// Kimi-K2 TP8 bf16 0.89), at 160 0.79-0.90, at 171-176 0.86-0.97 (Kimi-K2 TP8 bf16 at 8192 tokens
+// 0.915, Qwen3-30B-A3B 0.92-0.94, DeepSeek-V3 TP8 0.965), at 192 1.04-1.20; at 128 0.97-1.05
+// (Kimi-K2 TP8 bf16 1.05; one round in swap/: DeepSeek-V3 bf16 0.97, FP8 1.02, its TP8 bf16 1.05,
+// Qwen3-30B-A3B 1.01-1.04). The bounds lie between.
+inline constexpr int kWideMinRowsPerExpert = 132;
+inline constexpr int kWideMaxRowsPerExpert = 180;
 // FP8 block: 64 x 128 pingpong tiles below this many rows per expert, then 128 x 128 cooperative
 // (H200, 2026-11-30, GEMM us: DeepSeek-V3 32 rows 3023 vs 3328, 128 rows 5583 vs 5203; Qwen3-30B-A3B
 // 64 rows 268 vs 291, 256 rows 702 vs 709; Mixtral 256 rows 1110 vs 919). The third tile (no

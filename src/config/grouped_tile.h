@@ -20,7 +20,10 @@ enum class GroupedTile {
             // multiply 4-16x more padding than rows); not built for the others
   kTiny48,  // W4A16/W8A16/W4A8: cooperative 128 x 48 (~28-44 rows per expert, where an expert
             // above 32 rows took a second 128 x 32 tile); not built for the others
+  kWide,    // FP8/INT8/BF16: cooperative 128 x 192 weight rows x input rows (computed transposed, the
+            // weights as A), clusters of 2 along the weight rows: an expert of ~130-192 rows in one
+            // tile instead of two of 128; not built for the others
 };
-inline constexpr int kGroupedTiles = 6;
+inline constexpr int kGroupedTiles = 7;
 
 }  // namespace qmoe

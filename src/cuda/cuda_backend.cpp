@@ -715,7 +715,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     sp.k = g.k;
     sp.a_rows = rows;
     sp.elem_bytes = takes_16bit_rows(g.kind) ? 2 : 1;
-    sp.transposed = dequantizes_weights(g.kind);
+
     sp.a_scale_rows = m.sorted_scales.get<float>();
     sp.scales_per_row = std::max<int64_t>(1, grouped_scales_per_row(g.kind, g.k));
     sp.d_rows = d;
@@ -729,6 +729,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     }
     const int tile = forced_tile >= 0 ? forced_tile
                                       : static_cast<int>(plan_grouped_tile(g.kind, num_slots, L.num_experts, g.k));
+    sp.transposed = grouped_tile_swapped(g.kind, static_cast<GroupedTile>(tile));
     if (dequantizes_in_registers(g.kind)) {
       cuda::Fp4GemmParams fp;
       fp.format = w4_format(g);

@@ -103,6 +103,86 @@ class GroupedGemm final : public CutlassGrouped<typename GroupedTypes<Config, kT
   }
 };
 
+// The same product computed transposed ("swapped": the weights as A, the input rows as B), so that
+// the tile's n counts input rows and need not be 64 or 128: an expert of 130-192 rows fits one
+// 128 x 192 tile instead of two 128-row ones, the second mostly padding (gemm_tuning.h). (Swapped
+// 128 x 32 and 128 x 48 tiles for a few rows per expert were measured too, FP8 channel at 4-64 rows:
+// within -3..+3% of the 64 x 128 pingpong tile, up to 1.6x slower on Qwen3-30B-A3B's GEMM2, so not
+// built; bench/NOTES.md, thirty-second session.)
+//
+//   per group e:  D_e^T[n, m] = sum_k B_e[n, k] * A_e[m, k] * b_scale_e[n] * a_scale_e[m]
+//
+// B_e: [n, k] row-major weights (GEMM A), A_e: [m_e, k] input rows (GEMM B, k contiguous), D_e^T
+// column-major = D_e: [m_e, n] row-major as above; problem_mnk holds (n, m_e, k).
+template <class Config, bool kTerms = false>
+struct SwappedTypes {
+  using ElementIn = typename Config::ElementIn;
+  using ElementAcc = typename Config::ElementAcc;
+  using ElementD = std::conditional_t<kTerms, cutlass::bfloat16_t, float>;
+  using TileShape = typename Config::TileShape;
+  using ClusterShape = typename Config::ClusterShape;
+  static constexpr int kAlignIn = 128 / cutlass::sizeof_bits<ElementIn>::value;
+  static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;
+
+  // D^T = (acc * b_scale[n]) * a_scale[m] as GroupedTypes rounds it: the weight scales a column
+  // vector (the GEMM's m), the input scales a row vector (its n) read element by element (a group's
+  // rows start anywhere in the sorted rows).
+  using Acc = cutlass::epilogue::fusion::Sm90AccFetch;
+  using WScale = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, float*, float>;
+  using XScale = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float*, float, Stride<_0, _1, _0>, 1>;
+  using Mul = cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float,
+                                                     cutlass::FloatRoundStyle::round_to_nearest>;
+  using Scaled = cutlass::epilogue::fusion::Sm90EVT<Mul, XScale, cutlass::epilogue::fusion::Sm90EVT<Mul, WScale, Acc>>;
+  using RowWeight = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float*, float, Stride<_0, _1, _0>, 1>;
+  using MulToBf16 = cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, cutlass::bfloat16_t, float,
+                                                           cutlass::FloatRoundStyle::round_to_nearest>;
+  using Epilogue = std::conditional_t<kTerms, cutlass::epilogue::fusion::Sm90EVT<MulToBf16, RowWeight, Scaled>, Scaled>;
+
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, float, void, cutlass::layout::ColumnMajor*, kAlignD,
+      ElementD, cutlass::layout::ColumnMajor*, kAlignD, typename Config::EpilogueSchedule, Epilogue>::CollectiveOp;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn, cutlass::layout::RowMajor*, kAlignIn, ElementIn,
+      cutlass::layout::ColumnMajor*, kAlignIn, ElementAcc, TileShape, ClusterShape,
+      StagesAfter<CollectiveEpilogue>, typename Config::KernelSchedule>::CollectiveOp;
+  using Gemm = GroupedGemmOf<CollectiveMainloop, CollectiveEpilogue>;  // problems (n, m, k)
+  using Kernel = typename Gemm::GemmKernel;
+};
+
+template <class Config, bool kTerms>
+class SwappedGroupedGemm final : public CutlassGrouped<typename SwappedTypes<Config, kTerms>::Gemm> {
+  using T = SwappedTypes<Config, kTerms>;
+  using ElementIn = typename T::ElementIn;
+  using ElementD = typename T::ElementD;
+  using StrideW = typename T::Kernel::InternalStrideA;
+  using StrideX = typename T::Kernel::InternalStrideB;
+  using StrideD = typename T::Kernel::InternalStrideD;
+
+ public:
+  SwappedGroupedGemm(const GroupedTcBuffers& buf, int groups, int64_t n, int64_t k, int num_sms)
+      : CutlassGrouped<typename T::Gemm>("swapped grouped GEMM") {
+    if (n % T::kAlignD != 0 || k % T::kAlignIn != 0)
+      throw std::invalid_argument("swapped grouped GEMM: n and k must be multiples of " + std::to_string(T::kAlignD) +
+                                  " and " + std::to_string(T::kAlignIn));
+    const int rows = static_cast<int>(n), cols = static_cast<int>(k);
+    StrideW* w = this->repeated(cutlass::make_cute_packed_stride(StrideW{}, {rows, cols, 1}), groups);
+    StrideX* x = this->repeated(cutlass::make_cute_packed_stride(StrideX{}, {1, cols, 1}), groups);
+    StrideD* d = this->repeated(cutlass::make_cute_packed_stride(StrideD{}, {rows, 1, 1}), groups);
+    typename T::Gemm::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGrouped,
+        this->problems(buf, groups),
+        {reinterpret_cast<const ElementIn**>(buf.b), w, reinterpret_cast<const ElementIn**>(buf.a), x},
+        {{}, nullptr, nullptr, reinterpret_cast<ElementD**>(buf.d), d},
+        this->hardware(num_sms)};
+    // Arguments of Sm90EVT<Mul, XScale, Sm90EVT<Mul, WScale, Acc>>: children first, then the node.
+    const typename T::Scaled::Arguments scaled = {{buf.a_scale, 1.0f, {}}, {{buf.b_scale, 1.0f, {}}, {}, {}}, {}};
+    if constexpr (kTerms) args.epilogue.thread = {{buf.row_weight, 1.0f, {}}, scaled, {}};
+    else args.epilogue.thread = scaled;
+    this->initialize(args, /*weights_are_a=*/true);
+  }
+};
+
 // The instances of one operand type, one per GroupedTile (config/gemm_plan.h): 64-row tiles with
 // the pingpong schedule (two consumer warpgroups alternating tiles, one's epilogue under the other's
 // mainloop) for few rows per expert; 128-row tiles with the cooperative schedule (both warpgroups on
@@ -124,6 +204,9 @@ std::unique_ptr<GroupedTcGemm> make_grouped(GroupedTile tile, const GroupedTcBuf
       GroupedConfig<ElementIn, ElementAcc, Shape<_64, _128, TileK>, Cluster, KernelPingpong, EpiPingpong>;
   using Pingpong128x192 =
       GroupedConfig<ElementIn, ElementAcc, Shape<_128, _192, TileK>, Cluster, KernelPingpong, EpiPingpong>;
+  // Swapped: 128 weight rows x 192 input rows, pairs along the weight rows sharing the input tile.
+  using Swapped128x192 =
+      GroupedConfig<ElementIn, ElementAcc, Shape<_128, _192, TileK>, Shape<_2, _1, _1>, KernelCoop, EpiCoop>;
   switch (tile) {
     case GroupedTile::kMedium: return std::make_unique<GroupedGemm<Coop128x128, kTerms>>(buf, groups, n, k, num_sms);
     case GroupedTile::kLarge:
@@ -133,6 +216,8 @@ std::unique_ptr<GroupedTcGemm> make_grouped(GroupedTile tile, const GroupedTcBuf
       return std::make_unique<GroupedGemm<Pingpong64x128, kTerms>>(buf, groups, n, k, num_sms);
     case GroupedTile::kTiny:
     case GroupedTile::kTiny48: return nullptr;  // not built (grouped_tile_built)
+    case GroupedTile::kWide:
+      return std::make_unique<SwappedGroupedGemm<Swapped128x192, kTerms>>(buf, groups, n, k, num_sms);
   }
   throw std::invalid_argument("grouped GEMM: unknown tile configuration");
 }

@@ -102,7 +102,8 @@ std::unique_ptr<GroupedTcGemm> make_grouped_fp8_block(GroupedTile tile, const Gr
     case GroupedTile::kLarge: return std::make_unique<sm90::BlockwiseGroupedGemm<Large>>(buf, groups, n, k, num_sms);
     case GroupedTile::kHuge:
     case GroupedTile::kTiny:
-    case GroupedTile::kTiny48: return nullptr;  // not built (grouped_tile_built)
+    case GroupedTile::kTiny48:
+    case GroupedTile::kWide: return nullptr;  // not built (grouped_tile_built)
   }
   throw std::invalid_argument("FP8 block-scaled grouped GEMM: unknown tile configuration");
 }

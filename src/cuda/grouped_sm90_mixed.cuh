@@ -131,7 +131,8 @@ std::unique_ptr<GroupedTcGemm> make_mixed_grouped(GroupedTile tile, const Groupe
     case GroupedTile::kSmall: return std::make_unique<MixedGroupedGemm<Small, InputT>>(buf, groups, n, k, group_size, num_sms);
     case GroupedTile::kMedium: return std::make_unique<MixedGroupedGemm<Medium, InputT>>(buf, groups, n, k, group_size, num_sms);
     case GroupedTile::kLarge: return std::make_unique<MixedGroupedGemm<Large, InputT>>(buf, groups, n, k, group_size, num_sms);
-    case GroupedTile::kHuge: return nullptr;  // not built (grouped_tile_built)
+    case GroupedTile::kHuge:
+    case GroupedTile::kWide: return nullptr;  // not built (grouped_tile_built)
   }
   throw std::invalid_argument("mixed-input grouped GEMM: unknown tile configuration");
 }

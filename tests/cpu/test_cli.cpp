@@ -135,11 +135,11 @@ TEST(Cli, BenchRejectsUnknownGemmPathsBeforeAnyWork) {
   // Checked before the device is looked for, so this runs on machines without a GPU too.
   Result r = run_cli("bench --gemm-paths decode,prefill:7");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("prefill tiles are 0..5"));
-  for (const char* path : {"prefill:1/6", "prefill:1/", "prefill:x/1", "prefill:1/2/3"}) {
+  EXPECT_THAT(r.out, HasSubstr("prefill tiles are 0..6"));
+  for (const char* path : {"prefill:1/7", "prefill:1/", "prefill:x/1", "prefill:1/2/3"}) {
     r = run_cli(std::string("bench --gemm-paths ") + path);
     EXPECT_EQ(r.exit_code, 2) << path << ": " << r.out;
-    EXPECT_THAT(r.out, HasSubstr("prefill tiles are 0..5")) << path;
+    EXPECT_THAT(r.out, HasSubstr("prefill tiles are 0..6")) << path;
   }
   r = run_cli("bench --gemm-paths fast");
   EXPECT_EQ(r.exit_code, 2) << r.out;

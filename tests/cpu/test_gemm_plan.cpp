@@ -1019,12 +1019,18 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   // top-2) at 4096 tokens 1024, DeepSeek-V3 (256, top-8) at 16 tokens 0.5. k: the GEMM's reduction.
   for (GroupedKernel kind : {GroupedKernel::kFp8, GroupedKernel::kInt8, GroupedKernel::kBf16}) {
     for (int64_t k : {int64_t{7168}, int64_t{kBf16MinReductionFor256}, int64_t{256}}) {
-      // bf16 on a short reduction (the TP8 shapes' GEMM2): 128 x 192; else 128 x 256.
-      const GroupedTile wide = kind == GroupedKernel::kBf16 && k < kBf16MinReductionFor256 ? GroupedTile::kLarge
-                                                                                          : GroupedTile::kHuge;
+      // bf16 on a short reduction (the TP8 shapes' GEMM2): 128 x 192 pingpong; else 128 x 256.
+      const GroupedTile large = kind == GroupedKernel::kBf16 && k < kBf16MinReductionFor256 ? GroupedTile::kLarge
+                                                                                           : GroupedTile::kHuge;
       EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128 - 1, 128, k), GroupedTile::kSmall);
-      EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128, 128, k), wide);
-      EXPECT_EQ(plan_grouped_tile(kind, 16384 * 2, 8, k), wide);
+      EXPECT_EQ(plan_grouped_tile(kind, int64_t{kGroupedMinRowsFor128} * 128, 128, k), large);
+      EXPECT_EQ(plan_grouped_tile(kind, 16384 * 2, 8, k), large);
+      // The swapped 128 x 192 tile in its range of mean rows, whatever the reduction.
+      EXPECT_EQ(plan_grouped_tile(kind, int64_t{kWideMinRowsPerExpert} * 128 - 1, 128, k), large);
+      EXPECT_EQ(plan_grouped_tile(kind, int64_t{kWideMinRowsPerExpert} * 128, 128, k), GroupedTile::kWide);
+      EXPECT_EQ(plan_grouped_tile(kind, int64_t{kWideMaxRowsPerExpert} * 128 - 1, 128, k), GroupedTile::kWide);
+      EXPECT_EQ(plan_grouped_tile(kind, int64_t{kWideMaxRowsPerExpert} * 128, 128, k), large);
+      EXPECT_EQ(plan_grouped_tile(kind, 8192 * 8, 384, k), GroupedTile::kWide);  // Kimi-K2 at 8192: 170.7 rows
       EXPECT_EQ(plan_grouped_tile(kind, 16 * 8, 256, k), GroupedTile::kSmall);
       EXPECT_EQ(plan_grouped_tile(kind, 0, 0, k), GroupedTile::kSmall);
     }
@@ -1094,6 +1100,28 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_FALSE(grouped_tile_built(block, GroupedTile::kTiny48));
   EXPECT_EQ(tile_config(int4, GroupedTile::kTiny48), "coop 128x48 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kBf16, GroupedTile::kTiny48), "none");
+  // The seventh for FP8, INT8 and BF16 only, swapped.
+  EXPECT_EQ(to_string(GroupedTile::kWide), "wide");
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kBf16, GroupedTile::kWide));
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kF16, GroupedTile::kWide));
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kFp8, GroupedTile::kWide));
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kDequantBf16, GroupedTile::kWide));
+  EXPECT_FALSE(grouped_tile_built(int4, GroupedTile::kWide));
+  EXPECT_FALSE(grouped_tile_built(block, GroupedTile::kWide));
+  EXPECT_FALSE(grouped_tile_built(GroupedKernel::kInt4RegsBf16, GroupedTile::kWide));
+  EXPECT_EQ(tile_config(GroupedKernel::kInt8, GroupedTile::kWide),
+            "swapped coop 128x192 cluster 2x1 (weight rows x input rows)");
+  EXPECT_EQ(tile_config(int4, GroupedTile::kWide), "none");
+  // Which tiles compute the product transposed (problem_mnk as (n, m_e, k)).
+  EXPECT_TRUE(grouped_tile_swapped(int4, GroupedTile::kSmall));
+  EXPECT_TRUE(grouped_tile_swapped(GroupedKernel::kInt4Codes, GroupedTile::kTiny));
+  EXPECT_TRUE(grouped_tile_swapped(GroupedKernel::kBf16, GroupedTile::kWide));
+  EXPECT_TRUE(grouped_tile_swapped(GroupedKernel::kDequantBf16, GroupedTile::kWide));
+  EXPECT_FALSE(grouped_tile_swapped(GroupedKernel::kFp8, GroupedTile::kTiny));
+  EXPECT_FALSE(grouped_tile_swapped(GroupedKernel::kFp8, GroupedTile::kSmall));
+  EXPECT_FALSE(grouped_tile_swapped(GroupedKernel::kBf16, GroupedTile::kHuge));
+  EXPECT_FALSE(grouped_tile_swapped(block, GroupedTile::kTiny));
+  EXPECT_FALSE(grouped_tile_swapped(GroupedKernel::kMxfp4Bf16, GroupedTile::kSmall));
 }
 
 TEST(GemmPlan, WithoutARepackedCopyOneCopyOfTheWeights) {
@@ -1227,11 +1255,15 @@ TEST(GemmPlan, CudaPlanSummary) {
     EXPECT_EQ(g->prefill_from_tokens, kGroupedMinTokensFp8);
     expect_exact_switches(*g, GroupedKernel::kFp8, fp8, g == &s.w13 ? fp8.hidden : fp8.inter);
     // 64 x 128 pingpong, then from 64 rows per expert (1024 tokens x top-8 over 128 experts) FP8's
-    // 128 x 256.
-    ASSERT_EQ(g->tiles.size(), 2u);
+    // 128 x 256, the swapped 128 x 192 in its range of rows, and 128 x 256 again.
+    ASSERT_EQ(g->tiles.size(), 4u);
     EXPECT_EQ(g->tiles[0].second, tile_config(GroupedKernel::kFp8, GroupedTile::kSmall));
     EXPECT_EQ(g->tiles[1].first, int64_t{kGroupedMinRowsFor128} * 128 / 8);
     EXPECT_EQ(g->tiles[1].second, tile_config(GroupedKernel::kFp8, GroupedTile::kHuge));
+    EXPECT_EQ(g->tiles[2].first, int64_t{kWideMinRowsPerExpert} * 128 / 8);
+    EXPECT_EQ(g->tiles[2].second, tile_config(GroupedKernel::kFp8, GroupedTile::kWide));
+    EXPECT_EQ(g->tiles[3].first, int64_t{kWideMaxRowsPerExpert} * 128 / 8);
+    EXPECT_EQ(g->tiles[3].second, tile_config(GroupedKernel::kFp8, GroupedTile::kHuge));
   }
   // W4A16 g128 on 8 experts, top-2: CUTLASS's mixed-input kernel from its few-experts crossover in
   // rows per expert, the 4-bit register kernel from kInt4RegsOverMixedMinRowsFewExperts, 128 input

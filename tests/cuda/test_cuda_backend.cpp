@@ -486,14 +486,14 @@ TEST(PrefillKernels, MatchTheCpuBackend) {
     expect_cuda_matches_cpu(layer, x, logits, std::string("auto ") + name_of(s) + " tokens 1024");
   }
   // A TP8-like dense layer (inter 256): the planner's 128 x 256 tile for GEMM1 and, on GEMM2's short
-  // reduction, 128 x 192 (150 rows per expert).
+  // reduction, the pingpong 128 x 192 (100 rows per expert; 132-180 would take the wide tile).
   {
     const MoeLayer layer = random_layer(Scheme::kDense, {16, 8, 1024, 256});
-    ASSERT_EQ(plan_grouped_tile(GroupedKernel::kBf16, 300 * 8, 16, 256), GroupedTile::kLarge);
-    ASSERT_EQ(plan_grouped_tile(GroupedKernel::kBf16, 300 * 8, 16, 1024), GroupedTile::kHuge);
+    ASSERT_EQ(plan_grouped_tile(GroupedKernel::kBf16, 200 * 8, 16, 256), GroupedTile::kLarge);
+    ASSERT_EQ(plan_grouped_tile(GroupedKernel::kBf16, 200 * 8, 16, 1024), GroupedTile::kHuge);
     Tensor x, logits;
-    random_inputs(300, layer, x, logits);
-    expect_cuda_matches_cpu(layer, x, logits, "auto dense inter 256 tokens 300");
+    random_inputs(200, layer, x, logits);
+    expect_cuda_matches_cpu(layer, x, logits, "auto dense inter 256 tokens 200");
   }
 }
 
@@ -579,6 +579,37 @@ void expect_prefill_edges(Scheme s, int64_t skewed_tokens, Scheme map_scheme, in
   random_inputs(map_tokens, ep, x, logits);
   expect_cuda_matches_cpu(ep, x, logits, std::string("prefill ") + name_of(map_scheme) + " expert map",
                           GemmPath::kPrefill);
+}
+
+// The swapped 128 x 192 tile where the planner picks it (132-180 mean rows per expert), on the
+// automatic path: uniform routing, all rows on two experts (several 192-row tiles each, a partial
+// last one; the other experts empty), and an expert map; GEMM2 writes the combine's terms (FP8,
+// bf16) or fp32 rows (INT8).
+TEST(PrefillKernels, WideTileWhereThePlannerPicksIt) {
+  REQUIRE_GPU();
+  const int64_t tokens = 680;  // x top-2 over 8 experts: 170 rows each on average
+  for (Scheme s : {Scheme::kFp8Channel, Scheme::kInt8, Scheme::kDense}) {
+    const std::string name = name_of(s);
+    const MoeLayer layer = random_layer(s, {8, 2, 512, 256});
+    const LayerGemmPlan plan = plan_layer_gemms(layer, 0, true);
+    ASSERT_TRUE(use_grouped_kernel(plan.g1, tokens, 8, 2, 256)) << name;
+    ASSERT_EQ(plan_grouped_tile(plan.g1, tokens * 2, 8, 512), GroupedTile::kWide) << name;
+    ASSERT_EQ(plan_grouped_tile(plan.g2, tokens * 2, 8, 256), GroupedTile::kWide) << name;
+    Tensor x, logits;
+    random_inputs(tokens, layer, x, logits);
+    expect_cuda_matches_cpu(layer, x, logits, "wide tile " + name + " uniform");
+    for (int64_t t = 0; t < tokens; ++t) {
+      logits.data<float>()[t * 8 + 3] = 30.0f;
+      logits.data<float>()[t * 8 + 5] = 29.0f;
+    }
+    expect_cuda_matches_cpu(layer, x, logits, "wide tile " + name + " all tokens on experts 3 and 5");
+    MoeLayer ep = random_layer(s, {8, 2, 512, 256});
+    ep.expert_map = {-1, 0, -1, 1, -1, 2, -1, 3};
+    ep.num_local_experts = 4;
+    ep.experts.resize(4);
+    random_inputs(tokens, ep, x, logits);
+    expect_cuda_matches_cpu(ep, x, logits, "wide tile " + name + " expert map");
+  }
 }
 
 TEST(PrefillKernels, EdgeCases) {
