@@ -327,13 +327,15 @@ std::string to_string(GroupedTile t) {
 bool grouped_tile_built(GroupedKernel kind, GroupedTile t) {
   if (kind == GroupedKernel::kNone) return false;
   if (kind == GroupedKernel::kInt4Int8Regs) return t == GroupedTile::kSmall;  // (int32 sums: 128-row tiles)
-  if (dequantizes_in_registers(kind)) return t == GroupedTile::kSmall || t == GroupedTile::kLarge;
+  if (dequantizes_in_registers(kind))
+    return t == GroupedTile::kSmall || t == GroupedTile::kWide || t == GroupedTile::kLarge;
   if (t == GroupedTile::kTiny || t == GroupedTile::kTiny48) return dequantizes_weights(kind);
   if (t == GroupedTile::kWide) return !dequantizes_weights(kind) && kind != GroupedKernel::kFp8Block;
   return t != GroupedTile::kHuge || !(dequantizes_weights(kind) || kind == GroupedKernel::kFp8Block);
 }
 
 bool grouped_tile_swapped(GroupedKernel kind, GroupedTile t) {
+  if (dequantizes_in_registers(kind)) return false;  // (no CUTLASS problem sizes)
   return dequantizes_weights(kind) || (t == GroupedTile::kWide && grouped_tile_built(kind, t));
 }
 
@@ -341,8 +343,9 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
   if (!grouped_tile_built(kind, t)) return "none";
   if (kind == GroupedKernel::kInt4Int8Regs) return "persistent 128x128 int8 (weight rows x input rows)";
   if (dequantizes_in_registers(kind))
-    return t == GroupedTile::kSmall ? "persistent 128x128 (weight rows x input rows)"
-                                    : "persistent 128x256 (weight rows x input rows)";
+    return t == GroupedTile::kSmall  ? "persistent 128x128 (weight rows x input rows)"
+           : t == GroupedTile::kWide ? "persistent 128x192 (weight rows x input rows)"
+                                     : "persistent 128x256 (weight rows x input rows)";
   kind = gemm_of(kind);
   if (dequantizes_weights(kind)) {
     switch (t) {

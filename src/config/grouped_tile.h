@@ -22,7 +22,8 @@ enum class GroupedTile {
             // above 32 rows took a second 128 x 32 tile); not built for the others
   kWide,    // FP8/INT8/BF16: cooperative 128 x 192 weight rows x input rows (computed transposed, the
             // weights as A), clusters of 2 along the weight rows: an expert of ~130-192 rows in one
-            // tile instead of two of 128; not built for the others
+            // tile instead of two of 128; the 4-bit register kernel: 192 input rows (a sweep option,
+            // not planned); not built for the others
 };
 inline constexpr int kGroupedTiles = 7;
 

@@ -751,7 +751,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       fp.n = static_cast<int>(g.n);
       fp.k = static_cast<int>(g.k);
       fp.total_rows = static_cast<int>(num_slots);
-      fp.tile_inputs = tile == static_cast<int>(GroupedTile::kSmall) ? 128 : 256;  // (kInt4Int8Regs: kSmall only)
+      fp.tile_inputs = tile == static_cast<int>(GroupedTile::kSmall)  ? 128  // (kInt4Int8Regs: kSmall only)
+                       : tile == static_cast<int>(GroupedTile::kWide) ? 192
+                                                                      : 256;
       fp.num_sms = m.num_sms;
       fp.gate_up_inter = static_cast<int>(g.gate_up_inter);
       fp.act_rows = act_rows;

@@ -1,5 +1,5 @@
 // 4-bit (MXFP4, NVFP4 weight-only, INT4 with bf16 scales) grouped GEMM dequantizing in registers
-// (cuda/fp4_gemm.h). Persistent CTAs, one per SM, walk tiles of (128 weight rows, N = 128 or 256
+// (cuda/fp4_gemm.h). Persistent CTAs, one per SM, walk tiles of (128 weight rows, N = 128, 192 or 256
 // input rows, expert): a producer thread streams 64-deep k-tiles through shared-memory stages with
 // TMA (the bf16 input rows, 128-byte swizzled) and bulk copies (the repacked codes and scales); two
 // consumer warpgroups each convert their 64 weight rows' codes to bf16 registers (one k-tile while
@@ -557,8 +557,9 @@ __device__ __forceinline__ Tile tile_at(const TileMap& map, int index, int n_til
 // were ~15% of GEMM2's warp samples, every warp stalled at once; ncu, 2026-12-01.) An
 // expert's last tile multiplies only the input rows it needs (routing leaves many experts a few rows
 // past a multiple of N), in one of two forms (Format::kLoopPerWidth):
-// - MXFP4: a k-loop per width, N and N / 2 (a third, N / 4 wide, makes ptxas serialize the wgmmas
-//   for want of registers). Measured ~3% faster on Mixtral than the other form (same call, H200).
+// - MXFP4: a k-loop per width, N and N / 2 (64 for N = 192: wgmma has no n of 96; a third, N / 4
+//   wide, makes ptxas serialize the wgmmas for want of registers). Measured ~3% faster on Mixtral
+//   than the other form (same call, H200).
 // - NVFP4, INT4: one k-loop whose k-tiles branch to their width's four wgmmas, widths 64 to N in
 //   steps of 64 (with a loop per width ptxas serializes these formats' wgmmas, C7513; a branch per
 //   wgmma would too).
@@ -576,6 +577,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kStages = Shape::kStages;
   // 64 x N fp32 accumulators take N / 2 registers: past 192 the producer warpgroup hands its own over.
   constexpr bool kMoveRegisters = N > 192;
+  // MXFP4's narrow k-loop (kLoopPerWidth): half the tile (wgmma has no n of 96: 64 for 192-row tiles).
+  constexpr int kNarrow = N == 192 ? 64 : N / 2;
   extern __shared__ uint8_t smem_raw[];
   Storage& s = *reinterpret_cast<Storage*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
@@ -703,6 +706,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         else if (quarters == 3) on(std::integral_constant<int, 192>{});
         else if (quarters == 2) on(std::integral_constant<int, 128>{});
         else on(std::integral_constant<int, 64>{});
+      } else if constexpr (N == 192) {
+        if (quarters == 3) on(std::integral_constant<int, 192>{});
+        else if (quarters == 2) on(std::integral_constant<int, 128>{});
+        else on(std::integral_constant<int, 64>{});
       } else {
         if (quarters >= 2) on(std::integral_constant<int, 128>{});
         else on(std::integral_constant<int, 64>{});
@@ -828,10 +835,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     } else if constexpr (!Format::kLoopPerWidth) {
       mainloop(std::integral_constant<int, 0>{}, min((rows_left + 63) / 64, N / 64));
-    } else if (rows_left > N / 2) {
+    } else if (rows_left > kNarrow) {
       mainloop(std::integral_constant<int, N>{}, 0);
     } else {
-      mainloop(std::integral_constant<int, N / 2>{}, 0);
+      mainloop(std::integral_constant<int, kNarrow>{}, 0);
     }
     // acc[4j + v]: weight row r = 16 (t / 32) + t % 32 / 4 (+ 8 for v >= 2), input row c = 8j + 2 (t % 4)
     // (+ 1 for odd v); D is [input rows, n]. (Registers past a narrow tile's hold no input row.) NVFP4's
@@ -1027,6 +1034,8 @@ cudaError_t launch_instance(const CUtensorMap& map, const Fp4GemmParams& p, cuda
   auto smem_bytes = [](int experts) {
     return sizeof(SharedStorage<N, Format>) + sizeof(int32_t) * (experts + 1) + 1024;
   };
+  static_assert(sizeof(SharedStorage<N, Format>) + sizeof(int32_t) * (kMaxFp4GemmExperts + 1) + 1024 <= 227 * 1024,
+                "the stages, the terms tile and the tile map fit an H100/H200 block's shared memory");
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem_bytes(kMaxFp4GemmExperts)));
   if (err != cudaSuccess) return err;
@@ -1111,7 +1120,7 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
   const bool int8_inputs = takes_int8_inputs(p.format);
   // (int8 inputs: 128-row tiles only, as the int32 sums take a second accumulator set.)
   const int tile_k = int8_inputs ? Int4Int8Scales<false>::kTileK : Bf16Mma::kTileK;
-  if (n_tile != 128 && (n_tile != 256 || int8_inputs)) return cudaErrorInvalidValue;
+  if (n_tile != 128 && ((n_tile != 192 && n_tile != 256) || int8_inputs)) return cudaErrorInvalidValue;
   if (p.n <= 0 || p.k <= 0 || p.k % tile_k != 0 || p.experts < 0 || p.experts > kMaxFp4GemmExperts)
     return cudaErrorInvalidValue;
   if (int8_inputs && (p.x_scale == nullptr || p.scale_group <= 0 || p.scale_group % tile_k != 0 ||
@@ -1143,15 +1152,16 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
     return cudaErrorInvalidValue;
   if (p.format == W4Format::kInt4Int8F32) return launch_tiles<128, Int4Int8Scales<true>>(map, p, stream);
   if (p.format == W4Format::kInt4Int8) return launch_tiles<128, Int4Int8Scales<false>>(map, p, stream);
-  if (p.format == W4Format::kNvfp4)
-    return n_tile == 128 ? launch_tiles<128, Nvfp4Scales>(map, p, stream) : launch_tiles<256, Nvfp4Scales>(map, p, stream);
-  if (p.format == W4Format::kInt4)
-    return n_tile == 128 ? launch_tiles<128, Int4Scales<false>>(map, p, stream)
-                         : launch_tiles<256, Int4Scales<false>>(map, p, stream);
-  if (p.format == W4Format::kInt4Zero)
-    return n_tile == 128 ? launch_tiles<128, Int4Scales<true>>(map, p, stream)
-                         : launch_tiles<256, Int4Scales<true>>(map, p, stream);
-  return n_tile == 128 ? launch_tiles<128, Mxfp4Scales>(map, p, stream) : launch_tiles<256, Mxfp4Scales>(map, p, stream);
+  // The format's instance of the tile's input rows.
+  auto by_tile = [&]<class Format>() {
+    return n_tile == 128   ? launch_tiles<128, Format>(map, p, stream)
+           : n_tile == 192 ? launch_tiles<192, Format>(map, p, stream)
+                           : launch_tiles<256, Format>(map, p, stream);
+  };
+  if (p.format == W4Format::kNvfp4) return by_tile.template operator()<Nvfp4Scales>();
+  if (p.format == W4Format::kInt4) return by_tile.template operator()<Int4Scales<false>>();
+  if (p.format == W4Format::kInt4Zero) return by_tile.template operator()<Int4Scales<true>>();
+  return by_tile.template operator()<Mxfp4Scales>();
 }
 
 }  // namespace qmoe::cuda

@@ -477,9 +477,12 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kMxfp4Bf16, 2880), 0);
   for (int t = 0; t < kGroupedTiles; ++t) {
     const auto tile = static_cast<GroupedTile>(t);
-    EXPECT_EQ(grouped_tile_built(GroupedKernel::kMxfp4Bf16, tile), tile == GroupedTile::kSmall || tile == GroupedTile::kLarge);
+    EXPECT_EQ(grouped_tile_built(GroupedKernel::kMxfp4Bf16, tile),
+              tile == GroupedTile::kSmall || tile == GroupedTile::kWide || tile == GroupedTile::kLarge);
+    EXPECT_FALSE(grouped_tile_swapped(GroupedKernel::kMxfp4Bf16, tile));  // (no CUTLASS problem sizes)
   }
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kSmall), "persistent 128x128 (weight rows x input rows)");
+  EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kWide), "persistent 128x192 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kLarge), "persistent 128x256 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kMedium), "none");
   // (Each format its own switch, measured below a mean of 128 rows.)
@@ -1108,7 +1111,8 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_TRUE(grouped_tile_built(GroupedKernel::kDequantBf16, GroupedTile::kWide));
   EXPECT_FALSE(grouped_tile_built(int4, GroupedTile::kWide));
   EXPECT_FALSE(grouped_tile_built(block, GroupedTile::kWide));
-  EXPECT_FALSE(grouped_tile_built(GroupedKernel::kInt4RegsBf16, GroupedTile::kWide));
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kInt4RegsBf16, GroupedTile::kWide));
+  EXPECT_FALSE(grouped_tile_built(GroupedKernel::kInt4Int8Regs, GroupedTile::kWide));
   EXPECT_EQ(tile_config(GroupedKernel::kInt8, GroupedTile::kWide),
             "swapped coop 128x192 cluster 2x1 (weight rows x input rows)");
   EXPECT_EQ(tile_config(int4, GroupedTile::kWide), "none");
