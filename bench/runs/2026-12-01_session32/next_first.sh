@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# For the next session (not run), one call with carry [".gpu/x"]: main at the thirty-second
+# session's end (code of `c962e8f`, .gpu/x; rebuild and repack it if .gpu/ did not survive). The
+# whole suite and memcheck (~430 s): the suite ran on `f13f5ca` less one test fix (56 of 57, the
+# failure an assertion the fix moved; that test passed on `c962e8f`), and the register kernel's
+# 192-row tile ran only its kernel tests, not PrefillKernels.EveryTileMatchesTheCpuBackend (which
+# now covers it through the layer).
+set -u
+d=.gpu/x; tools/gpu_unpack.sh $d
+start=$SECONDS
+mkdir -p $OUT/t
+QMOE_GPU_TEST_PARTS="tests memcheck" timeout 560 tools/gpu_test.sh $d $OUT/t > $OUT/t/summary.txt 2>&1
+echo "gpu_test rc $? ($((SECONDS - start)) s)"
+grep -hE "^\[  (PASSED|FAILED)|FAILED TEST|ERROR SUMMARY" $OUT/t/gpu_tests.log $OUT/t/memcheck.log
+grep -h "Failure" -A8 $OUT/t/gpu_tests.log | head -40
+tar czf $OUT/t.tgz -C $OUT t && rm -rf $OUT/t
