@@ -19,7 +19,7 @@
 namespace {
 
 // Input rows per tile, each twice (run-to-run spread).
-const int kVariants[] = {128, 256, 128, 256};
+const int kVariants[] = {128, 192, 256, 128, 192, 256};
 
 void check(cudaError_t err, const char* what) {
   if (err != cudaSuccess) {

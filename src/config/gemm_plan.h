@@ -159,7 +159,7 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const Gem
 // thirtieth session, bench/NOTES.md.
 bool int4_registers_fit(const GemmLayout& L, bool has_g_idx, const GemmInput& in);
 // The tiles (GroupedTile, kGroupedTiles): config/grouped_tile.h.
-std::string to_string(GroupedTile t);  // "small", "medium", "large", "huge", "tiny", "tiny48"
+std::string to_string(GroupedTile t);  // "small", "medium", "large", "huge", "tiny", "tiny48", "wide"
 // Whether prefill kernel `kind` has an instance for tile `t` (kHuge: only the FP8/INT8/BF16
 // kernels; kWide: those and the 4-bit register kernel but for kInt4Int8Regs; kTiny, kTiny48: only
 // the weight-dequantizing ones).
@@ -169,7 +169,7 @@ bool grouped_tile_built(GroupedKernel kind, GroupedTile t);
 // 4-bit register kernel, which has no CUTLASS problem sizes: false).
 bool grouped_tile_swapped(GroupedKernel kind, GroupedTile t);
 // The CUTLASS configuration behind tile `t` of prefill kernel `kind`, e.g. "coop 128x256 cluster 1x2"
-// (input rows x weight rows; the transposed W4A16 kernel's are weight rows x input rows).
+// (input rows x weight rows; the transposed tiles' are weight rows x input rows).
 std::string tile_config(GroupedKernel kind, GroupedTile t);
 // The tile of prefill kernel `kind` for num_slots (tokens * top_k) slots over num_experts (all of
 // them, local or not) on a GEMM of reduction k: the mean rows per expert decide, and for bf16 also k

@@ -715,7 +715,6 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     sp.k = g.k;
     sp.a_rows = rows;
     sp.elem_bytes = takes_16bit_rows(g.kind) ? 2 : 1;
-
     sp.a_scale_rows = m.sorted_scales.get<float>();
     sp.scales_per_row = std::max<int64_t>(1, grouped_scales_per_row(g.kind, g.k));
     sp.d_rows = d;

@@ -60,8 +60,8 @@ struct alignas(1024) Stage {
 };
 // The staged terms epilogue's tile: [consumer][kRows input rows][64 weight columns] bf16, each
 // row's 16-byte chunks XOR-swizzled by the row's low 3 bits (stmatrix writes 8 rows of one chunk at
-// a time). 128-row tiles stage all their rows at once; 256-row ones, whose 5 stages leave less room,
-// 64 at a time.
+// a time). 128-row tiles stage all their rows at once; 192- and 256-row ones, whose stages leave
+// less room, 64 at a time.
 template <int N>
 struct TermsTile {
   static constexpr int kRows = N == 128 ? 128 : 64;
@@ -557,8 +557,8 @@ __device__ __forceinline__ Tile tile_at(const TileMap& map, int index, int n_til
 // were ~15% of GEMM2's warp samples, every warp stalled at once; ncu, 2026-12-01.) An
 // expert's last tile multiplies only the input rows it needs (routing leaves many experts a few rows
 // past a multiple of N), in one of two forms (Format::kLoopPerWidth):
-// - MXFP4: a k-loop per width, N and N / 2 (64 for N = 192: wgmma has no n of 96; a third, N / 4
-//   wide, makes ptxas serialize the wgmmas for want of registers). Measured ~3% faster on Mixtral
+// - MXFP4: a k-loop per width, N and N / 2 (64 for N = 192: wgmma_rs has no n of 96, which CuTe
+//   has, untried; a third, N / 4 wide, makes ptxas serialize the wgmmas for want of registers). Measured ~3% faster on Mixtral
 //   than the other form (same call, H200).
 // - NVFP4, INT4: one k-loop whose k-tiles branch to their width's four wgmmas, widths 64 to N in
 //   steps of 64 (with a loop per width ptxas serializes these formats' wgmmas, C7513; a branch per
@@ -575,9 +575,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kScaleBytes = Format::kWords * 4;
   constexpr int kTileK = Format::kTileK, kCodeBytes = Format::kCodeBytes;
   constexpr int kStages = Shape::kStages;
-  // 64 x N fp32 accumulators take N / 2 registers: past 192 the producer warpgroup hands its own over.
-  constexpr bool kMoveRegisters = N > 192;
-  // MXFP4's narrow k-loop (kLoopPerWidth): half the tile (wgmma has no n of 96: 64 for 192-row tiles).
+  // 64 x N fp32 accumulators take N / 2 registers: from 192 the producer warpgroup hands its own over
+  // (at 192 without it, ptxas spilled 430-880 bytes per thread in the fused activation's epilogue).
+  constexpr bool kMoveRegisters = N >= 192;
+  // MXFP4's narrow k-loop (kLoopPerWidth): half the tile (64 for 192-row tiles: wgmma_rs has no n of 96).
   constexpr int kNarrow = N == 192 ? 64 : N / 2;
   extern __shared__ uint8_t smem_raw[];
   Storage& s = *reinterpret_cast<Storage*>(

@@ -15,7 +15,8 @@ namespace qmoe::cuda {
 // Per-group device arrays ([groups] each) that the prefill grouped GEMM reads, filled on the device
 // for every forward by launch_grouped_setup (so the GEMM's own arguments are fixed at load).
 struct GroupedTcBuffers {
-  int32_t* problem_mnk = nullptr;  // [groups, 3]: (m_e, n, k), or (n, m_e, k) for the mixed-input kernels
+  int32_t* problem_mnk = nullptr;  // [groups, 3]: (m_e, n, k), or (n, m_e, k) for the swapped tiles
+                                   // (grouped_tile_swapped: the mixed-input kernels, the wide tile)
   const void** a = nullptr;        // A_e: [m_e, k] rows of the sorted input
   const void** b = nullptr;        // B_e: [n, k] weights
   void** d = nullptr;              // D_e: [m_e, n] fp32 rows of the sorted output (terms instances: bf16)

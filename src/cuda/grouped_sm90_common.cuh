@@ -35,7 +35,7 @@ struct GroupedConfig {
   using EpilogueSchedule = EpilogueSchedule_;
 };
 
-// Per group (local expert): (m, n, k), or (n, m, k) for the transposed mixed-input kernels.
+// Per group (local expert): (m, n, k), or (n, m, k) for the transposed kernels (the weights as A).
 using GroupProblem = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
 static_assert(sizeof(GroupProblem::UnderlyingProblemShape) == 3 * sizeof(int32_t),
               "GroupedTcBuffers::problem_mnk holds three int32 per group");
@@ -91,7 +91,7 @@ class CutlassGrouped : public GroupedTcGemm {
   // sizes and pointers are device data, so run() is only a launch.
   // The scheduler walks each group's tiles weights-stationary: consecutive tiles share the weight
   // tile and move along the input rows (along M when the weights are B, along N when they are A:
-  // `weights_are_a`, the transposed mixed-input kernels). Mixtral W4A16 3-5% faster than along M,
+  // `weights_are_a`, the transposed kernels). Mixtral W4A16 3-5% faster than along M,
   // the weights-as-B kernels 9-27% slower along N (A/B in bench/NOTES.md). QMOE_RASTER overrides it.
   void initialize(typename Gemm::Arguments args, bool weights_are_a = false) {
     const GroupedTileOrder order = grouped_tile_order();

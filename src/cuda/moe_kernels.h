@@ -187,7 +187,7 @@ struct GroupedSetupParams {
   float* d_rows = nullptr;
   uint16_t* terms_rows = nullptr;     // or null: D is d_rows
   const float* row_weights = nullptr;  // [sorted rows] (launch_sorted_row_weights), for buf.row_weight
-  bool transposed = false;  // problem_mnk as (n, m_e, k): the mixed-input kernels
+  bool transposed = false;  // problem_mnk as (n, m_e, k): grouped_tile_swapped
 };
 cudaError_t launch_grouped_setup(const GroupedSetupParams& p, cudaStream_t stream);
 

@@ -1121,6 +1121,8 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_TRUE(grouped_tile_swapped(GroupedKernel::kInt4Codes, GroupedTile::kTiny));
   EXPECT_TRUE(grouped_tile_swapped(GroupedKernel::kBf16, GroupedTile::kWide));
   EXPECT_TRUE(grouped_tile_swapped(GroupedKernel::kDequantBf16, GroupedTile::kWide));
+  for (GroupedKernel kind : {GroupedKernel::kFp8, GroupedKernel::kInt8, GroupedKernel::kF16, GroupedKernel::kDequantF16})
+    EXPECT_TRUE(grouped_tile_swapped(kind, GroupedTile::kWide)) << to_string(kind);
   EXPECT_FALSE(grouped_tile_swapped(GroupedKernel::kFp8, GroupedTile::kTiny));
   EXPECT_FALSE(grouped_tile_swapped(GroupedKernel::kFp8, GroupedTile::kSmall));
   EXPECT_FALSE(grouped_tile_swapped(GroupedKernel::kBf16, GroupedTile::kHuge));

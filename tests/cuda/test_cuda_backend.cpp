@@ -940,6 +940,8 @@ TEST(DequantizedPrefill, MatchesTheCpuBackend) {
     ASSERT_EQ(plan.g2, GroupedKernel::kDequantBf16) << c.name;
     const int max_tokens = static_cast<int>(grouped_min_tokens(plan.g1, c.layer.num_experts, c.layer.top_k, c.layer.inter));
     const int64_t expert_bytes = int64_t{2} * c.layer.hidden * c.layer.inter * 2;  // w13's bf16 weights
+    // (300 x top-8 over 16 experts, or x top-4 over 8: 150 rows each, the bf16 kernel's wide tile
+    // on the dequantized batches.)
     for (int64_t tokens : {1, 7, 64, 300}) {
       Tensor x, logits;
       random_inputs(tokens, c.layer, x, logits);
@@ -986,12 +988,12 @@ TEST(DequantizedPrefill, HalfPrecisionModels) {
     ASSERT_EQ(plan.g1, c.kernel) << c.name;
     ASSERT_EQ(plan.g2, c.kernel) << c.name;
     const int64_t expert_bytes = int64_t{2} * c.layer.hidden * c.layer.inter * 2;  // w13's f16 weights
-    for (int64_t tokens : {3, 520}) {
+    for (int64_t tokens : {3, 540}) {  // (540 x top-4 over 16 experts: 135 rows each, the wide tile)
       Tensor x, logits;
       random_inputs(tokens, c.layer, x, logits);
       x = bf16_to_f16(x);
       const Tensor want = make_backend("cpu")->forward(c.layer, x, logits, prefill);
-      const int max_t = std::max<int>(static_cast<int>(tokens), 520);
+      const int max_t = std::max<int>(static_cast<int>(tokens), 540);
       // (All experts in one dequantization batch and one per batch; one run for the other kernels.)
       std::vector<int64_t> workspaces = {int64_t{1} << 30};
       if (dequantizes_to_workspace(c.kernel)) workspaces.push_back(expert_bytes);
@@ -1000,10 +1002,10 @@ TEST(DequantizedPrefill, HalfPrecisionModels) {
                                                "f16 prefill " + c.name + " tokens " + std::to_string(tokens) +
                                                    " batch " + std::to_string(dequant_batch_experts(expert_bytes,
                                                    c.layer.num_local_experts, workspace)));
-      if (tokens != 520) continue;
+      if (tokens != 540) continue;
       // The automatic path: against the CPU, and bit for bit the forced prefill path's output (so it
       // ran the prefill kernels: the decode kernels' output differs, which is checked too).
-      expect_cuda_matches_cpu(c.layer, x, logits, "f16 auto " + c.name + " tokens 520");
+      expect_cuda_matches_cpu(c.layer, x, logits, "f16 auto " + c.name + " tokens 540");
       const CudaMoeLayer dev(c.layer, max_t);
       Tensor by_path[3], replay;
       ForwardOptions decode = prefill, automatic = prefill;
@@ -1014,7 +1016,7 @@ TEST(DequantizedPrefill, HalfPrecisionModels) {
       forward_eager_and_replayed(dev, x, logits, decode, 1, &by_path[2], &replay);
       if (by_path[2].empty()) return;  // a failed assertion above
       EXPECT_EQ(0, std::memcmp(by_path[0].raw(), by_path[1].raw(), by_path[0].size_bytes()))
-          << c.name << ": the automatic path at 520 tokens did not run the prefill kernels";
+          << c.name << ": the automatic path at 540 tokens did not run the prefill kernels";
       EXPECT_NE(0, std::memcmp(by_path[2].raw(), by_path[1].raw(), by_path[2].size_bytes()))
           << c.name << ": decode and prefill outputs are identical, so the check above proves nothing";
     }
