@@ -34,45 +34,62 @@ using namespace cute;
 
 // The CUTLASS types of one configuration. kTerms: GEMM2's terms for the combine, bf16(w[m] * D[m, n])
 // with w the rows' routing weights (GroupedTcBuffers::row_weight), instead of fp32 D.
-template <class Config, bool kTerms = false>
+//
+// kSwapped: the product computed transposed (the weights as A, the input rows as B), so that the
+// tile's n counts input rows and need not be 64 or 128: an expert of 130-192 rows fits one 128 x 192
+// tile instead of two 128-row ones, the second mostly padding (gemm_tuning.h). Per group e:
+//   D_e^T[n, m] = sum_k B_e[n, k] * A_e[m, k] * b_scale_e[n] * a_scale_e[m]
+// with D_e^T column-major, the same memory as D_e row-major; problem_mnk holds (n, m_e, k). (Swapped
+// 128 x 32 and 128 x 48 tiles for a few rows per expert were measured too, FP8 channel at 4-64 rows:
+// within -3..+3% of the 64 x 128 pingpong tile, up to 1.6x slower on Qwen3-30B-A3B's GEMM2, so not
+// built; bench/NOTES.md, thirty-second session.) The operand layouts are the same either way (both
+// K-major): only the pointers trade places.
+template <class Config, bool kTerms = false, bool kSwapped = false>
 struct GroupedTypes {
   using ElementIn = typename Config::ElementIn;
   using ElementAcc = typename Config::ElementAcc;
   using ElementD = std::conditional_t<kTerms, cutlass::bfloat16_t, float>;
   using TileShape = typename Config::TileShape;
   using ClusterShape = typename Config::ClusterShape;
+  using LayoutD = std::conditional_t<kSwapped, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   static constexpr int kAlignIn = 128 / cutlass::sizeof_bits<ElementIn>::value;  // 16-byte rows
   static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;
 
-  // D = (acc * b_scale[n]) * a_scale[m]: a row vector (over n) and a column vector (over m), one
-  // pointer per group.
+  // D = (acc * b_scale[n]) * a_scale[m], one pointer per group: the weight scales a vector along the
+  // weight rows, the input scales (and the terms' routing weights) one along the input rows, read
+  // element by element when they lie along the GEMM's n (a group's rows start anywhere in the sorted
+  // rows).
   using Acc = cutlass::epilogue::fusion::Sm90AccFetch;
-  using BScale = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float*, float>;
-  using AScale = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, float*, float>;
+  using AlongM = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, float*, float>;
+  using AlongN = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float*, float>;
+  using AlongNUnaligned =
+      cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float*, float, Stride<_0, _1, _0>, 1>;
+  using BScale = std::conditional_t<kSwapped, AlongM, AlongN>;
+  using AScale = std::conditional_t<kSwapped, AlongNUnaligned, AlongM>;
   using Mul = cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float,
                                                      cutlass::FloatRoundStyle::round_to_nearest>;
   using Scaled = cutlass::epilogue::fusion::Sm90EVT<Mul, AScale, cutlass::epilogue::fusion::Sm90EVT<Mul, BScale, Acc>>;
   // Terms: w[m] * D in fp32, then rounded to bf16 to nearest even (the combine's rounding of a term).
-  using RowWeight = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, float*, float>;
+  using RowWeight = AScale;
   using MulToBf16 = cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, cutlass::bfloat16_t, float,
                                                            cutlass::FloatRoundStyle::round_to_nearest>;
   using Epilogue = std::conditional_t<kTerms, cutlass::epilogue::fusion::Sm90EVT<MulToBf16, RowWeight, Scaled>, Scaled>;
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, float, void, cutlass::layout::RowMajor*, kAlignD,
-      ElementD, cutlass::layout::RowMajor*, kAlignD, typename Config::EpilogueSchedule, Epilogue>::CollectiveOp;
+      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, float, void, LayoutD*, kAlignD, ElementD, LayoutD*,
+      kAlignD, typename Config::EpilogueSchedule, Epilogue>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn, cutlass::layout::RowMajor*, kAlignIn, ElementIn,
       cutlass::layout::ColumnMajor*, kAlignIn, ElementAcc, TileShape, ClusterShape,
       StagesAfter<CollectiveEpilogue>, typename Config::KernelSchedule>::CollectiveOp;
-  using Gemm = GroupedGemmOf<CollectiveMainloop, CollectiveEpilogue>;
+  using Gemm = GroupedGemmOf<CollectiveMainloop, CollectiveEpilogue>;  // problems (m, n, k), swapped (n, m, k)
   using Kernel = typename Gemm::GemmKernel;
 };
 
-template <class Config, bool kTerms>
-class GroupedGemm final : public CutlassGrouped<typename GroupedTypes<Config, kTerms>::Gemm> {
-  using T = GroupedTypes<Config, kTerms>;
+template <class Config, bool kTerms, bool kSwapped = false>
+class GroupedGemm final : public CutlassGrouped<typename GroupedTypes<Config, kTerms, kSwapped>::Gemm> {
+  using T = GroupedTypes<Config, kTerms, kSwapped>;
   using ElementIn = typename T::ElementIn;
   using ElementD = typename T::ElementD;
   using StrideA = typename T::Kernel::InternalStrideA;
@@ -81,105 +98,32 @@ class GroupedGemm final : public CutlassGrouped<typename GroupedTypes<Config, kT
 
  public:
   GroupedGemm(const GroupedTcBuffers& buf, int groups, int64_t n, int64_t k, int num_sms)
-      : CutlassGrouped<typename T::Gemm>("grouped GEMM") {
+      : CutlassGrouped<typename T::Gemm>(kSwapped ? "swapped grouped GEMM" : "grouped GEMM") {
     if (n % T::kAlignD != 0 || k % T::kAlignIn != 0)
-      throw std::invalid_argument("grouped GEMM: n and k must be multiples of " + std::to_string(T::kAlignD) +
-                                  " and " + std::to_string(T::kAlignIn));
-    StrideA* a = this->repeated(cutlass::make_cute_packed_stride(StrideA{}, {1, static_cast<int>(k), 1}), groups);
-    StrideB* b = this->repeated(
-        cutlass::make_cute_packed_stride(StrideB{}, {static_cast<int>(n), static_cast<int>(k), 1}), groups);
-    StrideD* d = this->repeated(cutlass::make_cute_packed_stride(StrideD{}, {1, static_cast<int>(n), 1}), groups);
+      throw std::invalid_argument(std::string(kSwapped ? "swapped " : "") + "grouped GEMM: n and k must be multiples of " +
+                                  std::to_string(T::kAlignD) + " and " + std::to_string(T::kAlignIn));
+    // The weights' operand: [n, k], k contiguous; the input rows': [m_e, k] (packed strides do not
+    // depend on m_e); D: [m_e, n], n contiguous.
+    const int rows = static_cast<int>(n), cols = static_cast<int>(k);
+    using Shape3 = cute::Shape<int, int, int>;
+    const Shape3 weight_rows{rows, cols, 1}, input_rows{1, cols, 1};
+    StrideA* a = this->repeated(cutlass::make_cute_packed_stride(StrideA{}, kSwapped ? weight_rows : input_rows), groups);
+    StrideB* b = this->repeated(cutlass::make_cute_packed_stride(StrideB{}, kSwapped ? input_rows : weight_rows), groups);
+    StrideD* d = this->repeated(
+        cutlass::make_cute_packed_stride(StrideD{}, kSwapped ? Shape3{rows, 1, 1} : Shape3{1, rows, 1}), groups);
+    const void** first = kSwapped ? buf.b : buf.a;  // GEMM operand A
+    const void** second = kSwapped ? buf.a : buf.b;
     typename T::Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGrouped,
         this->problems(buf, groups),
-        {reinterpret_cast<const ElementIn**>(buf.a), a, reinterpret_cast<const ElementIn**>(buf.b), b},
+        {reinterpret_cast<const ElementIn**>(first), a, reinterpret_cast<const ElementIn**>(second), b},
         {{}, nullptr, nullptr, reinterpret_cast<ElementD**>(buf.d), d},
         this->hardware(num_sms)};
     // Arguments of Sm90EVT<Mul, AScale, Sm90EVT<Mul, BScale, Acc>>: children first, then the node.
     const typename T::Scaled::Arguments scaled = {{buf.a_scale, 1.0f, {}}, {{buf.b_scale, 1.0f, {}}, {}, {}}, {}};
     if constexpr (kTerms) args.epilogue.thread = {{buf.row_weight, 1.0f, {}}, scaled, {}};
     else args.epilogue.thread = scaled;
-    this->initialize(args);
-  }
-};
-
-// The same product computed transposed ("swapped": the weights as A, the input rows as B), so that
-// the tile's n counts input rows and need not be 64 or 128: an expert of 130-192 rows fits one
-// 128 x 192 tile instead of two 128-row ones, the second mostly padding (gemm_tuning.h). (Swapped
-// 128 x 32 and 128 x 48 tiles for a few rows per expert were measured too, FP8 channel at 4-64 rows:
-// within -3..+3% of the 64 x 128 pingpong tile, up to 1.6x slower on Qwen3-30B-A3B's GEMM2, so not
-// built; bench/NOTES.md, thirty-second session.)
-//
-//   per group e:  D_e^T[n, m] = sum_k B_e[n, k] * A_e[m, k] * b_scale_e[n] * a_scale_e[m]
-//
-// B_e: [n, k] row-major weights (GEMM A), A_e: [m_e, k] input rows (GEMM B, k contiguous), D_e^T
-// column-major = D_e: [m_e, n] row-major as above; problem_mnk holds (n, m_e, k).
-template <class Config, bool kTerms = false>
-struct SwappedTypes {
-  using ElementIn = typename Config::ElementIn;
-  using ElementAcc = typename Config::ElementAcc;
-  using ElementD = std::conditional_t<kTerms, cutlass::bfloat16_t, float>;
-  using TileShape = typename Config::TileShape;
-  using ClusterShape = typename Config::ClusterShape;
-  static constexpr int kAlignIn = 128 / cutlass::sizeof_bits<ElementIn>::value;
-  static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;
-
-  // D^T = (acc * b_scale[n]) * a_scale[m] as GroupedTypes rounds it: the weight scales a column
-  // vector (the GEMM's m), the input scales a row vector (its n) read element by element (a group's
-  // rows start anywhere in the sorted rows).
-  using Acc = cutlass::epilogue::fusion::Sm90AccFetch;
-  using WScale = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, float*, float>;
-  using XScale = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float*, float, Stride<_0, _1, _0>, 1>;
-  using Mul = cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float,
-                                                     cutlass::FloatRoundStyle::round_to_nearest>;
-  using Scaled = cutlass::epilogue::fusion::Sm90EVT<Mul, XScale, cutlass::epilogue::fusion::Sm90EVT<Mul, WScale, Acc>>;
-  using RowWeight = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float*, float, Stride<_0, _1, _0>, 1>;
-  using MulToBf16 = cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, cutlass::bfloat16_t, float,
-                                                           cutlass::FloatRoundStyle::round_to_nearest>;
-  using Epilogue = std::conditional_t<kTerms, cutlass::epilogue::fusion::Sm90EVT<MulToBf16, RowWeight, Scaled>, Scaled>;
-
-  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, float, void, cutlass::layout::ColumnMajor*, kAlignD,
-      ElementD, cutlass::layout::ColumnMajor*, kAlignD, typename Config::EpilogueSchedule, Epilogue>::CollectiveOp;
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn, cutlass::layout::RowMajor*, kAlignIn, ElementIn,
-      cutlass::layout::ColumnMajor*, kAlignIn, ElementAcc, TileShape, ClusterShape,
-      StagesAfter<CollectiveEpilogue>, typename Config::KernelSchedule>::CollectiveOp;
-  using Gemm = GroupedGemmOf<CollectiveMainloop, CollectiveEpilogue>;  // problems (n, m, k)
-  using Kernel = typename Gemm::GemmKernel;
-};
-
-template <class Config, bool kTerms>
-class SwappedGroupedGemm final : public CutlassGrouped<typename SwappedTypes<Config, kTerms>::Gemm> {
-  using T = SwappedTypes<Config, kTerms>;
-  using ElementIn = typename T::ElementIn;
-  using ElementD = typename T::ElementD;
-  using StrideW = typename T::Kernel::InternalStrideA;
-  using StrideX = typename T::Kernel::InternalStrideB;
-  using StrideD = typename T::Kernel::InternalStrideD;
-
- public:
-  SwappedGroupedGemm(const GroupedTcBuffers& buf, int groups, int64_t n, int64_t k, int num_sms)
-      : CutlassGrouped<typename T::Gemm>("swapped grouped GEMM") {
-    if (n % T::kAlignD != 0 || k % T::kAlignIn != 0)
-      throw std::invalid_argument("swapped grouped GEMM: n and k must be multiples of " + std::to_string(T::kAlignD) +
-                                  " and " + std::to_string(T::kAlignIn));
-    const int rows = static_cast<int>(n), cols = static_cast<int>(k);
-    StrideW* w = this->repeated(cutlass::make_cute_packed_stride(StrideW{}, {rows, cols, 1}), groups);
-    StrideX* x = this->repeated(cutlass::make_cute_packed_stride(StrideX{}, {1, cols, 1}), groups);
-    StrideD* d = this->repeated(cutlass::make_cute_packed_stride(StrideD{}, {rows, 1, 1}), groups);
-    typename T::Gemm::Arguments args{
-        cutlass::gemm::GemmUniversalMode::kGrouped,
-        this->problems(buf, groups),
-        {reinterpret_cast<const ElementIn**>(buf.b), w, reinterpret_cast<const ElementIn**>(buf.a), x},
-        {{}, nullptr, nullptr, reinterpret_cast<ElementD**>(buf.d), d},
-        this->hardware(num_sms)};
-    // Arguments of Sm90EVT<Mul, XScale, Sm90EVT<Mul, WScale, Acc>>: children first, then the node.
-    const typename T::Scaled::Arguments scaled = {{buf.a_scale, 1.0f, {}}, {{buf.b_scale, 1.0f, {}}, {}, {}}, {}};
-    if constexpr (kTerms) args.epilogue.thread = {{buf.row_weight, 1.0f, {}}, scaled, {}};
-    else args.epilogue.thread = scaled;
-    this->initialize(args, /*weights_are_a=*/true);
+    this->initialize(args, /*weights_are_a=*/kSwapped);
   }
 };
 
@@ -217,7 +161,7 @@ std::unique_ptr<GroupedTcGemm> make_grouped(GroupedTile tile, const GroupedTcBuf
     case GroupedTile::kTiny:
     case GroupedTile::kTiny48: return nullptr;  // not built (grouped_tile_built)
     case GroupedTile::kWide:
-      return std::make_unique<SwappedGroupedGemm<Swapped128x192, kTerms>>(buf, groups, n, k, num_sms);
+      return std::make_unique<GroupedGemm<Swapped128x192, kTerms, true>>(buf, groups, n, k, num_sms);
   }
   throw std::invalid_argument("grouped GEMM: unknown tile configuration");
 }
