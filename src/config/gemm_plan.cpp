@@ -378,10 +378,12 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
   const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_experts, 1);
   if (kind == GroupedKernel::kInt4Int8Regs) return GroupedTile::kSmall;
   if (dequantizes_in_registers(kind)) {
-    const int max_rows_for_128 = kind == GroupedKernel::kNvfp4Bf16   ? kNvfp4MaxRowsFor128
-                                 : kind == GroupedKernel::kMxfp4Bf16 ? kMxfp4MaxRowsFor128
-                                                                     : kInt4RegsMaxRowsFor128;
-    return rows_per_expert <= max_rows_for_128 ? GroupedTile::kSmall : GroupedTile::kLarge;
+    const bool nvfp4 = kind == GroupedKernel::kNvfp4Bf16, mxfp4 = kind == GroupedKernel::kMxfp4Bf16;
+    const int max_rows_for_128 = nvfp4 ? kNvfp4MaxRowsFor128 : mxfp4 ? kMxfp4MaxRowsFor128 : kInt4RegsMaxRowsFor128;
+    const int max_rows_for_wide = nvfp4 ? kNvfp4MaxRowsForWide : mxfp4 ? kMxfp4MaxRowsForWide : kInt4RegsMaxRowsForWide;
+    if (rows_per_expert <= max_rows_for_128) return GroupedTile::kSmall;
+    if (mxfp4 && rows_per_expert < kMxfp4MinRowsForWide) return GroupedTile::kLarge;
+    return rows_per_expert < max_rows_for_wide ? GroupedTile::kWide : GroupedTile::kLarge;
   }
   if (dequantizes_weights(kind)) {
     if (rows_per_expert < kInt4MinRowsForTiny48) return GroupedTile::kTiny;

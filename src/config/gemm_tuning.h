@@ -256,7 +256,7 @@ inline constexpr int kInt4RegsOverMixedMinRowsLongReduction = 38;
 inline constexpr int kInt4RegsOverMixedMinRowsMediumReduction = kGroupedMinRowsPerExpertInt4RegsMediumReduction;
 inline constexpr int kInt4RegsOverMixedMinRowsShortReduction = 0;
 // The register kernel's tiles (kMxfp4Bf16, kNvfp4Bf16, kInt4RegsBf16): 128 input rows up to a mean
-// of k*MaxRowsFor128 rows per expert, then 256. From 129 to 256 rows both tiles fill the same
+// of k*MaxRowsFor128 rows per expert, then 256 (192 in a range, below). From 129 to 256 rows both tiles fill the same
 // fraction and 256's is the faster tile (qmoe_fp4_gemm_bench on gpt-oss-120b's w13 at 6fdd5c2: 645-666
 // against 444-469 TFLOP/s at 256 rows, 441-442 against 463-466 at 128). The switch lies below a mean
 // of 128, though: the routing spreads the rows (random routing: a spread of ~sqrt(mean)), so as the
@@ -278,6 +278,23 @@ inline constexpr int kInt4RegsOverMixedMinRowsShortReduction = 0;
 inline constexpr int kInt4RegsMaxRowsFor128 = 118;
 inline constexpr int kMxfp4MaxRowsFor128 = 119;
 inline constexpr int kNvfp4MaxRowsFor128 = 121;
+// Then 192 input rows (GroupedTile::kWide) below kMaxRowsForWide, and from kMxfp4MinRowsForWide for
+// MXFP4 (INT4 and NVFP4 go from 128 straight to 192), where the routing's spread leaves most experts
+// within one 192-row tile. GEMM µs 192 / the plan's tile (128 up to the switch above, then 256),
+// two rounds in both orders, H200, thirty-third session (bench/runs/2026-12-01_session33/reg192,
+// /bounds; the 192-row instances no longer spill since `f80ee9d`), DeepSeek-V3 / Mixtral-8x7B /
+// Qwen3-30B-A3B:
+// - INT4 (W4A16 g128): 112 rows 1.03 / 0.99 / 1.01, 120 0.98 / 0.92 / 0.97, 128-160 0.92-0.97,
+//   164 0.89 / 0.95 / 0.96, 168 1.00 / 1.01 / 1.02, 176 1.01 / 1.01 / 1.04.
+// - NVFP4: 112 1.08 / 1.02 / 1.03, 120 0.97 / 1.00 / 0.97, 124-164 0.89-0.99, 168 0.97 / 0.99 /
+//   1.01, 176 1.03 / 1.01 / 1.02.
+// - MXFP4: 120 1.07 / 1.00 / 1.02 (256 rows win there), 124 1.03 / 0.94 / 0.99, 128 0.96 / 0.91 /
+//   0.96, 144-172 0.84-0.97, 176 0.93 / 0.96 / 0.97; its upper bound is a guess past the last
+//   row measured (176).
+inline constexpr int kInt4RegsMaxRowsForWide = 168;
+inline constexpr int kNvfp4MaxRowsForWide = 168;
+inline constexpr int kMxfp4MinRowsForWide = 126;
+inline constexpr int kMxfp4MaxRowsForWide = 184;
 // Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,
 // 128 x 48 below kInt4MinRowsForSmall, then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880
 // us against 5945 and 8639 for the larger ones, 93addc3), 128 x 192 in clusters of 2 up to 256, then

@@ -485,13 +485,30 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kWide), "persistent 128x192 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kLarge), "persistent 128x256 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kMedium), "none");
-  // (Each format its own switch, measured below a mean of 128 rows.)
-  for (auto [kind, max_rows] : {std::pair{GroupedKernel::kMxfp4Bf16, kMxfp4MaxRowsFor128},
-                                std::pair{GroupedKernel::kNvfp4Bf16, kNvfp4MaxRowsFor128},
-                                std::pair{GroupedKernel::kInt4RegsBf16, kInt4RegsMaxRowsFor128}}) {
-    EXPECT_LT(max_rows, 128);
-    EXPECT_EQ(plan_grouped_tile(kind, int64_t{max_rows} * 128, 128, 4096), GroupedTile::kSmall);
-    EXPECT_EQ(plan_grouped_tile(kind, int64_t{max_rows} * 128 + 1, 128, 4096), GroupedTile::kLarge);
+  // (Each format its own switches, measured: 128 rows below a mean of 128, then 192 in a range
+  // around 128-176 where the routing's spread leaves most experts within one such tile, then 256;
+  // MXFP4 takes 256 between its 128- and 192-row ranges.)
+  struct Switches {
+    GroupedKernel kind;
+    int max_rows_for_128, min_rows_for_wide, max_rows_for_wide;
+  };
+  for (const Switches& w : {Switches{GroupedKernel::kMxfp4Bf16, kMxfp4MaxRowsFor128, kMxfp4MinRowsForWide, kMxfp4MaxRowsForWide},
+                            Switches{GroupedKernel::kNvfp4Bf16, kNvfp4MaxRowsFor128, 0, kNvfp4MaxRowsForWide},
+                            Switches{GroupedKernel::kInt4RegsBf16, kInt4RegsMaxRowsFor128, 0, kInt4RegsMaxRowsForWide}}) {
+    EXPECT_LT(w.max_rows_for_128, 128);
+    EXPECT_LT(w.min_rows_for_wide, 132);
+    EXPECT_GT(w.max_rows_for_wide, 160);
+    auto tile_at = [&](int64_t slots) { return plan_grouped_tile(w.kind, slots, 128, 4096); };
+    EXPECT_EQ(tile_at(int64_t{w.max_rows_for_128} * 128), GroupedTile::kSmall);
+    EXPECT_EQ(tile_at(int64_t{w.max_rows_for_128} * 128 + 1),
+              w.min_rows_for_wide > w.max_rows_for_128 ? GroupedTile::kLarge : GroupedTile::kWide);
+    if (w.min_rows_for_wide > w.max_rows_for_128) {
+      EXPECT_EQ(tile_at(int64_t{w.min_rows_for_wide} * 128 - 1), GroupedTile::kLarge);
+      EXPECT_EQ(tile_at(int64_t{w.min_rows_for_wide} * 128), GroupedTile::kWide);
+    }
+    EXPECT_EQ(tile_at(int64_t{w.max_rows_for_wide} * 128 - 1), GroupedTile::kWide);
+    EXPECT_EQ(tile_at(int64_t{w.max_rows_for_wide} * 128), GroupedTile::kLarge);
+    EXPECT_EQ(tile_at(int64_t{1024} * 128), GroupedTile::kLarge);
   }
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt4Int8Regs, int64_t{256} * 128, 128, 4096), GroupedTile::kSmall);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), (int64_t{kGroupedMinRowsPerExpertMxfp4LongReduction} * 128 + 3) / 4);
@@ -1273,7 +1290,7 @@ TEST(GemmPlan, CudaPlanSummary) {
   }
   // W4A16 g128 on 8 experts, top-2: CUTLASS's mixed-input kernel from its few-experts crossover in
   // rows per expert, the 4-bit register kernel from kInt4RegsOverMixedMinRowsFewExperts, 128 input
-  // rows, then 256 past a mean of kInt4RegsMaxRowsFor128 rows per expert.
+  // rows, 192 past a mean of kInt4RegsMaxRowsFor128 rows per expert, 256 from kInt4RegsMaxRowsForWide.
   const MoeLayer w4 = synthetic_layer("w4a16_g128", {"mixtral-like", 8, 2, 256, 512}, 7, 1);
   const CudaPlanSummary m = summarize_cuda_plan(w4, 0);
   EXPECT_EQ(m.w13.prefill, to_string(GroupedKernel::kInt4RegsBf16));
@@ -1295,10 +1312,12 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(m_one.w13.prefill, to_string(GroupedKernel::kInt4Bf16));
   EXPECT_EQ(m_one.w13.prefill_from_tokens, m.w13.below_from_tokens);
   EXPECT_EQ(m_one.w13.below_from_tokens, -1);
-  ASSERT_EQ(m.w13.tiles.size(), 2u);
+  ASSERT_EQ(m.w13.tiles.size(), 3u);
   EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kSmall));
-  EXPECT_EQ(m.w13.tiles.back().first, int64_t{kInt4RegsMaxRowsFor128} * 8 / 2 + 1);
-  EXPECT_EQ(m.w13.tiles.back().second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kLarge));
+  EXPECT_EQ(m.w13.tiles[1].first, int64_t{kInt4RegsMaxRowsFor128} * 8 / 2 + 1);
+  EXPECT_EQ(m.w13.tiles[1].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kWide));
+  EXPECT_EQ(m.w13.tiles[2].first, int64_t{kInt4RegsMaxRowsForWide} * 8 / 2);
+  EXPECT_EQ(m.w13.tiles[2].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kLarge));
   // W4A16 g32 with act order: the bf16 kernel on dequantized weights from its own crossover, with the
   // bf16 tiles.
   const MoeLayer mx = with_act_order(synthetic_layer("w4a16_g32", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1));
@@ -1320,15 +1339,19 @@ TEST(GemmPlan, CudaPlanSummary) {
   one_local.expert_map = {0, -1, -1, -1, -1, -1, -1, -1};
   EXPECT_EQ(summarize_cuda_plan(one_local, 0).dequant_workspace_bytes, n.dequant_workspace_bytes);
   EXPECT_EQ(n.repacked_weight_bytes, 0);
-  // MXFP4: its own kernel from its crossover, 128 then 256 input rows; its repacked weights for
+  // MXFP4: its own kernel from its crossover, 128, 256, 192 then 256 input rows; its repacked weights for
   // every expert (also from a layer loaded with only expert 0 local), no workspace.
   const MoeLayer mxfp4 = synthetic_layer("mxfp4", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1);
   const CudaPlanSummary f = summarize_cuda_plan(mxfp4, 0);
   EXPECT_EQ(f.w13.prefill, to_string(GroupedKernel::kMxfp4Bf16));
   EXPECT_EQ(f.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 4, 128));
   expect_exact_switches(f.w13, GroupedKernel::kMxfp4Bf16, mxfp4, mxfp4.hidden);
-  ASSERT_EQ(f.w13.tiles.size(), 2u);
+  // (128, 256, 192 in its range, then 256 again.)
+  ASSERT_EQ(f.w13.tiles.size(), 4u);
   EXPECT_EQ(f.w13.tiles[1].first, int64_t{kMxfp4MaxRowsFor128} * 8 / 4 + 1);
+  EXPECT_EQ(f.w13.tiles[2].first, int64_t{kMxfp4MinRowsForWide} * 8 / 4);
+  EXPECT_EQ(f.w13.tiles[2].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kWide));
+  EXPECT_EQ(f.w13.tiles[3].first, int64_t{kMxfp4MaxRowsForWide} * 8 / 4);
   EXPECT_EQ(f.dequant_workspace_bytes, 0);
   EXPECT_EQ(f.repacked_weight_bytes, 8 * (repacked(GroupedKernel::kMxfp4Bf16, 256, 256) + repacked(GroupedKernel::kMxfp4Bf16, 256, 128)));
   MoeLayer mxfp4_one_local = mxfp4;
