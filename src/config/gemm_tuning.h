@@ -278,23 +278,23 @@ inline constexpr int kInt4RegsOverMixedMinRowsShortReduction = 0;
 inline constexpr int kInt4RegsMaxRowsFor128 = 118;
 inline constexpr int kMxfp4MaxRowsFor128 = 119;
 inline constexpr int kNvfp4MaxRowsFor128 = 121;
-// Then 192 input rows (GroupedTile::kWide) below kMaxRowsForWide, and from kMxfp4MinRowsForWide for
+// Then 192 input rows (GroupedTile::kWide) below k*MaxRowsForWide, and from kMxfp4MinRowsForWide for
 // MXFP4 (INT4 and NVFP4 go from 128 straight to 192), where the routing's spread leaves most experts
 // within one 192-row tile. GEMM µs 192 / the plan's tile (128 up to the switch above, then 256),
 // two rounds in both orders, H200, thirty-third session (bench/runs/2026-12-01_session33/reg192,
-// /bounds; the 192-row instances no longer spill since `f80ee9d`), DeepSeek-V3 / Mixtral-8x7B /
+// bounds, check; the 192-row instances no longer spill since `f80ee9d`), DeepSeek-V3 / Mixtral-8x7B /
 // Qwen3-30B-A3B:
 // - INT4 (W4A16 g128): 112 rows 1.03 / 0.99 / 1.01, 120 0.98 / 0.92 / 0.97, 128-160 0.92-0.97,
 //   164 0.89 / 0.95 / 0.96, 168 1.00 / 1.01 / 1.02, 176 1.01 / 1.01 / 1.04.
 // - NVFP4: 112 1.08 / 1.02 / 1.03, 120 0.97 / 1.00 / 0.97, 124-164 0.89-0.99, 168 0.97 / 0.99 /
 //   1.01, 176 1.03 / 1.01 / 1.02.
 // - MXFP4: 120 1.07 / 1.00 / 1.02 (256 rows win there), 124 1.03 / 0.94 / 0.99, 128 0.96 / 0.91 /
-//   0.96, 144-172 0.84-0.97, 176 0.93 / 0.96 / 0.97; its upper bound is a guess past the last
-//   row measured (176).
+//   0.96, 144-172 0.84-0.97, 176 0.93 / 0.96 / 0.97; against 256 alone (check/mx): 176 0.89 / 0.99
+//   / 0.97, 184 1.02 / 1.16 / 1.04, 192 1.18 / 1.25 / 1.16.
 inline constexpr int kInt4RegsMaxRowsForWide = 168;
 inline constexpr int kNvfp4MaxRowsForWide = 168;
 inline constexpr int kMxfp4MinRowsForWide = 126;
-inline constexpr int kMxfp4MaxRowsForWide = 184;
+inline constexpr int kMxfp4MaxRowsForWide = 180;
 // Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,
 // 128 x 48 below kInt4MinRowsForSmall, then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880
 // us against 5945 and 8639 for the larger ones, 93addc3), 128 x 192 in clusters of 2 up to 256, then
