@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# For the next session (not run), carry [".gpu/f"]: main at the thirty-third session's end
+# (`b563901` code; rebuild and repack .gpu/f if .gpu/ did not survive). Racecheck of the 4-bit
+# register kernel's tests, whose 192-row instances (now planned) hand the producer's registers to
+# the consumers: the thirty-third session's racecheck (last.sh) was cut inside Fp4Mainloop.* by
+# the call's limit, no hazard up to there. Two calls:
+#   next_first.sh fp4    racecheck of Fp4Mainloop.* (~300-500 s)
+#   next_first.sh int4   racecheck of Int4Mainloop.* and Int4Int8Mainloop.*, then memcheck's list
+set -u
+d=.gpu/f; tools/gpu_unpack.sh $d
+export QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$d
+o=$OUT/n; mkdir -p $o
+start=$SECONDS
+part=${1:-fp4}
+case $part in
+  fp4) filter='Fp4Mainloop.*' ;;
+  int4) filter='Int4Mainloop.*:Int4Int8Mainloop.*' ;;
+  *) echo "next_first.sh: fp4 or int4"; exit 2 ;;
+esac
+timeout 540 compute-sanitizer --tool racecheck $d/qmoe_cuda_tests --gtest_filter="$filter" > $o/racecheck_$part.log 2>&1
+echo "racecheck $part rc $? ($((SECONDS - start)) s)"
+grep -hE "^\[  (PASSED|FAILED)|RACECHECK SUMMARY" $o/racecheck_$part.log
+# (as tools/gpu_test.sh: hazards outside CuTe's TMA descriptor updates fail)
+grep "Race reported" $o/racecheck_$part.log | grep -v -c " at cute::tma_descriptor_"
+if [[ $part == int4 ]]; then
+  QMOE_GPU_TEST_PARTS=memcheck timeout $((570 - SECONDS)) tools/gpu_test.sh $d $o/m > /dev/null 2>&1
+  echo "memcheck rc $? ($((SECONDS - start)) s)"; tail -2 $o/m/memcheck.log
+fi
+tar czf $OUT/n.tgz -C $OUT n && rm -rf $o
