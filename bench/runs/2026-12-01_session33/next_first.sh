@@ -6,6 +6,9 @@
 # the call's limit, no hazard up to there. Two calls:
 #   next_first.sh fp4    racecheck of Fp4Mainloop.* (~300-500 s)
 #   next_first.sh int4   racecheck of Int4Mainloop.* and Int4Int8Mainloop.*, then memcheck's list
+#   next_first.sh sweep  the plan (192 rows at ~120-170 rows per expert) against 256-row tiles
+#                        (prefill:1) on two shapes the bounds were not measured on: gpt-oss-120b
+#                        MXFP4, Kimi-K2 TP8 W4A16 g32, 112-184 rows per expert (~200 s)
 set -u
 d=.gpu/f; tools/gpu_unpack.sh $d
 export QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$d
@@ -15,7 +18,17 @@ part=${1:-fp4}
 case $part in
   fp4) filter='Fp4Mainloop.*' ;;
   int4) filter='Int4Mainloop.*:Int4Int8Mainloop.*' ;;
-  *) echo "next_first.sh: fp4 or int4"; exit 2 ;;
+  sweep)
+    O="--rotations 2 --replays 5"
+    timeout 150 tools/gpu_sweep.sh $d $o/gpt_oss 2 auto prefill:1 --models gpt-oss-120b --schemes mxfp4 \
+      --tokens 3584,3840,4096,4608,5120,5376,5632,5888 $O > /dev/null 2>&1
+    echo "gpt-oss rc $? ($((SECONDS - start)) s)"; cat $o/gpt_oss/summary.txt
+    timeout 200 tools/gpu_sweep.sh $d $o/kimi 2 auto prefill:1 --models kimi-k2-tp8 --schemes w4a16_g32 \
+      --tokens 5376,5760,6144,6912,7680,8064,8448,8832 $O > /dev/null 2>&1
+    echo "kimi rc $? ($((SECONDS - start)) s)"; cat $o/kimi/summary.txt
+    tar czf $OUT/n.tgz -C $OUT n && rm -rf $o
+    exit 0 ;;
+  *) echo "next_first.sh: fp4, int4 or sweep"; exit 2 ;;
 esac
 timeout 540 compute-sanitizer --tool racecheck $d/qmoe_cuda_tests --gtest_filter="$filter" > $o/racecheck_$part.log 2>&1
 echo "racecheck $part rc $? ($((SECONDS - start)) s)"
