@@ -67,22 +67,47 @@ ForwardOptions options_of_path(const std::string& name) {
   return o;
 }
 
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+// --tokens: a comma list of whole numbers from 1 to 2^20.
+std::vector<int> token_counts_of(const std::string& list) {
+  std::vector<int> counts;
+  for (const std::string& item : split(list)) {
+    int t = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), t);
+    if (ec != std::errc() || end != item.data() + item.size() || t < 1 || t > (1 << 20))
+      throw Error("--tokens: '" + item + "' is not a token count (a whole number from 1 to 1048576)");
+    counts.push_back(t);
+  }
+  if (counts.empty()) throw Error("--tokens: no token counts given");
+  return counts;
+}
+
 }  // namespace
 
 int run_bench(const BenchArgs& args) {
 #if !defined(QMOE_WITH_CUDA)
   throw NotSupported("qmoe bench needs the CUDA backend (configure with QMOE_CUDA=ON on a machine with nvcc)");
 #else
+  // Every list is checked before the device is looked for or any layer is built.
   const std::vector<std::string> paths = split(args.gemm_paths);
-  for (const auto& p : paths) options_of_path(p);  // reject unknown names before any work
-  if (cuda_device_count() == 0) throw NotSupported("qmoe bench: no CUDA device is available");
-  const double copy_gbs = measure_copy_bandwidth_gbs();
-  fmt::print("device-to-device copy bandwidth: {:.0f} GB/s\n", copy_gbs);
+  for (const auto& p : paths) options_of_path(p);
   std::vector<std::string> models = args.models == "all" ? std::vector<std::string>{} : split(args.models);
   if (models.empty())
     for (const auto& s : benchmark_shapes()) models.push_back(s.name);
-  std::vector<int> token_counts;
-  for (const auto& t : split(args.tokens)) token_counts.push_back(std::stoi(t));
+  for (const auto& m : models) benchmark_shape(m);
+  const std::vector<std::string>& known = synthetic_schemes();
+  for (const auto& s : split(args.schemes))
+    if (std::find(known.begin(), known.end(), s) == known.end())
+      throw Error("--schemes: unknown scheme '" + s + "' (" + join(known) + ")");
+  const std::vector<int> token_counts = token_counts_of(args.tokens);
+  if (cuda_device_count() == 0) throw NotSupported("qmoe bench: no CUDA device is available");
+  const double copy_gbs = measure_copy_bandwidth_gbs();
+  fmt::print("device-to-device copy bandwidth: {:.0f} GB/s\n", copy_gbs);
   const int max_tokens = *std::max_element(token_counts.begin(), token_counts.end());
 
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();

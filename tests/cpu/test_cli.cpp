@@ -17,6 +17,9 @@
 #include "config/gemm_plan.h"
 #include "config/gemm_tuning.h"
 #include "qmoe/checkpoint.h"
+#if defined(QMOE_WITH_CUDA)
+#include "qmoe/cuda.h"
+#endif
 #include "qmoe/synthetic.h"
 #include "test_util.h"
 
@@ -144,6 +147,29 @@ TEST(Cli, BenchRejectsUnknownGemmPathsBeforeAnyWork) {
   r = run_cli("bench --gemm-paths fast");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("unknown path 'fast'"));
+}
+
+TEST(Cli, BenchRejectsBadTokenCountsModelsAndSchemesBeforeAnyWork) {
+  // Also checked before the device is looked for: each names the argument and the bad item.
+  for (const char* tokens : {"0", "-3", "abc", "1,2x", "1.5", "1048577", ","}) {
+    const Result r = run_cli(std::string("bench --models qwen3-30b-a3b --tokens ") + tokens);
+    EXPECT_EQ(r.exit_code, 2) << tokens << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr("--tokens")) << tokens;
+  }
+  Result r = run_cli("bench --models qwen3-30b-a3b,nope --tokens 1");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("unknown model shape 'nope'"));
+  r = run_cli("bench --models qwen3-30b-a3b --schemes mxfp4,w4a16_g7 --tokens 1");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("unknown scheme 'w4a16_g7'"));
+  EXPECT_THAT(r.out, HasSubstr("w4a16_g128"));  // (the known ones listed)
+  // The largest count allowed passes the checks and meets the missing device (CPU tests run
+  // where there is none, as BenchWithoutAGpuSaysNotSupported below).
+  if (cuda_device_count() == 0) {
+    r = run_cli("bench --models qwen3-30b-a3b --tokens 1,1048576");
+    EXPECT_EQ(r.exit_code, 3) << r.out;
+    EXPECT_THAT(r.out, Not(HasSubstr("--tokens")));
+  }
 }
 #endif
 
