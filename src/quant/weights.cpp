@@ -114,6 +114,24 @@ void for_each_contiguous_group(const QuantWeight& w, int64_t row, F&& f) {
   }
 }
 
+// table[u] = dequant_int(u - offset, z, s, kind) for u < levels. For bf16 scales (nearly every
+// checkpoint) without the per-entry NaN test and dtype switch, so the compiler vectorizes it: a
+// finite scale times |q - z| <= 255 is finite or overflows to infinity, which the bf16 rounding's
+// bit trick also gives.
+void fill_int_table(int levels, int offset, int z, float s, quant::ScaleKind kind, float* table) {
+  if (kind != quant::ScaleKind::kBF16 || !std::isfinite(s)) {
+    for (int u = 0; u < levels; ++u) table[u] = quant::dequant_int(u - offset, z, s, kind);
+    return;
+  }
+  for (int u = 0; u < levels; ++u) {
+    uint32_t bits;
+    const float v = static_cast<float>(u - offset - z) * s;  // exact (see dequant_int)
+    std::memcpy(&bits, &v, sizeof bits);
+    bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;  // round half to even to bf16
+    std::memcpy(&table[u], &bits, sizeof bits);
+  }
+}
+
 // Packed int rows with contiguous groups: one 16/256-entry table per group turns every element
 // into a lookup, which keeps the CPU backend's dequantization cheap.
 void dequantize_int_packed_grouped(const QuantWeight& w, int64_t row, ScaleKind kind,
@@ -128,7 +146,7 @@ void dequantize_int_packed_grouped(const QuantWeight& w, int64_t row, ScaleKind 
       for (int64_t c = c0; c < c1; ++c) out[c] = quant::dequant_int(quant::unpack_int(words, c, w.bits), z, s, kind);
       return;
     }
-    for (int u = 0; u < levels; ++u) table[u] = quant::dequant_int(u - offset, z, s, kind);
+    fill_int_table(levels, offset, z, s, kind, table);
     if (w.bits == 4 && c0 % 8 == 0 && (c1 - c0) % 8 == 0) {
       expand_int4(words + c0 / 8, (c1 - c0) / 8, table, out + c0);
     } else {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -603,6 +604,48 @@ TEST(DequantizeRow, IntegerRowsMatchTheElementFormula) {
           EXPECT_EQ(out[c], want) << "case " << (&k - cases) << " row " << r << " col " << c;
         }
       }
+  }
+}
+
+TEST(DequantizeRow, IntegerTablesMatchTheElementFormulaAtTheEdges) {
+  // The per-group tables of 4- and 8-bit codes (filled without the per-entry dtype switch for bf16
+  // scales) bit for bit against quant::dequant_int, with scales whose products round, are
+  // subnormal, overflow to infinity, are negative, zero, infinite or NaN, and with zero points.
+  const float scales[] = {0.0031f, -0.75f, 0.0f, -0.0f, 1e-39f, 3.0e38f, -2.5e38f, 1.0f / 3.0f,
+                          std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  const int64_t groups = sizeof scales / sizeof scales[0];
+  for (int bits : {4, 8}) {
+    const int64_t group = 256, cols = group * groups;  // (a group at least as long as the table)
+    QuantWeight w;
+    w.format = WeightFormat::kIntPacked;
+    w.bits = bits;
+    w.rows = 1;
+    w.cols = cols;
+    w.strategy = Strategy::kGroup;
+    w.group_size = group;
+    const int lo = -(1 << (bits - 1)), span = 1 << bits;
+    std::vector<int8_t> q(cols);
+    for (int64_t c = 0; c < cols; ++c) q[c] = static_cast<int8_t>(lo + static_cast<int>(c * 37 % span));
+    const int64_t words = quant::packed_words_per_row(cols, bits);
+    w.data = Tensor(DType::kI32, {1, words});
+    quant::pack_int_row(q.data(), cols, bits, w.data.data<int32_t>());
+    w.scale = Tensor(DType::kBF16, {1, groups});
+    for (int64_t g = 0; g < groups; ++g) w.scale.data<uint16_t>()[g] = quant::float_to_bf16(scales[g]);
+    w.zero_point = Tensor(DType::kI8, {1, groups});
+    for (int64_t g = 0; g < groups; ++g) w.zero_point.data<int8_t>()[g] = static_cast<int8_t>(g % 7 - 3);
+    for (bool round : {true, false}) {
+      std::vector<float> out(cols);
+      dequantize_row(w, 0, round, out.data());
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t g = c / group;
+        const float want = quant::dequant_int(q[c], w.zero_point.data<int8_t>()[g], quant::bf16_to_float(w.scale.data<uint16_t>()[g]),
+                                              round ? quant::ScaleKind::kBF16 : quant::ScaleKind::kF32);
+        uint32_t got_bits, want_bits;
+        std::memcpy(&got_bits, &out[c], 4);
+        std::memcpy(&want_bits, &want, 4);
+        ASSERT_EQ(got_bits, want_bits) << bits << "-bit, scale " << scales[g] << ", col " << c << ", round " << round;
+      }
+    }
   }
 }
 
