@@ -3,6 +3,7 @@
 // conversion to the FP8 products vLLM's kernel multiplies.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -114,21 +115,50 @@ void for_each_contiguous_group(const QuantWeight& w, int64_t row, F&& f) {
   }
 }
 
-// table[u] = dequant_int(u - offset, z, s, kind) for u < levels. For bf16 scales (nearly every
-// checkpoint) without the per-entry NaN test and dtype switch, so the compiler vectorizes it: a
-// finite scale times |q - z| <= 255 is finite or overflows to infinity, which the bf16 rounding's
-// bit trick also gives.
-void fill_int_table(int levels, int offset, int z, float s, quant::ScaleKind kind, float* table) {
-  if (kind != quant::ScaleKind::kBF16 || !std::isfinite(s)) {
-    for (int u = 0; u < levels; ++u) table[u] = quant::dequant_int(u - offset, z, s, kind);
-    return;
-  }
-  for (int u = 0; u < levels; ++u) {
-    uint32_t bits;
-    const float v = static_cast<float>(u - offset - z) * s;  // exact (see dequant_int)
-    std::memcpy(&bits, &v, sizeof bits);
-    bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;  // round half to even to bf16
-    std::memcpy(&table[u], &bits, sizeof bits);
+// Every FP8 (e4m3) code's value and every e8m0 scale's value, decoded once (the decodes call
+// ldexpf).
+const std::array<float, 256>& fp8_values() {
+  static const std::array<float, 256> values = [] {
+    std::array<float, 256> t{};
+    for (int b = 0; b < 256; ++b) t[b] = quant::fp8e4m3_to_float(static_cast<uint8_t>(b));
+    return t;
+  }();
+  return values;
+}
+const std::array<float, 256>& e8m0_values() {
+  static const std::array<float, 256> values = [] {
+    std::array<float, 256> t{};
+    for (int b = 0; b < 256; ++b) t[b] = quant::e8m0_to_float(static_cast<uint8_t>(b));
+    return t;
+  }();
+  return values;
+}
+
+// quant::round_to_bf16 of a value that is not NaN, without its NaN branch: round half to even on
+// bit 16, a carry into the exponent giving infinity as float_to_bf16's does.
+inline float round_to_bf16_not_nan(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+// out[i] = round_to_scale_kind(value(i) * s, kind) for i < n: dequant_int / dequant_fp8 with the
+// dtype switch hoisted. For f32 and for finite bf16 scales (nearly every checkpoint) the loop has
+// no branch, so the compiler vectorizes it. kNanValues: value(i) may be NaN (FP8's NaN codes);
+// those products take the exact rounding (integer codes times a finite scale never give NaN).
+template <bool kNanValues, class Value>
+void scaled_values(int64_t n, Value value, float s, ScaleKind kind, float* out) {
+  if (kind == ScaleKind::kF32) {
+    for (int64_t i = 0; i < n; ++i) out[i] = value(i) * s;
+  } else if (kind == ScaleKind::kBF16 && std::isfinite(s)) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = value(i) * s;
+      out[i] = kNanValues && std::isnan(v) ? quant::round_to_bf16(v) : round_to_bf16_not_nan(v);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = quant::round_to_scale_kind(quant::detail::mul_rn(value(i), s), kind);
   }
 }
 
@@ -143,10 +173,17 @@ void dequantize_int_packed_grouped(const QuantWeight& w, int64_t row, ScaleKind 
   float table[256];
   for_each_contiguous_group(w, row, [&](int64_t c0, int64_t c1, float s, int z) {
     if (c1 - c0 < levels) {  // fewer elements than table entries (8-bit groups): the formula directly
-      for (int64_t c = c0; c < c1; ++c) out[c] = quant::dequant_int(quant::unpack_int(words, c, w.bits), z, s, kind);
+      if (w.bits == 8 && std::endian::native == std::endian::little) {
+        // (byte c of the little-endian words, offset by 128, as unpack_int reads 8-bit codes)
+        const uint8_t* bytes = reinterpret_cast<const uint8_t*>(words) + c0;
+        scaled_values<false>(c1 - c0, [&](int64_t i) { return static_cast<float>(bytes[i] - 128 - z); }, s, kind, out + c0);
+      } else {
+        scaled_values<false>(c1 - c0, [&](int64_t i) { return static_cast<float>(quant::unpack_int(words, c0 + i, w.bits) - z); }, s,
+                      kind, out + c0);
+      }
       return;
     }
-    fill_int_table(levels, offset, z, s, kind, table);
+    scaled_values<false>(levels, [&](int64_t u) { return static_cast<float>(static_cast<int>(u) - offset - z); }, s, kind, table);
     if (w.bits == 4 && c0 % 8 == 0 && (c1 - c0) % 8 == 0) {
       expand_int4(words + c0 / 8, (c1 - c0) / 8, table, out + c0);
     } else {
@@ -184,6 +221,11 @@ void dequantize_row(const QuantWeight& w, int64_t row, bool round_to_scale_dtype
   const ScaleKind kind = round_to_scale_dtype ? scale_kind_of(w.scale.dtype()) : ScaleKind::kF32;
   switch (w.format) {
     case WeightFormat::kDense:
+      if (w.data.dtype() == DType::kBF16) {  // (the common case, as a shift per element)
+        const uint16_t* bits = w.data.data<uint16_t>() + row * w.cols;
+        for (int64_t c = 0; c < w.cols; ++c) out[c] = quant::bf16_to_float(bits[c]);
+        return;
+      }
       for (int64_t c = 0; c < w.cols; ++c) out[c] = load_float(w.data, row * w.cols + c);
       return;
     case WeightFormat::kIntPacked:
@@ -207,24 +249,26 @@ void dequantize_row(const QuantWeight& w, int64_t row, bool round_to_scale_dtype
         return;
       }
       for_each_contiguous_group(w, row, [&](int64_t c0, int64_t c1, float s, int z) {
-        for (int64_t c = c0; c < c1; ++c) out[c] = quant::dequant_int(q[c], z, s, kind);
+        scaled_values<false>(c1 - c0, [&](int64_t i) { return static_cast<float>(q[c0 + i] - z); }, s, kind, out + c0);
       });
       return;
     }
     case WeightFormat::kFp8: {
       // quant::dequant_fp8 with the code's value from a table (its decode calls ldexpf per element).
-      static const std::array<float, 256> kFp8Values = [] {
-        std::array<float, 256> t{};
-        for (int b = 0; b < 256; ++b) t[b] = quant::fp8e4m3_to_float(static_cast<uint8_t>(b));
-        return t;
-      }();
+      const std::array<float, 256>& kFp8Values = fp8_values();
       const uint8_t* q = w.data.data<uint8_t>() + row * w.cols;
-      if (w.strategy != Strategy::kTensor && w.strategy != Strategy::kChannel) {
+      if (w.strategy == Strategy::kBlock) {  // one scale per block of columns
+        for (int64_t c0 = 0; c0 < w.cols; c0 += w.block_cols)
+          scaled_values<true>(std::min(w.cols, c0 + w.block_cols) - c0, [&](int64_t i) { return kFp8Values[q[c0 + i]]; },
+                        scale_at(w, row, c0 / w.block_cols), kind, out + c0);
+      } else if (w.strategy != Strategy::kTensor && w.strategy != Strategy::kChannel) {
         for (int64_t c = 0; c < w.cols; ++c)
           out[c] = quant::round_to_scale_kind(quant::detail::mul_rn(kFp8Values[q[c]], scale_at(w, row, group_of(w, c))), kind);
-      } else {  // one scale for the row
+      } else {  // one scale for the row: every code's value once, then a lookup per element
         const float s = scale_at(w, row, 0);
-        for (int64_t c = 0; c < w.cols; ++c) out[c] = quant::round_to_scale_kind(quant::detail::mul_rn(kFp8Values[q[c]], s), kind);
+        std::array<float, 256> table;
+        scaled_values<true>(256, [&](int64_t b) { return kFp8Values[b]; }, s, kind, table.data());
+        for (int64_t c = 0; c < w.cols; ++c) out[c] = table[q[c]];
       }
       return;
     }
@@ -245,9 +289,32 @@ void dequantize_row(const QuantWeight& w, int64_t row, bool round_to_scale_dtype
         // MXFP4: e2m1 times a power of two (exact), rounded to bf16 like dequant_mxfp4. NVFP4:
         // dequant_nvfp4's fp8(s) / global, its product rounded to bf16 unless the caller keeps the
         // GPU kernels' exact e2m1 * block scale (1 / global applied in fp32).
-        const float factor = mxfp4 ? quant::e8m0_to_float(s) : quant::detail::div_rn(quant::fp8e4m3_to_float(s), w.global_scale);
+        const float factor = mxfp4 ? e8m0_values()[s] : quant::detail::div_rn(fp8_values()[s], w.global_scale);
         const bool round = mxfp4 || round_to_scale_dtype;
         const int64_t c1 = std::min(c0 + w.group_size, w.cols);
+        if (std::isfinite(factor) && c0 % 8 == 0 && c1 - c0 >= 32 && c1 - c0 <= 64 && (c1 - c0) % 8 == 0 &&
+            std::endian::native == std::endian::little) {
+          // The block's 16 values once, then the int4 expansion (bytes in little-endian words hold
+          // nibble j of word w at column 8w + j, as packed int4).
+          float table[16];
+          for (int n = 0; n < 16; ++n) {
+            const float v = kE2m1Values[n] * factor;
+            table[n] = round ? round_to_bf16_not_nan(v) : v;
+          }
+          int32_t words[8];
+          std::memcpy(words, bytes + c0 / 2, static_cast<size_t>(c1 - c0) / 2);
+          expand_int4(words, (c1 - c0) / 8, table, out + c0);
+          continue;
+        }
+        if (std::isfinite(factor) && c0 % 2 == 0 && c1 % 2 == 0) {  // a byte (two columns) at a time
+          for (int64_t i = c0 / 2; i < c1 / 2; ++i) {
+            const uint8_t b = bytes[i];
+            const float lo = kE2m1Values[b & 0xF] * factor, hi = kE2m1Values[b >> 4] * factor;
+            out[2 * i] = round ? round_to_bf16_not_nan(lo) : lo;
+            out[2 * i + 1] = round ? round_to_bf16_not_nan(hi) : hi;
+          }
+          continue;
+        }
         for (int64_t c = c0; c < c1; ++c) {
           const uint8_t nibble = (c % 2 == 0) ? (bytes[c / 2] & 0xF) : (bytes[c / 2] >> 4);
           const float v = quant::detail::mul_rn(kE2m1Values[nibble], factor);

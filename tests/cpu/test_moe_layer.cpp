@@ -608,14 +608,17 @@ TEST(DequantizeRow, IntegerRowsMatchTheElementFormula) {
 }
 
 TEST(DequantizeRow, IntegerTablesMatchTheElementFormulaAtTheEdges) {
-  // The per-group tables of 4- and 8-bit codes (filled without the per-entry dtype switch for bf16
-  // scales) bit for bit against quant::dequant_int, with scales whose products round, are
-  // subnormal, overflow to infinity, are negative, zero, infinite or NaN, and with zero points.
+  // The per-group tables of 4- and 8-bit codes and the per-element path of shorter groups (both
+  // without the per-entry dtype switch for bf16 scales) bit for bit against quant::dequant_int,
+  // with scales whose products round, are subnormal, overflow to infinity, are negative, zero,
+  // infinite or NaN, and with zero points.
   const float scales[] = {0.0031f, -0.75f, 0.0f, -0.0f, 1e-39f, 3.0e38f, -2.5e38f, 1.0f / 3.0f,
                           std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
   const int64_t groups = sizeof scales / sizeof scales[0];
-  for (int bits : {4, 8}) {
-    const int64_t group = 256, cols = group * groups;  // (a group at least as long as the table)
+  // Groups at least as long as the table (the table path) and shorter (the formula per element).
+  for (auto [bits, group] : {std::pair{4, int64_t{256}}, std::pair{8, int64_t{256}}, std::pair{8, int64_t{128}},
+                             std::pair{4, int64_t{8}}}) {
+    const int64_t cols = group * groups;
     QuantWeight w;
     w.format = WeightFormat::kIntPacked;
     w.bits = bits;
@@ -643,7 +646,8 @@ TEST(DequantizeRow, IntegerTablesMatchTheElementFormulaAtTheEdges) {
         uint32_t got_bits, want_bits;
         std::memcpy(&got_bits, &out[c], 4);
         std::memcpy(&want_bits, &want, 4);
-        ASSERT_EQ(got_bits, want_bits) << bits << "-bit, scale " << scales[g] << ", col " << c << ", round " << round;
+        ASSERT_EQ(got_bits, want_bits) << bits << "-bit, group " << group << ", scale " << scales[g] << ", col " << c
+                                       << ", round " << round;
       }
     }
   }
