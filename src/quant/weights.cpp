@@ -117,20 +117,17 @@ void for_each_contiguous_group(const QuantWeight& w, int64_t row, F&& f) {
 
 // Every FP8 (e4m3) code's value and every e8m0 scale's value, decoded once (the decodes call
 // ldexpf).
+std::array<float, 256> decode_every_byte(float (*decode)(uint8_t)) {
+  std::array<float, 256> t{};
+  for (int b = 0; b < 256; ++b) t[b] = decode(static_cast<uint8_t>(b));
+  return t;
+}
 const std::array<float, 256>& fp8_values() {
-  static const std::array<float, 256> values = [] {
-    std::array<float, 256> t{};
-    for (int b = 0; b < 256; ++b) t[b] = quant::fp8e4m3_to_float(static_cast<uint8_t>(b));
-    return t;
-  }();
+  static const std::array<float, 256> values = decode_every_byte(quant::fp8e4m3_to_float);
   return values;
 }
 const std::array<float, 256>& e8m0_values() {
-  static const std::array<float, 256> values = [] {
-    std::array<float, 256> t{};
-    for (int b = 0; b < 256; ++b) t[b] = quant::e8m0_to_float(static_cast<uint8_t>(b));
-    return t;
-  }();
+  static const std::array<float, 256> values = decode_every_byte(quant::e8m0_to_float);
   return values;
 }
 
