@@ -67,12 +67,6 @@ ForwardOptions options_of_path(const std::string& name) {
   return o;
 }
 
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
-  return out;
-}
-
 // --tokens: a comma list of whole numbers from 1 to 2^20.
 std::vector<int> token_counts_of(const std::string& list) {
   std::vector<int> counts;
@@ -100,10 +94,13 @@ int run_bench(const BenchArgs& args) {
   if (models.empty())
     for (const auto& s : benchmark_shapes()) models.push_back(s.name);
   for (const auto& m : models) benchmark_shape(m);
-  const std::vector<std::string>& known = synthetic_schemes();
-  for (const auto& s : split(args.schemes))
-    if (std::find(known.begin(), known.end(), s) == known.end())
-      throw Error("--schemes: unknown scheme '" + s + "' (" + join(known) + ")");
+  for (const auto& s : split(args.schemes)) {
+    try {
+      check_synthetic_scheme(s);
+    } catch (const Error& e) {
+      throw Error(std::string("--schemes: ") + e.what());
+    }
+  }
   const std::vector<int> token_counts = token_counts_of(args.tokens);
   if (cuda_device_count() == 0) throw NotSupported("qmoe bench: no CUDA device is available");
   const double copy_gbs = measure_copy_bandwidth_gbs();

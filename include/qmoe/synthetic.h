@@ -27,6 +27,8 @@ const MoeShape& benchmark_shape(const std::string& name);
 // Schemes: bf16, w4a16_g128, w4a16_g32, w4a16_asym_g128, w8a16, mxfp4, nvfp4a16, nvfp4_w4a4,
 // fp8_tensor, fp8_channel, fp8_block, int8, w4a8_fp8, w4a8_int8.
 const std::vector<std::string>& synthetic_schemes();
+// Throws qmoe::Error naming the known schemes when `scheme` is not one of them.
+void check_synthetic_scheme(const std::string& scheme);
 
 // Throws qmoe::Error for an unknown scheme or a shape the scheme cannot hold (group sizes).
 MoeLayer synthetic_layer(const std::string& scheme, const MoeShape& shape, uint64_t seed, int threads = 0);

@@ -178,6 +178,8 @@ const std::vector<std::string>& synthetic_schemes() {
   return names;
 }
 
+void check_synthetic_scheme(const std::string& scheme) { spec_of(scheme); }
+
 MoeLayer synthetic_layer(const std::string& scheme, const MoeShape& shape, uint64_t seed, int threads) {
   const SchemeSpec& s = spec_of(scheme);
   MoeLayer L;

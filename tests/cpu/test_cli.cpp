@@ -161,7 +161,7 @@ TEST(Cli, BenchRejectsBadTokenCountsModelsAndSchemesBeforeAnyWork) {
   EXPECT_THAT(r.out, HasSubstr("unknown model shape 'nope'"));
   r = run_cli("bench --models qwen3-30b-a3b --schemes mxfp4,w4a16_g7 --tokens 1");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("unknown scheme 'w4a16_g7'"));
+  EXPECT_THAT(r.out, HasSubstr("--schemes: unknown synthetic scheme 'w4a16_g7'"));
   EXPECT_THAT(r.out, HasSubstr("w4a16_g128"));  // (the known ones listed)
   // The largest count allowed passes the checks and meets the missing device (CPU tests run
   // where there is none, as BenchWithoutAGpuSaysNotSupported below).
