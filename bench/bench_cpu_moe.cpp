@@ -24,7 +24,7 @@ void run_forward(benchmark::State& state, const std::string& scheme) {
   const MoeLayer& layer = layer_of(scheme);
   const int64_t tokens = state.range(0);
   Tensor x, logits;
-  synthetic_inputs(layer, tokens, 11, false, x, logits);
+  synthetic_inputs(layer, tokens, 11, SyntheticRouting::kUniform, x, logits);
   auto backend = make_backend("cpu");
   const ForwardOptions options;
   for (auto _ : state) benchmark::DoNotOptimize(backend->forward(layer, x, logits, options));

@@ -102,9 +102,15 @@ int run_bench(const BenchArgs& args) {
     }
   }
   const std::vector<int> token_counts = token_counts_of(args.tokens);
+  SyntheticRouting routing;
+  try {
+    routing = parse_synthetic_routing(args.routing);
+  } catch (const Error& e) {
+    throw Error(std::string("--routing: ") + e.what());
+  }
   if (cuda_device_count() == 0) throw NotSupported("qmoe bench: no CUDA device is available");
   const double copy_gbs = measure_copy_bandwidth_gbs();
-  fmt::print("device-to-device copy bandwidth: {:.0f} GB/s\n", copy_gbs);
+  fmt::print("device-to-device copy bandwidth: {:.0f} GB/s; {} routing\n", copy_gbs, to_string(routing));
   const int max_tokens = *std::max_element(token_counts.begin(), token_counts.end());
 
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
@@ -131,7 +137,7 @@ int run_bench(const BenchArgs& args) {
         double unique_experts = 0.0;
         nlohmann::ordered_json counts = nlohmann::ordered_json::array();
         for (int r = 0; r < args.rotations; ++r) {
-          synthetic_inputs(layer, tokens, args.seed * 7919 + r, args.skew, hidden[r], logits[r]);
+          synthetic_inputs(layer, tokens, args.seed * 7919 + r, routing, hidden[r], logits[r]);
           if (args.f16) hidden[r] = bf16_to_f16(hidden[r]);
           const routing::TopK topk = routing::route(logits[r].data<float>(), tokens, layer.num_experts, layer.top_k,
                                                     layer.routing, nullptr);
@@ -165,7 +171,7 @@ int run_bench(const BenchArgs& args) {
                                         {"inter", layer.inter},
                                         {"layer_us", t.forward_us}, {"gemm_us", t.gemm_us()}, {"unique_weight_bytes", bytes},
                                         {"flops", flops}, {"tb_per_s", bytes / gemm_s / 1e12}, {"tflops", flops / gemm_s / 1e12},
-                                        {"roofline_fraction", roofline}, {"copy_gbs", copy_gbs}, {"skew", args.skew},
+                                        {"roofline_fraction", roofline}, {"copy_gbs", copy_gbs}, {"routing", to_string(routing)},
                                         {"repacked_copy", args.repacked_copy}};
           if (args.split_gemms) {
             row["gemm1_us"] = t.gemm1_us();

@@ -33,9 +33,20 @@ void check_synthetic_scheme(const std::string& scheme);
 // Throws qmoe::Error for an unknown scheme or a shape the scheme cannot hold (group sizes).
 MoeLayer synthetic_layer(const std::string& scheme, const MoeShape& shape, uint64_t seed, int threads = 0);
 
-// Random inputs: hidden BF16 [tokens, hidden] ~ U(-2, 2); logits F32 ~ N(0, 2^2) (uniform routing),
-// or with `skew` a Zipf-like preference for low expert ids.
-void synthetic_inputs(const MoeLayer& layer, int64_t tokens, uint64_t seed, bool skew, Tensor& hidden, Tensor& logits);
+// How synthetic logits route tokens. kUniform: every expert equally likely (each expert gets about
+// mean +- sqrt(mean) rows); kSkewed: a Zipf-like preference for low expert ids; kBalanced: token t
+// goes to experts (t * top_k + j) mod num_experts, j < top_k, so every expert gets the same rows
+// (within one when tokens * top_k is not a multiple of num_experts): the kernels' best case.
+enum class SyntheticRouting { kUniform, kSkewed, kBalanced };
+const char* to_string(SyntheticRouting routing);
+// "uniform", "skewed" or "balanced"; throws qmoe::Error naming the known ones otherwise.
+SyntheticRouting parse_synthetic_routing(const std::string& name);
+
+// Random inputs: hidden BF16 [tokens, hidden] ~ U(-2, 2); logits F32 ~ N(0, 2^2), plus the routing's
+// preference (kBalanced: a margin that makes its experts the top-k of every softmax or sigmoid
+// routing without expert groups).
+void synthetic_inputs(const MoeLayer& layer, int64_t tokens, uint64_t seed, SyntheticRouting routing, Tensor& hidden,
+                      Tensor& logits);
 
 // An f16 model of `layer`: its bf16 weight scales and dense bf16 weights as f16 (rounded; other
 // tensors as they are), as an f16 checkpoint of the same scheme would store them. Pair it with

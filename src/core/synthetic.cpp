@@ -212,16 +212,41 @@ MoeLayer synthetic_layer(const std::string& scheme, const MoeShape& shape, uint6
   return L;
 }
 
-void synthetic_inputs(const MoeLayer& layer, int64_t tokens, uint64_t seed, bool skew, Tensor& hidden, Tensor& logits) {
+const char* to_string(SyntheticRouting routing) {
+  switch (routing) {
+    case SyntheticRouting::kUniform: return "uniform";
+    case SyntheticRouting::kSkewed: return "skewed";
+    case SyntheticRouting::kBalanced: return "balanced";
+  }
+  return "?";
+}
+
+SyntheticRouting parse_synthetic_routing(const std::string& name) {
+  for (SyntheticRouting r : {SyntheticRouting::kUniform, SyntheticRouting::kSkewed, SyntheticRouting::kBalanced})
+    if (name == to_string(r)) return r;
+  throw Error("unknown routing '" + name + "' (uniform, skewed, balanced)");
+}
+
+void synthetic_inputs(const MoeLayer& layer, int64_t tokens, uint64_t seed, SyntheticRouting routing, Tensor& hidden,
+                      Tensor& logits) {
+  // Balanced experts' margin: far above the noise's reach (N(0, 2^2) over <= 384 experts stays
+  // within ~8), and small enough that softmax and sigmoid still see distinct finite logits.
+  constexpr float kBalancedMargin = 40.0f;
   Rng rng{seed ^ 0xA5A5A5A5ull};
   hidden = bf16_tensor({tokens, layer.hidden}, -2.0f, 2.0f, rng);
-  logits = Tensor(DType::kF32, {tokens, layer.num_experts});
+  const int E = layer.num_experts;
+  logits = Tensor(DType::kF32, {tokens, E});
+  float* out = logits.data<float>();
   std::mt19937_64 gen(seed);
   std::normal_distribution<float> normal(0.0f, 2.0f);
   for (int64_t t = 0; t < tokens; ++t)
-    for (int e = 0; e < layer.num_experts; ++e)
-      logits.data<float>()[t * layer.num_experts + e] =
-          normal(gen) + (skew ? -2.0f * std::log1p(static_cast<float>(e)) : 0.0f);
+    for (int e = 0; e < E; ++e)
+      out[t * E + e] = normal(gen) + (routing == SyntheticRouting::kSkewed ? -2.0f * std::log1p(static_cast<float>(e)) : 0.0f);
+  if (routing == SyntheticRouting::kBalanced) {
+    if (layer.top_k > E) throw Error("balanced routing: top_k exceeds the experts");
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int j = 0; j < layer.top_k; ++j) out[t * E + (t * layer.top_k + j) % E] += kBalancedMargin;
+  }
 }
 
 Tensor bf16_to_f16(const Tensor& t) {

@@ -10,6 +10,7 @@
 #include "qmoe/compare.h"
 #include "qmoe/error.h"
 #include "qmoe/synthetic.h"
+#include "routing/routing.h"
 
 namespace qmoe {
 namespace {
@@ -23,7 +24,7 @@ TEST_P(SyntheticScheme, CpuBackendMatchesTheReference) {
   const MoeLayer layer = synthetic_layer(GetParam(), shape, seed, 2);
   ASSERT_EQ(static_cast<int>(layer.experts.size()), 8);
   Tensor x, logits;
-  synthetic_inputs(layer, 13, seed, false, x, logits);
+  synthetic_inputs(layer, 13, seed, SyntheticRouting::kUniform, x, logits);
   auto cpu = make_backend("cpu", 2);
   for (bool round : {true, false}) {
     ForwardOptions options;
@@ -84,6 +85,62 @@ TEST(Synthetic, ShapesAndErrors) {
   const MoeLayer b = synthetic_layer("w4a16_g32", {"s", 2, 1, 256, 128}, 42, 2);
   ASSERT_EQ(a.experts[1].w2.data.size_bytes(), b.experts[1].w2.data.size_bytes());
   EXPECT_EQ(0, std::memcmp(a.experts[1].w2.data.raw(), b.experts[1].w2.data.raw(), a.experts[1].w2.data.size_bytes()));
+}
+
+// The bench's routings through the CPU routing, at the benchmark shapes' expert counts and top-k
+// (only those fields of the layer are read), with softmax and sigmoid scoring.
+TEST(Synthetic, RoutingsSendTokensWhereTheySay) {
+  for (const MoeShape& shape : benchmark_shapes())
+    for (Scoring scoring : {Scoring::kSoftmax, Scoring::kSigmoid})
+      for (int64_t tokens : {int64_t{1}, int64_t{37}, int64_t{4096}}) {
+        MoeLayer layer;
+        layer.num_experts = shape.num_experts;
+        layer.top_k = shape.top_k;
+        layer.hidden = 64;
+        layer.routing.scoring = scoring;
+        SCOPED_TRACE(shape.name + " " + std::to_string(tokens) + " tokens");
+        auto counts_of = [&](SyntheticRouting routing, std::vector<int32_t>* ids) {
+          Tensor x, logits;
+          synthetic_inputs(layer, tokens, 5, routing, x, logits);
+          EXPECT_EQ(x.shape(), (std::vector<int64_t>{tokens, 64}));
+          const routing::TopK topk = routing::route(logits.data<float>(), static_cast<int>(tokens), layer.num_experts,
+                                                    layer.top_k, layer.routing, nullptr);
+          std::vector<int64_t> counts(layer.num_experts, 0);
+          for (int32_t id : topk.ids) ++counts[id];
+          if (ids) *ids = topk.ids;
+          return counts;
+        };
+        std::vector<int32_t> ids;
+        const std::vector<int64_t> balanced = counts_of(SyntheticRouting::kBalanced, &ids);
+        // Token t on experts (t * top_k + j) mod E, in some order.
+        for (int64_t t = 0; t < tokens; ++t) {
+          std::vector<int32_t> got(ids.begin() + t * layer.top_k, ids.begin() + (t + 1) * layer.top_k), want;
+          for (int j = 0; j < layer.top_k; ++j) want.push_back(static_cast<int32_t>((t * layer.top_k + j) % layer.num_experts));
+          std::sort(got.begin(), got.end());
+          std::sort(want.begin(), want.end());
+          ASSERT_EQ(got, want) << "token " << t;
+        }
+        const int64_t slots = tokens * layer.top_k, E = layer.num_experts;
+        EXPECT_EQ(*std::max_element(balanced.begin(), balanced.end()), (slots + E - 1) / E);
+        EXPECT_EQ(*std::min_element(balanced.begin(), balanced.end()), slots / E);
+        if (tokens < 4096) continue;
+        // With many tokens the uniform routing spreads (mean +- sqrt(mean)) and the skewed one
+        // prefers low ids.
+        const std::vector<int64_t> uniform = counts_of(SyntheticRouting::kUniform, nullptr);
+        EXPECT_GT(*std::max_element(uniform.begin(), uniform.end()) - *std::min_element(uniform.begin(), uniform.end()), 1);
+        EXPECT_GT(*std::min_element(uniform.begin(), uniform.end()), 0);
+        const std::vector<int64_t> skewed = counts_of(SyntheticRouting::kSkewed, nullptr);
+        EXPECT_GT(skewed[0], 2 * skewed[E - 1]);
+      }
+  EXPECT_EQ(parse_synthetic_routing("balanced"), SyntheticRouting::kBalanced);
+  EXPECT_EQ(parse_synthetic_routing(to_string(SyntheticRouting::kSkewed)), SyntheticRouting::kSkewed);
+  try {
+    parse_synthetic_routing("zipf");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'zipf'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("balanced"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
