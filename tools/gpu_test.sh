@@ -28,7 +28,7 @@ if runs tests; then
   "$tests" 2>&1 | tee "$out/gpu_tests.log" | tail -n 40 || status=1
   grep -q "FAILED" "$out/gpu_tests.log" && status=1
 fi
-small='CudaMoeLayerApi.*:CudaRouting.*:RandomLayerEdges.*:PrefillKernels.EdgeCases:PrefillKernels.WideTile*:DequantizedPrefill.EdgeCases:RepackedCopy.W4A16*:Fp4Mainloop.*:Int4Mainloop.*:Int4Int8Mainloop.*'
+small='CudaMoeLayerApi.*:CudaRouting.*:RandomLayerEdges.*:PrefillKernels.EdgeCases:PrefillKernels.WideTile*:PrefillKernels.RegisterKernel320*:DequantizedPrefill.EdgeCases:RepackedCopy.W4A16*:Fp4Mainloop.*:Int4Mainloop.*:Int4Int8Mainloop.*'
 if ! runs memcheck && ! runs racecheck; then
   :
 elif command -v compute-sanitizer >/dev/null; then

@@ -328,7 +328,7 @@ bool grouped_tile_built(GroupedKernel kind, GroupedTile t) {
   if (kind == GroupedKernel::kNone) return false;
   if (kind == GroupedKernel::kInt4Int8Regs) return t == GroupedTile::kSmall;  // (int32 sums: 128-row tiles)
   if (dequantizes_in_registers(kind))
-    return t == GroupedTile::kSmall || t == GroupedTile::kWide || t == GroupedTile::kLarge;
+    return t == GroupedTile::kSmall || t == GroupedTile::kWide || t == GroupedTile::kLarge || t == GroupedTile::kHuge;
   if (t == GroupedTile::kTiny || t == GroupedTile::kTiny48) return dequantizes_weights(kind);
   if (t == GroupedTile::kWide) return !dequantizes_weights(kind) && kind != GroupedKernel::kFp8Block;
   return t != GroupedTile::kHuge || !(dequantizes_weights(kind) || kind == GroupedKernel::kFp8Block);
@@ -345,6 +345,7 @@ std::string tile_config(GroupedKernel kind, GroupedTile t) {
   if (dequantizes_in_registers(kind))
     return t == GroupedTile::kSmall  ? "persistent 128x128 (weight rows x input rows)"
            : t == GroupedTile::kWide ? "persistent 128x192 (weight rows x input rows)"
+           : t == GroupedTile::kHuge ? "persistent 128x320 (weight rows x input rows)"
                                      : "persistent 128x256 (weight rows x input rows)";
   kind = gemm_of(kind);
   if (dequantizes_weights(kind)) {
@@ -383,7 +384,9 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
     const int max_rows_for_wide = nvfp4 ? kNvfp4MaxRowsForWide : mxfp4 ? kMxfp4MaxRowsForWide : kInt4RegsMaxRowsForWide;
     if (rows_per_expert <= max_rows_for_128) return GroupedTile::kSmall;
     if (mxfp4 && rows_per_expert < kMxfp4MinRowsForWide) return GroupedTile::kLarge;
-    return rows_per_expert < max_rows_for_wide ? GroupedTile::kWide : GroupedTile::kLarge;
+    if (rows_per_expert < max_rows_for_wide) return GroupedTile::kWide;
+    if (rows_per_expert >= kRegsMinRowsForHuge && rows_per_expert < kRegsMaxRowsForHuge) return GroupedTile::kHuge;
+    return GroupedTile::kLarge;
   }
   if (dequantizes_weights(kind)) {
     if (rows_per_expert < kInt4MinRowsForTiny48) return GroupedTile::kTiny;

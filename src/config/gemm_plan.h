@@ -160,9 +160,9 @@ GroupedKernel plan_grouped_kernel(const GemmLayout& L, bool has_g_idx, const Gem
 bool int4_registers_fit(const GemmLayout& L, bool has_g_idx, const GemmInput& in);
 // The tiles (GroupedTile, kGroupedTiles): config/grouped_tile.h.
 std::string to_string(GroupedTile t);  // "small", "medium", "large", "huge", "tiny", "tiny48", "wide"
-// Whether prefill kernel `kind` has an instance for tile `t` (kHuge: only the FP8/INT8/BF16
-// kernels; kWide: those and the 4-bit register kernel but for kInt4Int8Regs; kTiny, kTiny48: only
-// the weight-dequantizing ones).
+// Whether prefill kernel `kind` has an instance for tile `t` (kHuge, kWide: the FP8/INT8/BF16
+// kernels and the 4-bit register kernel but for kInt4Int8Regs; kTiny, kTiny48: only the
+// weight-dequantizing ones).
 bool grouped_tile_built(GroupedKernel kind, GroupedTile t);
 // Whether tile `t` of prefill kernel `kind` computes the product transposed, the weights as A
 // (problem_mnk as (n, m_e, k)): the mixed-input kernels, and the FP8/INT8/BF16 kernels' kWide (the

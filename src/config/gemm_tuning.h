@@ -295,6 +295,20 @@ inline constexpr int kInt4RegsMaxRowsForWide = 168;
 inline constexpr int kNvfp4MaxRowsForWide = 168;
 inline constexpr int kMxfp4MinRowsForWide = 126;
 inline constexpr int kMxfp4MaxRowsForWide = 180;
+// Then 320 input rows (GroupedTile::kHuge: wgmma n 256 + 64) from kRegsMinRowsForHuge up to
+// kRegsMaxRowsForHuge (excluded), every 4-bit format: with uniform routing (mean +- sqrt(mean) rows
+// per expert) about half the experts at a mean of 256 rows take a second 256-row tile, which
+// converts the whole weight tile again for a few rows; 320 rows hold them in one. GEMM µs 320 / the
+// plan (256 there), two rounds in both orders, H200, thirty-fourth session
+// (bench/runs/2026-12-01_session34/huge), DeepSeek-V3 / Qwen3-30B-A3B:
+// - 224 rows: INT4 1.04 / 1.04, MXFP4 1.04 / 1.05, NVFP4 1.05 / 1.07.
+// - 240 rows: INT4 0.97 / 0.98, MXFP4 0.96 / 0.98, NVFP4 0.98 / 1.02.
+// - 256-304 rows: INT4 0.73-0.85 / 0.79-0.91, MXFP4 0.70-0.83 / 0.75-0.85, NVFP4 0.76-0.87 /
+//   0.84-0.99.
+// - 384 rows (Qwen3-30B-A3B): 1.08 / 1.06 / 1.15 (two tiles either way; 320's fewer stages cost);
+//   512: 0.96 / 0.95 / 1.00; Mixtral-8x7B at 2048 rows 0.98 / 0.99 / 1.01 (not planned there).
+inline constexpr int kRegsMinRowsForHuge = 244;
+inline constexpr int kRegsMaxRowsForHuge = 312;
 // Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,
 // 128 x 48 below kInt4MinRowsForSmall, then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880
 // us against 5945 and 8639 for the larger ones, 93addc3), 128 x 192 in clusters of 2 up to 256, then

@@ -15,15 +15,16 @@ enum class GroupedTile {
             // reduction only); W4A16: 128 x 256, clusters of 2; FP8 block: cooperative 128 x 128
             // without clusters (a sweep option, not planned)
   kSmall,   // FP8/INT8/BF16/FP8 block: pingpong 64 x 128; W4A16: cooperative 128 x 128
-  kHuge,    // FP8/INT8/BF16: cooperative 128 x 256, clusters of 2; not built for the others
+  kHuge,    // FP8/INT8/BF16: cooperative 128 x 256, clusters of 2; the 4-bit register kernel: 320 input
+            // rows (~244-312 rows per expert); not built for the others
   kTiny,    // W4A16/W8A16/W4A8: cooperative 128 x 32 (a few input rows per expert: the 128-row tiles
             // multiply 4-16x more padding than rows); not built for the others
   kTiny48,  // W4A16/W8A16/W4A8: cooperative 128 x 48 (~28-44 rows per expert, where an expert
             // above 32 rows took a second 128 x 32 tile); not built for the others
   kWide,    // FP8/INT8/BF16: cooperative 128 x 192 weight rows x input rows (computed transposed, the
             // weights as A), clusters of 2 along the weight rows: an expert of ~130-192 rows in one
-            // tile instead of two of 128; the 4-bit register kernel: 192 input rows (a sweep option,
-            // not planned); not built for the others
+            // tile instead of two of 128; the 4-bit register kernel: 192 input rows (~120-180 rows
+            // per expert); not built for the others
 };
 inline constexpr int kGroupedTiles = 7;
 

@@ -1,6 +1,6 @@
 // 4-bit (MXFP4, NVFP4 weight-only, INT4 with bf16 scales) grouped GEMM dequantizing in registers
-// (cuda/fp4_gemm.h). Persistent CTAs, one per SM, walk tiles of (128 weight rows, N = 128, 192 or 256
-// input rows, expert): a producer thread streams 64-deep k-tiles through shared-memory stages with
+// (cuda/fp4_gemm.h). Persistent CTAs, one per SM, walk tiles of (128 weight rows, N = 128, 192, 256 or
+// 320 input rows, expert): a producer thread streams 64-deep k-tiles through shared-memory stages with
 // TMA (the bf16 input rows, 128-byte swizzled) and bulk copies (the repacked codes and scales); two
 // consumer warpgroups each convert their 64 weight rows' codes to bf16 registers (one k-tile while
 // the previous one's MMAs run) and run wgmma m64nNk16 with A from registers. W4A8 with int8 inputs
@@ -30,11 +30,13 @@ constexpr int kTileRows = 128;      // weight rows per tile (two consumer warpgr
 constexpr int kInputRowBytes = 128;  // per input row and stage: 64 k of bf16 (int8 inputs: 128 k)
 constexpr int kThreads = 384;        // producer warpgroup + two consumers
 
-// N: input rows per tile (wgmma's n).
+// N: input rows per tile (wgmma's n; 320 as n = 256 and 64). kBoxRows: the rows of one TMA copy
+// (a box holds at most 256 rows, so 320-row stages take two copies of 160).
 template <int N>
 struct TileShape {
   static constexpr int kInputBytes = N * kInputRowBytes;
-  static constexpr int kStages = N == 256 ? 5 : 6;
+  static constexpr int kStages = N == 320 ? 4 : N == 256 ? 5 : 6;
+  static constexpr int kBoxRows = N > 256 ? N / 2 : N;
 };
 
 // A position in the ring of kStages stages: the stage and the parity of its round, advanced one
@@ -559,7 +561,8 @@ __device__ __forceinline__ Tile tile_at(const TileMap& map, int index, int n_til
 // past a multiple of N), in one of two forms (Format::kLoopPerWidth):
 // - MXFP4: a k-loop per width, N and N / 2 (64 for N = 192: wgmma_rs has no n of 96, which CuTe
 //   has, untried; a third, N / 4 wide, makes ptxas serialize the wgmmas for want of registers). Measured ~3% faster on Mixtral
-//   than the other form (same call, H200).
+//   than the other form (same call, H200). Not on 320-row tiles, where ptxas serialized the two
+//   loops' wgmmas for want of registers (C7512): they take the other form.
 // - NVFP4, INT4: one k-loop whose k-tiles branch to their width's four wgmmas, widths 64 to N in
 //   steps of 64 (with a loop per width ptxas serializes these formats' wgmmas, C7513; a branch per
 //   wgmma would too).
@@ -578,7 +581,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // 64 x N fp32 accumulators take N / 2 registers: from 192 the producer warpgroup hands its own over
   // (at 192 without it, ptxas spilled 430-880 bytes per thread in the fused activation's epilogue).
   constexpr bool kMoveRegisters = N >= 192;
-  // MXFP4's narrow k-loop (kLoopPerWidth): half the tile (64 for 192-row tiles: wgmma_rs has no n of 96).
+  // MXFP4's k-loop per width (above) up to 256-row tiles; its narrow k-loop: half the tile (64 for
+  // 192-row tiles: wgmma_rs has no n of 96).
+  constexpr bool kLoopPerWidth = Format::kLoopPerWidth && N <= 256;
   constexpr int kNarrow = N == 192 ? 64 : N / 2;
   extern __shared__ uint8_t smem_raw[];
   Storage& s = *reinterpret_cast<Storage*>(
@@ -632,7 +637,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int i = ring.stage;
           mbar_wait(&s.empty[i], ring.phase ^ 1);
           mbar_expect_tx(&s.full[i], Shape::kInputBytes + 2 * kCodeBytes + 2 * kScaleBytes);
-          tma_load_2d(s.stage[i].inputs, &x_map, kt * kTileK, input_row, &s.full[i]);
+#pragma unroll
+          for (int box = 0; box < N / Shape::kBoxRows; ++box)
+            tma_load_2d(s.stage[i].inputs + box * Shape::kBoxRows * kInputRowBytes, &x_map, kt * kTileK,
+                        input_row + box * Shape::kBoxRows, &s.full[i]);
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             const int64_t code_tile = static_cast<int64_t>(tile.weight_tile * 2 + half) * k_tiles + kt;
@@ -692,16 +700,30 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto mainloop = [&](auto fixed, int quarters) {
     // A k-tile's four wgmmas (and their commit).
     auto mma = [&](const uint32_t (&a)[4][4], int stage, bool first) {
+      // W input rows; past 256 (a 320-row tile) a second wgmma of W - 256 on the rows from 256
+      // (acc's registers from 128; its descriptor 256 rows, 2048 16-byte units, further).
       auto on = [&](auto width) {
-        constexpr int W = decltype(width)::value;
-        float (&acc_w)[W / 2] = *reinterpret_cast<float (*)[W / 2]>(acc);
+        constexpr int W = decltype(width)::value, W0 = W > 256 ? 256 : W, W1 = W - W0;
+        float (&acc0)[W0 / 2] = *reinterpret_cast<float (*)[W0 / 2]>(acc);
         wgmma_fence();
 #pragma unroll
-        for (int step = 0; step < 4; ++step) wgmma_rs<W>(acc_w, a[step], input_desc(stage, step), !first || step > 0);
+        for (int step = 0; step < 4; ++step) {
+          wgmma_rs<W0>(acc0, a[step], input_desc(stage, step), !first || step > 0);
+          if constexpr (W1 > 0) {
+            float (&acc1)[W1 / 2] = *reinterpret_cast<float (*)[W1 / 2]>(acc + W0 / 2);
+            wgmma_rs<W1>(acc1, a[step], input_desc(stage, step) + 2048, !first || step > 0);
+          }
+        }
         wgmma_commit();
       };
       if constexpr (decltype(fixed)::value != 0) {
         on(fixed);
+      } else if constexpr (N == 320) {
+        if (quarters == 5) on(std::integral_constant<int, 320>{});
+        else if (quarters == 4) on(std::integral_constant<int, 256>{});
+        else if (quarters == 3) on(std::integral_constant<int, 192>{});
+        else if (quarters == 2) on(std::integral_constant<int, 128>{});
+        else on(std::integral_constant<int, 64>{});
       } else if constexpr (N == 256) {
         if (quarters == 4) on(std::integral_constant<int, 256>{});
         else if (quarters == 3) on(std::integral_constant<int, 192>{});
@@ -834,7 +856,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int v = 0; v < 4; ++v) acc[4 * j + v] = __fmul_rn(acc[4 * j + v], v % 2 == 0 ? x_scale.x : x_scale.y);
       }
-    } else if constexpr (!Format::kLoopPerWidth) {
+    } else if constexpr (!kLoopPerWidth) {
       mainloop(std::integral_constant<int, 0>{}, min((rows_left + 63) / 64, N / 64));
     } else if (rows_left > kNarrow) {
       mainloop(std::integral_constant<int, N>{}, 0);
@@ -875,8 +897,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       // paths together, with one branch per group to the exact paths where a value is out of their
       // range (zeros, extremes), so the group's independent chains overlap instead of running one
       // output at a time. (Groups of 8 were 0-2% faster than of 4 on NVFP4 and INT4; MXFP4's
-      // per-width mainloops leave too few registers for them: they spilled.)
-      constexpr int kGroup = Format::kLoopPerWidth ? 4 : 8;
+      // per-width mainloops and 320-row tiles' accumulators leave too few registers for them: they
+      // spilled.)
+      constexpr int kGroup = kLoopPerWidth || N > 256 ? 4 : 8;
       auto store = [&](auto activation) {
         constexpr int kAct = decltype(activation)::value;
         uint16_t* out = p.act_rows + first_row * inter + i;  // [rows, inter]: rows c0 + 8j (+ 1)
@@ -1121,7 +1144,7 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
   const bool int8_inputs = takes_int8_inputs(p.format);
   // (int8 inputs: 128-row tiles only, as the int32 sums take a second accumulator set.)
   const int tile_k = int8_inputs ? Int4Int8Scales<false>::kTileK : Bf16Mma::kTileK;
-  if (n_tile != 128 && ((n_tile != 192 && n_tile != 256) || int8_inputs)) return cudaErrorInvalidValue;
+  if (n_tile != 128 && ((n_tile != 192 && n_tile != 256 && n_tile != 320) || int8_inputs)) return cudaErrorInvalidValue;
   if (p.n <= 0 || p.k <= 0 || p.k % tile_k != 0 || p.experts < 0 || p.experts > kMaxFp4GemmExperts)
     return cudaErrorInvalidValue;
   if (int8_inputs && (p.x_scale == nullptr || p.scale_group <= 0 || p.scale_group % tile_k != 0 ||
@@ -1144,7 +1167,7 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
   CUtensorMap map;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(p.k), static_cast<cuuint64_t>(p.total_rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.k) * (int8_inputs ? 1 : 2)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(tile_k), static_cast<cuuint32_t>(n_tile)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(tile_k), static_cast<cuuint32_t>(n_tile > 256 ? n_tile / 2 : n_tile)};
   const cuuint32_t elem_strides[2] = {1, 1};
   if (encode(&map, int8_inputs ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
              const_cast<void*>(p.x), dims, strides, box, elem_strides,
@@ -1157,7 +1180,8 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
   auto by_tile = [&]<class Format>() {
     return n_tile == 128   ? launch_tiles<128, Format>(map, p, stream)
            : n_tile == 192 ? launch_tiles<192, Format>(map, p, stream)
-                           : launch_tiles<256, Format>(map, p, stream);
+           : n_tile == 256 ? launch_tiles<256, Format>(map, p, stream)
+                           : launch_tiles<320, Format>(map, p, stream);
   };
   if (p.format == W4Format::kNvfp4) return by_tile.template operator()<Nvfp4Scales>();
   if (p.format == W4Format::kInt4) return by_tile.template operator()<Int4Scales<false>>();

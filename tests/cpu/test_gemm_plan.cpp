@@ -478,7 +478,8 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   for (int t = 0; t < kGroupedTiles; ++t) {
     const auto tile = static_cast<GroupedTile>(t);
     EXPECT_EQ(grouped_tile_built(GroupedKernel::kMxfp4Bf16, tile),
-              tile == GroupedTile::kSmall || tile == GroupedTile::kWide || tile == GroupedTile::kLarge);
+              tile == GroupedTile::kSmall || tile == GroupedTile::kWide || tile == GroupedTile::kLarge ||
+                  tile == GroupedTile::kHuge);
     EXPECT_FALSE(grouped_tile_swapped(GroupedKernel::kMxfp4Bf16, tile));  // (no CUTLASS problem sizes)
   }
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kSmall), "persistent 128x128 (weight rows x input rows)");
@@ -487,7 +488,7 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kMedium), "none");
   // (Each format its own switches, measured: 128 rows below a mean of 128, then 192 in a range
   // around 128-176 where the routing's spread leaves most experts within one such tile, then 256;
-  // MXFP4 takes 256 between its 128- and 192-row ranges.)
+  // MXFP4 takes 256 between its 128- and 192-row ranges. 320 rows around 244-312, every format.)
   struct Switches {
     GroupedKernel kind;
     int max_rows_for_128, min_rows_for_wide, max_rows_for_wide;
@@ -508,9 +509,17 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
     }
     EXPECT_EQ(tile_at(int64_t{w.max_rows_for_wide} * 128 - 1), GroupedTile::kWide);
     EXPECT_EQ(tile_at(int64_t{w.max_rows_for_wide} * 128), GroupedTile::kLarge);
+    ASSERT_LT(w.max_rows_for_wide, kRegsMinRowsForHuge);
+    EXPECT_GT(kRegsMinRowsForHuge, 240);
+    EXPECT_LT(kRegsMaxRowsForHuge, 320);
+    EXPECT_EQ(tile_at(int64_t{kRegsMinRowsForHuge} * 128 - 1), GroupedTile::kLarge);
+    EXPECT_EQ(tile_at(int64_t{kRegsMinRowsForHuge} * 128), GroupedTile::kHuge);
+    EXPECT_EQ(tile_at(int64_t{kRegsMaxRowsForHuge} * 128 - 1), GroupedTile::kHuge);
+    EXPECT_EQ(tile_at(int64_t{kRegsMaxRowsForHuge} * 128), GroupedTile::kLarge);
     EXPECT_EQ(tile_at(int64_t{1024} * 128), GroupedTile::kLarge);
   }
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt4Int8Regs, int64_t{256} * 128, 128, 4096), GroupedTile::kSmall);
+  EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge), "persistent 128x320 (weight rows x input rows)");
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), (int64_t{kGroupedMinRowsPerExpertMxfp4LongReduction} * 128 + 3) / 4);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), int64_t{kGroupedMinRowsPerExpertMxfp4FewExperts} * 4);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), 100);  // Mixtral-8x7B: 25 rows per expert
@@ -1130,6 +1139,11 @@ TEST(GemmPlan, PrefillTileFollowsRowsPerExpert) {
   EXPECT_FALSE(grouped_tile_built(block, GroupedTile::kWide));
   EXPECT_TRUE(grouped_tile_built(GroupedKernel::kInt4RegsBf16, GroupedTile::kWide));
   EXPECT_FALSE(grouped_tile_built(GroupedKernel::kInt4Int8Regs, GroupedTile::kWide));
+  // The register kernel's 320-row tile (kHuge), built for its bf16 formats only.
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kInt4RegsBf16, GroupedTile::kHuge));
+  EXPECT_TRUE(grouped_tile_built(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge));
+  EXPECT_FALSE(grouped_tile_built(GroupedKernel::kInt4Int8Regs, GroupedTile::kHuge));
+  EXPECT_EQ(tile_config(GroupedKernel::kNvfp4Bf16, GroupedTile::kHuge), "persistent 128x320 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kInt8, GroupedTile::kWide),
             "swapped coop 128x192 cluster 2x1 (weight rows x input rows)");
   EXPECT_EQ(tile_config(int4, GroupedTile::kWide), "none");
@@ -1290,7 +1304,8 @@ TEST(GemmPlan, CudaPlanSummary) {
   }
   // W4A16 g128 on 8 experts, top-2: CUTLASS's mixed-input kernel from its few-experts crossover in
   // rows per expert, the 4-bit register kernel from kInt4RegsOverMixedMinRowsFewExperts, 128 input
-  // rows, 192 past a mean of kInt4RegsMaxRowsFor128 rows per expert, 256 from kInt4RegsMaxRowsForWide.
+  // rows, 192 past a mean of kInt4RegsMaxRowsFor128 rows per expert, 256 from kInt4RegsMaxRowsForWide,
+  // 320 from kRegsMinRowsForHuge, 256 again from kRegsMaxRowsForHuge.
   const MoeLayer w4 = synthetic_layer("w4a16_g128", {"mixtral-like", 8, 2, 256, 512}, 7, 1);
   const CudaPlanSummary m = summarize_cuda_plan(w4, 0);
   EXPECT_EQ(m.w13.prefill, to_string(GroupedKernel::kInt4RegsBf16));
@@ -1312,12 +1327,16 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(m_one.w13.prefill, to_string(GroupedKernel::kInt4Bf16));
   EXPECT_EQ(m_one.w13.prefill_from_tokens, m.w13.below_from_tokens);
   EXPECT_EQ(m_one.w13.below_from_tokens, -1);
-  ASSERT_EQ(m.w13.tiles.size(), 3u);
+  ASSERT_EQ(m.w13.tiles.size(), 5u);
   EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kSmall));
   EXPECT_EQ(m.w13.tiles[1].first, int64_t{kInt4RegsMaxRowsFor128} * 8 / 2 + 1);
   EXPECT_EQ(m.w13.tiles[1].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kWide));
   EXPECT_EQ(m.w13.tiles[2].first, int64_t{kInt4RegsMaxRowsForWide} * 8 / 2);
   EXPECT_EQ(m.w13.tiles[2].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kLarge));
+  EXPECT_EQ(m.w13.tiles[3].first, int64_t{kRegsMinRowsForHuge} * 8 / 2);
+  EXPECT_EQ(m.w13.tiles[3].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kHuge));
+  EXPECT_EQ(m.w13.tiles[4].first, int64_t{kRegsMaxRowsForHuge} * 8 / 2);
+  EXPECT_EQ(m.w13.tiles[4].second, m.w13.tiles[2].second);
   // W4A16 g32 with act order: the bf16 kernel on dequantized weights from its own crossover, with the
   // bf16 tiles.
   const MoeLayer mx = with_act_order(synthetic_layer("w4a16_g32", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1));
@@ -1346,12 +1365,15 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(f.w13.prefill, to_string(GroupedKernel::kMxfp4Bf16));
   EXPECT_EQ(f.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 4, 128));
   expect_exact_switches(f.w13, GroupedKernel::kMxfp4Bf16, mxfp4, mxfp4.hidden);
-  // (128, 256, 192 in its range, then 256 again.)
-  ASSERT_EQ(f.w13.tiles.size(), 4u);
+  // (128, 256, 192 in its range, then 256, 320 in its range, 256 again.)
+  ASSERT_EQ(f.w13.tiles.size(), 6u);
   EXPECT_EQ(f.w13.tiles[1].first, int64_t{kMxfp4MaxRowsFor128} * 8 / 4 + 1);
   EXPECT_EQ(f.w13.tiles[2].first, int64_t{kMxfp4MinRowsForWide} * 8 / 4);
   EXPECT_EQ(f.w13.tiles[2].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kWide));
   EXPECT_EQ(f.w13.tiles[3].first, int64_t{kMxfp4MaxRowsForWide} * 8 / 4);
+  EXPECT_EQ(f.w13.tiles[4].first, int64_t{kRegsMinRowsForHuge} * 8 / 4);
+  EXPECT_EQ(f.w13.tiles[4].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge));
+  EXPECT_EQ(f.w13.tiles[5].first, int64_t{kRegsMaxRowsForHuge} * 8 / 4);
   EXPECT_EQ(f.dequant_workspace_bytes, 0);
   EXPECT_EQ(f.repacked_weight_bytes, 8 * (repacked(GroupedKernel::kMxfp4Bf16, 256, 256) + repacked(GroupedKernel::kMxfp4Bf16, 256, 128)));
   MoeLayer mxfp4_one_local = mxfp4;

@@ -581,34 +581,47 @@ void expect_prefill_edges(Scheme s, int64_t skewed_tokens, Scheme map_scheme, in
                           GemmPath::kPrefill);
 }
 
-// The swapped 128 x 192 tile where the planner picks it (132-180 mean rows per expert), on the
-// automatic path: uniform routing, all rows on two experts (several 192-row tiles each, a partial
-// last one; the other experts empty), and an expert map; GEMM2 writes the combine's terms (FP8,
-// bf16) or fp32 rows (INT8).
+// A layer of scheme `s` (8 experts, top-2, hidden 512, inter 256) at `tokens` on the automatic path,
+// where the planner picks `tile` for both GEMMs: uniform routing, all tokens on two experts (several
+// such tiles each, the last partial), an expert map with non-local experts.
+void expect_planned_tile_matches_cpu(Scheme s, int64_t tokens, GroupedTile tile) {
+  const std::string name = std::string(name_of(s)) + " " + to_string(tile) + " tile";
+  const MoeLayer layer = random_layer(s, {8, 2, 512, 256});
+  const LayerGemmPlan plan = plan_layer_gemms(layer, 0, true);
+  ASSERT_TRUE(use_grouped_kernel(plan.g1, tokens, 8, 2, 256)) << name;
+  ASSERT_EQ(plan_grouped_tile(plan.g1, tokens * 2, 8, 512), tile) << name;
+  ASSERT_EQ(plan_grouped_tile(plan.g2, tokens * 2, 8, 256), tile) << name;
+  Tensor x, logits;
+  random_inputs(tokens, layer, x, logits);
+  expect_cuda_matches_cpu(layer, x, logits, name + " uniform");
+  for (int64_t t = 0; t < tokens; ++t) {
+    logits.data<float>()[t * 8 + 3] = 30.0f;
+    logits.data<float>()[t * 8 + 5] = 29.0f;
+  }
+  expect_cuda_matches_cpu(layer, x, logits, name + " all tokens on experts 3 and 5");
+  MoeLayer ep = random_layer(s, {8, 2, 512, 256});
+  ep.expert_map = {-1, 0, -1, 1, -1, 2, -1, 3};
+  ep.num_local_experts = 4;
+  ep.experts.resize(4);
+  random_inputs(tokens, ep, x, logits);
+  expect_cuda_matches_cpu(ep, x, logits, name + " expert map");
+}
+
+// FP8 / INT8 / bf16's swapped 128 x 192 tile where the planner picks it (132-180 mean rows per
+// expert; here 170: 680 tokens x top-2 / 8); GEMM2 writes the combine's terms (FP8, bf16) or fp32
+// rows (INT8).
 TEST(PrefillKernels, WideTileWhereThePlannerPicksIt) {
   REQUIRE_GPU();
-  const int64_t tokens = 680;  // x top-2 over 8 experts: 170 rows each on average
-  for (Scheme s : {Scheme::kFp8Channel, Scheme::kInt8, Scheme::kDense}) {
-    const std::string name = name_of(s);
-    const MoeLayer layer = random_layer(s, {8, 2, 512, 256});
-    const LayerGemmPlan plan = plan_layer_gemms(layer, 0, true);
-    ASSERT_TRUE(use_grouped_kernel(plan.g1, tokens, 8, 2, 256)) << name;
-    ASSERT_EQ(plan_grouped_tile(plan.g1, tokens * 2, 8, 512), GroupedTile::kWide) << name;
-    ASSERT_EQ(plan_grouped_tile(plan.g2, tokens * 2, 8, 256), GroupedTile::kWide) << name;
-    Tensor x, logits;
-    random_inputs(tokens, layer, x, logits);
-    expect_cuda_matches_cpu(layer, x, logits, "wide tile " + name + " uniform");
-    for (int64_t t = 0; t < tokens; ++t) {
-      logits.data<float>()[t * 8 + 3] = 30.0f;
-      logits.data<float>()[t * 8 + 5] = 29.0f;
-    }
-    expect_cuda_matches_cpu(layer, x, logits, "wide tile " + name + " all tokens on experts 3 and 5");
-    MoeLayer ep = random_layer(s, {8, 2, 512, 256});
-    ep.expert_map = {-1, 0, -1, 1, -1, 2, -1, 3};
-    ep.num_local_experts = 4;
-    ep.experts.resize(4);
-    random_inputs(tokens, ep, x, logits);
-    expect_cuda_matches_cpu(ep, x, logits, "wide tile " + name + " expert map");
+  for (Scheme s : {Scheme::kFp8Channel, Scheme::kInt8, Scheme::kDense})
+    expect_planned_tile_matches_cpu(s, 680, GroupedTile::kWide);
+}
+
+// The 4-bit register kernel's 320-row tile at 280 rows per expert (1120 tokens x top-2 / 8).
+TEST(PrefillKernels, RegisterKernel320RowTileWherePlanned) {
+  REQUIRE_GPU();
+  for (Scheme s : {Scheme::kW4A16G128, Scheme::kMxfp4, Scheme::kNvfp4}) {
+    ASSERT_TRUE(dequantizes_in_registers(plan_layer_gemms(random_layer(s, {8, 2, 512, 256}), 0, true).g1)) << name_of(s);
+    expect_planned_tile_matches_cpu(s, 1120, GroupedTile::kHuge);
   }
 }
 
