@@ -9,8 +9,14 @@
 #            W4A16 g32 at 112-184 rows per expert (shapes the 192-row ranges were not set on)
 #   extra    racecheck of Int4Int8Mainloop.* (cut by int4's limit), then balanced and uniform
 #            routing with torch's grouped GEMMs on the same routed problems (tools/gpu_bench.sh)
+#   huge     (carry [".gpu/i"]: the register kernel's 320-row tile, kHuge, built but not planned)
+#            its kernel and layer tests, then prefill:3 against the plan at 224-304 rows per expert
+#            (DeepSeek-V3, Qwen3-30B-A3B, which also runs 384 and 512; W4A16 g128, MXFP4, NVFP4
+#            A16) and Mixtral-8x7B at 8192 tokens (2048 rows: 7 tiles of 320 instead of 8), two rounds
+#   planned  (carry [".gpu/j"]: the 320-row tile planned) its new layer test on the automatic path,
+#            memcheck of it, and the plan against 256-row tiles on Qwen3-30B-A3B at 272 rows
 set -u
-d=.gpu/h; tools/gpu_unpack.sh $d
+d=.gpu/${BIN:-h}; tools/gpu_unpack.sh $d
 export QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$d
 o=$OUT/n; mkdir -p $o
 start=$SECONDS
@@ -61,6 +67,31 @@ case $part in
         --tokens 4096,8192 > /dev/null 2>&1
       echo "bench $rt rc $? ($((SECONDS - start)) s)"; tail -22 $o/torch_$rt/torch.log
     done ;;
-  *) echo "calls.sh: suite, fp4, int4, sweep or extra"; exit 2 ;;
+  huge)
+    timeout 200 $d/qmoe_cuda_tests --gtest_filter='Fp4Mainloop.*:Int4Mainloop.*:PrefillKernels.EveryTileMatchesTheCpuBackend' \
+      > $o/tests.log 2>&1
+    echo "tests rc $? ($((SECONDS - start)) s)"
+    grep -hE "^\[  (PASSED|FAILED)|^\[       OK|FAILED TEST" $o/tests.log; grep -h "Failure" -A8 $o/tests.log | head -30
+    grep -h "tile 320" $o/tests.log | head -8
+    O="--rotations 2 --replays 5"
+    timeout $((330 - SECONDS)) tools/gpu_sweep.sh $d $o/qwen3 2 auto prefill:3 --models qwen3-30b-a3b \
+      --schemes w4a16_g128,mxfp4,nvfp4a16 --tokens 3584,3840,4096,4352,4608,4864,6144,8192 $O > /dev/null 2>&1
+    echo "qwen3 rc $? ($((SECONDS - start)) s)"; cat $o/qwen3/summary.txt
+    timeout $((380 - SECONDS)) tools/gpu_sweep.sh $d $o/mixtral 2 auto prefill:3 --models mixtral-8x7b \
+      --schemes w4a16_g128,mxfp4,nvfp4a16 --tokens 8192 $O > /dev/null 2>&1
+    echo "mixtral rc $? ($((SECONDS - start)) s)"; cat $o/mixtral/summary.txt
+    timeout $((560 - SECONDS)) tools/gpu_sweep.sh $d $o/dsv3 2 auto prefill:3 --models deepseek-v3 \
+      --schemes w4a16_g128,mxfp4,nvfp4a16 --tokens 7168,7680,8192,8704,9216,9728 $O > /dev/null 2>&1
+    echo "dsv3 rc $? ($((SECONDS - start)) s)"; cat $o/dsv3/summary.txt ;;
+  planned)  # (carry [".gpu/j"]: the 320-row tile planned at 244-312 rows per expert)
+    f='PrefillKernels.RegisterKernel320*'
+    timeout 60 $d/qmoe_cuda_tests --gtest_filter="$f" > $o/tests.log 2>&1
+    echo "tests rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|^\[       OK|Failure" -A3 $o/tests.log | head -20
+    timeout 60 compute-sanitizer --tool memcheck $d/qmoe_cuda_tests --gtest_filter="$f" > $o/memcheck.log 2>&1
+    echo "memcheck rc $? ($((SECONDS - start)) s)"; tail -2 $o/memcheck.log
+    timeout 40 $d/qmoe bench --gemm-paths auto,prefill:1 --split-gemms --models qwen3-30b-a3b \
+      --schemes w4a16_g128,mxfp4,nvfp4a16 --tokens 4352 --rotations 2 --replays 5 > $o/bench.log 2>&1
+    echo "bench rc $? ($((SECONDS - start)) s)"; cat $o/bench.log ;;
+  *) echo "calls.sh: suite, fp4, int4, sweep, extra, huge or planned"; exit 2 ;;
 esac
 tar czf $OUT/n_$part.tgz -C $OUT n && rm -rf $o
