@@ -386,6 +386,10 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
     if (mxfp4 && rows_per_expert < kMxfp4MinRowsForWide) return GroupedTile::kLarge;
     if (rows_per_expert < max_rows_for_wide) return GroupedTile::kWide;
     if (rows_per_expert >= kRegsMinRowsForHuge && rows_per_expert < kRegsMaxRowsForHuge) return GroupedTile::kHuge;
+    // (one or two 320-row tiles per expert where 256-row ones would take one more)
+    const int min_rows_for_two_huge = nvfp4 ? kNvfp4MinRowsForTwoHuge : kRegsMinRowsForTwoHuge;
+    const int max_rows_for_two_huge = nvfp4 ? kNvfp4MaxRowsForTwoHuge : kRegsMaxRowsForTwoHuge;
+    if (rows_per_expert >= min_rows_for_two_huge && rows_per_expert < max_rows_for_two_huge) return GroupedTile::kHuge;
     return GroupedTile::kLarge;
   }
   if (dequantizes_weights(kind)) {

@@ -309,6 +309,22 @@ inline constexpr int kMxfp4MaxRowsForWide = 180;
 //   512: 0.96 / 0.95 / 1.00; Mixtral-8x7B at 2048 rows 0.98 / 0.99 / 1.01 (not planned there).
 inline constexpr int kRegsMinRowsForHuge = 244;
 inline constexpr int kRegsMaxRowsForHuge = 312;
+// And again from kRegsMinRowsForTwoHuge up to kRegsMaxRowsForTwoHuge (excluded; NVFP4 its own,
+// narrower range): there many experts take a third 256-row tile, where two of 320 rows hold them.
+// GEMM µs 320 / the plan (256 there), two rounds in both orders, H200, thirty-fifth session
+// (bench/runs/2026-12-01_session35/wide), Qwen3-30B-A3B / DeepSeek-V3 (W4A16 and MXFP4 only):
+// - 448 rows: INT4 1.07 / 1.09, MXFP4 1.06 / 1.05, NVFP4 1.14 / -.
+// - 480 rows: INT4 1.05, MXFP4 1.04, NVFP4 1.11.
+// - 512 rows: INT4 0.96 / 0.93, MXFP4 0.95 / 0.95, NVFP4 1.01.
+// - 544-576 rows: INT4 0.91-0.92 / 0.86, MXFP4 0.88-0.89 / 0.84-0.86, NVFP4 0.96-0.99.
+// - 608 rows: INT4 0.94, MXFP4 0.92, NVFP4 1.01; 640: 1.03 / 1.00 / 1.11; 704: 1.08 / 1.07 / 1.15.
+// Mixtral-8x7B (check/, 256-row tiles forced against this plan with the range from 496): 496 rows
+// INT4 1.06, MXFP4 1.05 (hence from 504); 512-608 INT4 0.85-0.93, MXFP4 0.85-0.92; NVFP4 544-576
+// 0.90.
+inline constexpr int kRegsMinRowsForTwoHuge = 504;
+inline constexpr int kRegsMaxRowsForTwoHuge = 624;
+inline constexpr int kNvfp4MinRowsForTwoHuge = 528;
+inline constexpr int kNvfp4MaxRowsForTwoHuge = 592;
 // Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,
 // 128 x 48 below kInt4MinRowsForSmall, then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880
 // us against 5945 and 8639 for the larger ones, 93addc3), 128 x 192 in clusters of 2 up to 256, then

@@ -30,13 +30,16 @@ constexpr int kTileRows = 128;      // weight rows per tile (two consumer warpgr
 constexpr int kInputRowBytes = 128;  // per input row and stage: 64 k of bf16 (int8 inputs: 128 k)
 constexpr int kThreads = 384;        // producer warpgroup + two consumers
 
-// N: input rows per tile (wgmma's n; 320 as n = 256 and 64). kBoxRows: the rows of one TMA copy
-// (a box holds at most 256 rows, so 320-row stages take two copies of 160).
+// The input rows of one TMA copy for a tile of n input rows: a box holds at most 256 rows, so
+// 320-row stages take two copies of 160 (the kernel's loads and the host's tensor map agree on it).
+constexpr int box_rows(int n) { return n > 256 ? n / 2 : n; }
+
+// N: input rows per tile (wgmma's n; 320 as n = 256 and 64).
 template <int N>
 struct TileShape {
   static constexpr int kInputBytes = N * kInputRowBytes;
   static constexpr int kStages = N == 320 ? 4 : N == 256 ? 5 : 6;
-  static constexpr int kBoxRows = N > 256 ? N / 2 : N;
+  static constexpr int kBoxRows = box_rows(N);
 };
 
 // A position in the ring of kStages stages: the stage and the parity of its round, advanced one
@@ -1167,7 +1170,7 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
   CUtensorMap map;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(p.k), static_cast<cuuint64_t>(p.total_rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.k) * (int8_inputs ? 1 : 2)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(tile_k), static_cast<cuuint32_t>(n_tile > 256 ? n_tile / 2 : n_tile)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(tile_k), static_cast<cuuint32_t>(box_rows(n_tile))};
   const cuuint32_t elem_strides[2] = {1, 1};
   if (encode(&map, int8_inputs ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
              const_cast<void*>(p.x), dims, strides, box, elem_strides,

@@ -488,14 +488,18 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kMedium), "none");
   // (Each format its own switches, measured: 128 rows below a mean of 128, then 192 in a range
   // around 128-176 where the routing's spread leaves most experts within one such tile, then 256;
-  // MXFP4 takes 256 between its 128- and 192-row ranges. 320 rows around 244-312, every format.)
+  // MXFP4 takes 256 between its 128- and 192-row ranges. 320 rows around 244-312, every format, and
+  // again around 504-624 (NVFP4: 528-592).)
   struct Switches {
     GroupedKernel kind;
-    int max_rows_for_128, min_rows_for_wide, max_rows_for_wide;
+    int max_rows_for_128, min_rows_for_wide, max_rows_for_wide, min_rows_for_two_huge, max_rows_for_two_huge;
   };
-  for (const Switches& w : {Switches{GroupedKernel::kMxfp4Bf16, kMxfp4MaxRowsFor128, kMxfp4MinRowsForWide, kMxfp4MaxRowsForWide},
-                            Switches{GroupedKernel::kNvfp4Bf16, kNvfp4MaxRowsFor128, 0, kNvfp4MaxRowsForWide},
-                            Switches{GroupedKernel::kInt4RegsBf16, kInt4RegsMaxRowsFor128, 0, kInt4RegsMaxRowsForWide}}) {
+  for (const Switches& w : {Switches{GroupedKernel::kMxfp4Bf16, kMxfp4MaxRowsFor128, kMxfp4MinRowsForWide, kMxfp4MaxRowsForWide,
+                                     kRegsMinRowsForTwoHuge, kRegsMaxRowsForTwoHuge},
+                            Switches{GroupedKernel::kNvfp4Bf16, kNvfp4MaxRowsFor128, 0, kNvfp4MaxRowsForWide,
+                                     kNvfp4MinRowsForTwoHuge, kNvfp4MaxRowsForTwoHuge},
+                            Switches{GroupedKernel::kInt4RegsBf16, kInt4RegsMaxRowsFor128, 0, kInt4RegsMaxRowsForWide,
+                                     kRegsMinRowsForTwoHuge, kRegsMaxRowsForTwoHuge}}) {
     EXPECT_LT(w.max_rows_for_128, 128);
     EXPECT_LT(w.min_rows_for_wide, 132);
     EXPECT_GT(w.max_rows_for_wide, 160);
@@ -516,6 +520,14 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
     EXPECT_EQ(tile_at(int64_t{kRegsMinRowsForHuge} * 128), GroupedTile::kHuge);
     EXPECT_EQ(tile_at(int64_t{kRegsMaxRowsForHuge} * 128 - 1), GroupedTile::kHuge);
     EXPECT_EQ(tile_at(int64_t{kRegsMaxRowsForHuge} * 128), GroupedTile::kLarge);
+    // The second range: where 256-row tiles take three per expert and 320-row ones two.
+    EXPECT_GT(w.min_rows_for_two_huge, 2 * 240);
+    EXPECT_LE(w.max_rows_for_two_huge, 2 * 320);
+    EXPECT_LT(w.min_rows_for_two_huge, w.max_rows_for_two_huge);
+    EXPECT_EQ(tile_at(int64_t{w.min_rows_for_two_huge} * 128 - 1), GroupedTile::kLarge);
+    EXPECT_EQ(tile_at(int64_t{w.min_rows_for_two_huge} * 128), GroupedTile::kHuge);
+    EXPECT_EQ(tile_at(int64_t{w.max_rows_for_two_huge} * 128 - 1), GroupedTile::kHuge);
+    EXPECT_EQ(tile_at(int64_t{w.max_rows_for_two_huge} * 128), GroupedTile::kLarge);
     EXPECT_EQ(tile_at(int64_t{1024} * 128), GroupedTile::kLarge);
   }
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt4Int8Regs, int64_t{256} * 128, 128, 4096), GroupedTile::kSmall);
@@ -1305,7 +1317,8 @@ TEST(GemmPlan, CudaPlanSummary) {
   // W4A16 g128 on 8 experts, top-2: CUTLASS's mixed-input kernel from its few-experts crossover in
   // rows per expert, the 4-bit register kernel from kInt4RegsOverMixedMinRowsFewExperts, 128 input
   // rows, 192 past a mean of kInt4RegsMaxRowsFor128 rows per expert, 256 from kInt4RegsMaxRowsForWide,
-  // 320 from kRegsMinRowsForHuge, 256 again from kRegsMaxRowsForHuge.
+  // 320 from kRegsMinRowsForHuge, 256 again from kRegsMaxRowsForHuge, 320 from kRegsMinRowsForTwoHuge and
+  // 256 from kRegsMaxRowsForTwoHuge.
   const MoeLayer w4 = synthetic_layer("w4a16_g128", {"mixtral-like", 8, 2, 256, 512}, 7, 1);
   const CudaPlanSummary m = summarize_cuda_plan(w4, 0);
   EXPECT_EQ(m.w13.prefill, to_string(GroupedKernel::kInt4RegsBf16));
@@ -1327,7 +1340,7 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(m_one.w13.prefill, to_string(GroupedKernel::kInt4Bf16));
   EXPECT_EQ(m_one.w13.prefill_from_tokens, m.w13.below_from_tokens);
   EXPECT_EQ(m_one.w13.below_from_tokens, -1);
-  ASSERT_EQ(m.w13.tiles.size(), 5u);
+  ASSERT_EQ(m.w13.tiles.size(), 7u);
   EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kSmall));
   EXPECT_EQ(m.w13.tiles[1].first, int64_t{kInt4RegsMaxRowsFor128} * 8 / 2 + 1);
   EXPECT_EQ(m.w13.tiles[1].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kWide));
@@ -1337,6 +1350,10 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(m.w13.tiles[3].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kHuge));
   EXPECT_EQ(m.w13.tiles[4].first, int64_t{kRegsMaxRowsForHuge} * 8 / 2);
   EXPECT_EQ(m.w13.tiles[4].second, m.w13.tiles[2].second);
+  EXPECT_EQ(m.w13.tiles[5].first, int64_t{kRegsMinRowsForTwoHuge} * 8 / 2);
+  EXPECT_EQ(m.w13.tiles[5].second, m.w13.tiles[3].second);
+  EXPECT_EQ(m.w13.tiles[6].first, int64_t{kRegsMaxRowsForTwoHuge} * 8 / 2);
+  EXPECT_EQ(m.w13.tiles[6].second, m.w13.tiles[2].second);
   // W4A16 g32 with act order: the bf16 kernel on dequantized weights from its own crossover, with the
   // bf16 tiles.
   const MoeLayer mx = with_act_order(synthetic_layer("w4a16_g32", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1));
@@ -1365,8 +1382,8 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(f.w13.prefill, to_string(GroupedKernel::kMxfp4Bf16));
   EXPECT_EQ(f.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 4, 128));
   expect_exact_switches(f.w13, GroupedKernel::kMxfp4Bf16, mxfp4, mxfp4.hidden);
-  // (128, 256, 192 in its range, then 256, 320 in its range, 256 again.)
-  ASSERT_EQ(f.w13.tiles.size(), 6u);
+  // (128, 256, 192 in its range, then 256, 320 in its ranges, 256 after each.)
+  ASSERT_EQ(f.w13.tiles.size(), 8u);
   EXPECT_EQ(f.w13.tiles[1].first, int64_t{kMxfp4MaxRowsFor128} * 8 / 4 + 1);
   EXPECT_EQ(f.w13.tiles[2].first, int64_t{kMxfp4MinRowsForWide} * 8 / 4);
   EXPECT_EQ(f.w13.tiles[2].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kWide));
@@ -1374,6 +1391,9 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(f.w13.tiles[4].first, int64_t{kRegsMinRowsForHuge} * 8 / 4);
   EXPECT_EQ(f.w13.tiles[4].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge));
   EXPECT_EQ(f.w13.tiles[5].first, int64_t{kRegsMaxRowsForHuge} * 8 / 4);
+  EXPECT_EQ(f.w13.tiles[6].first, int64_t{kRegsMinRowsForTwoHuge} * 8 / 4);
+  EXPECT_EQ(f.w13.tiles[6].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge));
+  EXPECT_EQ(f.w13.tiles[7].first, int64_t{kRegsMaxRowsForTwoHuge} * 8 / 4);
   EXPECT_EQ(f.dequant_workspace_bytes, 0);
   EXPECT_EQ(f.repacked_weight_bytes, 8 * (repacked(GroupedKernel::kMxfp4Bf16, 256, 256) + repacked(GroupedKernel::kMxfp4Bf16, 256, 128)));
   MoeLayer mxfp4_one_local = mxfp4;
