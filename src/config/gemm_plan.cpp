@@ -379,17 +379,14 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
   const double rows_per_expert = static_cast<double>(num_slots) / std::max(num_experts, 1);
   if (kind == GroupedKernel::kInt4Int8Regs) return GroupedTile::kSmall;
   if (dequantizes_in_registers(kind)) {
-    const bool nvfp4 = kind == GroupedKernel::kNvfp4Bf16, mxfp4 = kind == GroupedKernel::kMxfp4Bf16;
-    const int max_rows_for_128 = nvfp4 ? kNvfp4MaxRowsFor128 : mxfp4 ? kMxfp4MaxRowsFor128 : kInt4RegsMaxRowsFor128;
-    const int max_rows_for_wide = nvfp4 ? kNvfp4MaxRowsForWide : mxfp4 ? kMxfp4MaxRowsForWide : kInt4RegsMaxRowsForWide;
-    if (rows_per_expert <= max_rows_for_128) return GroupedTile::kSmall;
-    if (mxfp4 && rows_per_expert < kMxfp4MinRowsForWide) return GroupedTile::kLarge;
-    if (rows_per_expert < max_rows_for_wide) return GroupedTile::kWide;
-    if (rows_per_expert >= kRegsMinRowsForHuge && rows_per_expert < kRegsMaxRowsForHuge) return GroupedTile::kHuge;
-    // (one or two 320-row tiles per expert where 256-row ones would take one more)
-    const int min_rows_for_two_huge = nvfp4 ? kNvfp4MinRowsForTwoHuge : kRegsMinRowsForTwoHuge;
-    const int max_rows_for_two_huge = nvfp4 ? kNvfp4MaxRowsForTwoHuge : kRegsMaxRowsForTwoHuge;
-    if (rows_per_expert >= min_rows_for_two_huge && rows_per_expert < max_rows_for_two_huge) return GroupedTile::kHuge;
+    const RegisterTileSwitches& s = kind == GroupedKernel::kNvfp4Bf16   ? kNvfp4Tiles
+                                    : kind == GroupedKernel::kMxfp4Bf16 ? kMxfp4Tiles
+                                                                        : kInt4RegsTiles;
+    if (rows_per_expert <= s.max_rows_for_128) return GroupedTile::kSmall;
+    if (rows_per_expert < s.wide.from) return GroupedTile::kLarge;
+    if (rows_per_expert < s.wide.until) return GroupedTile::kWide;
+    for (const RowRange& r : s.huge)
+      if (rows_per_expert >= r.from && rows_per_expert < r.until) return GroupedTile::kHuge;
     return GroupedTile::kLarge;
   }
   if (dequantizes_weights(kind)) {

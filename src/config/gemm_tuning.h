@@ -255,15 +255,16 @@ inline constexpr int kInt4RegsOverMixedMinRowsFewExperts = 38;
 inline constexpr int kInt4RegsOverMixedMinRowsLongReduction = 38;
 inline constexpr int kInt4RegsOverMixedMinRowsMediumReduction = kGroupedMinRowsPerExpertInt4RegsMediumReduction;
 inline constexpr int kInt4RegsOverMixedMinRowsShortReduction = 0;
-// The register kernel's tiles (kMxfp4Bf16, kNvfp4Bf16, kInt4RegsBf16): 128 input rows up to a mean
-// of k*MaxRowsFor128 rows per expert, then 256 (192 in a range, below). From 129 to 256 rows both tiles fill the same
-// fraction and 256's is the faster tile (qmoe_fp4_gemm_bench on gpt-oss-120b's w13 at 6fdd5c2: 645-666
-// against 444-469 TFLOP/s at 256 rows, 441-442 against 463-466 at 128). The switch lies below a mean
-// of 128, though: the routing spreads the rows (random routing: a spread of ~sqrt(mean)), so as the
-// mean nears 128 more experts take a second, nearly empty 128-row tile. Until the thirtieth session
-// the switch was at 128 and lost 11-14% of GEMM µs there. GEMM µs 128- vs 256-row tiles (forced,
-// prefill:2 / prefill:1), same call, H200, bench/runs/2026-12-01_session30/grid (tokens: DeepSeek-V3
-// 32 per row per expert, Qwen3-30B-A3B 16):
+// The register kernel's tiles (kMxfp4Bf16, kNvfp4Bf16, kInt4RegsBf16; RegisterTileSwitches below):
+// 128 input rows up to a mean of max_rows_for_128 rows per expert, then 256 (192 in a range,
+// below). From 129 to 256 rows both tiles fill the same fraction and 256's is the faster tile
+// (qmoe_fp4_gemm_bench on gpt-oss-120b's w13 at 6fdd5c2: 645-666 against 444-469 TFLOP/s at 256
+// rows, 441-442 against 463-466 at 128). The switch lies below a mean of 128, though: the routing
+// spreads the rows (random routing: a spread of ~sqrt(mean)), so as the mean nears 128 more experts
+// take a second, nearly empty 128-row tile. Until the thirtieth session the switch was at 128 and
+// lost 11-14% of GEMM µs there. GEMM µs 128- vs 256-row tiles (forced, prefill:2 / prefill:1), same
+// call, H200, bench/runs/2026-12-01_session30/grid (tokens: DeepSeek-V3 32 per row per expert,
+// Qwen3-30B-A3B 16):
 // - INT4 asym g128: DeepSeek-V3 6685 vs 7137 at 116, 7314 vs 7046 at 120 (~118.6); Qwen3-30B-A3B
 //   368.5 vs 383.1 at 116, 402.0 vs 388.2 at 120 (~118.2).
 // - MXFP4: DeepSeek-V3 6742 vs 6816 at 120, 7100 vs 6883 at 124 (~121); Qwen3-30B-A3B 374.0 vs 377.9
@@ -275,15 +276,13 @@ inline constexpr int kInt4RegsOverMixedMinRowsShortReduction = 0;
 // DeepSeek-V3 W4A16 g128 and MXFP4) the 256-row tiles won at 116 (0.94x, 0.98x), tied at 120 and won
 // at 124: on these ~7 ms layers the row measured first at a count runs up to ~6% faster (the H200's
 // power cap), so each crossing above is uncertain by a few rows either way.
-inline constexpr int kInt4RegsMaxRowsFor128 = 118;
-inline constexpr int kMxfp4MaxRowsFor128 = 119;
-inline constexpr int kNvfp4MaxRowsFor128 = 121;
-// Then 192 input rows (GroupedTile::kWide) below k*MaxRowsForWide, and from kMxfp4MinRowsForWide for
-// MXFP4 (INT4 and NVFP4 go from 128 straight to 192), where the routing's spread leaves most experts
-// within one 192-row tile. GEMM µs 192 / the plan's tile (128 up to the switch above, then 256),
-// two rounds in both orders, H200, thirty-third session (bench/runs/2026-12-01_session33/reg192,
-// bounds, check; the 192-row instances no longer spill since `f80ee9d`), DeepSeek-V3 / Mixtral-8x7B /
-// Qwen3-30B-A3B:
+// So max_rows_for_128: INT4 118, MXFP4 119, NVFP4 121.
+// Then 192 input rows (GroupedTile::kWide) in the range `wide`, which starts right after the
+// 128-row tiles for INT4 and NVFP4 and at 126 rows for MXFP4 (256 between), where the routing's
+// spread leaves most experts within one 192-row tile. GEMM µs 192 / the plan's tile (128 up to the
+// switch above, then 256), two rounds in both orders, H200, thirty-third session
+// (bench/runs/2026-12-01_session33/reg192, bounds, check; the 192-row instances no longer spill
+// since `f80ee9d`), DeepSeek-V3 / Mixtral-8x7B / Qwen3-30B-A3B:
 // - INT4 (W4A16 g128): 112 rows 1.03 / 0.99 / 1.01, 120 0.98 / 0.92 / 0.97, 128-160 0.92-0.97,
 //   164 0.89 / 0.95 / 0.96, 168 1.00 / 1.01 / 1.02, 176 1.01 / 1.01 / 1.04.
 // - NVFP4: 112 1.08 / 1.02 / 1.03, 120 0.97 / 1.00 / 0.97, 124-164 0.89-0.99, 168 0.97 / 0.99 /
@@ -291,28 +290,23 @@ inline constexpr int kNvfp4MaxRowsFor128 = 121;
 // - MXFP4: 120 1.07 / 1.00 / 1.02 (256 rows win there), 124 1.03 / 0.94 / 0.99, 128 0.96 / 0.91 /
 //   0.96, 144-172 0.84-0.97, 176 0.93 / 0.96 / 0.97; against 256 alone (check/mx): 176 0.89 / 0.99
 //   / 0.97, 184 1.02 / 1.16 / 1.04, 192 1.18 / 1.25 / 1.16.
-inline constexpr int kInt4RegsMaxRowsForWide = 168;
-inline constexpr int kNvfp4MaxRowsForWide = 168;
-inline constexpr int kMxfp4MinRowsForWide = 126;
-inline constexpr int kMxfp4MaxRowsForWide = 180;
-// Then 320 input rows (GroupedTile::kHuge: wgmma n 256 + 64) from kRegsMinRowsForHuge up to
-// kRegsMaxRowsForHuge (excluded), every 4-bit format: with uniform routing (mean +- sqrt(mean) rows
-// per expert) about half the experts at a mean of 256 rows take a second 256-row tile, which
-// converts the whole weight tile again for a few rows; 320 rows hold them in one. GEMM µs 320 / the
-// plan (256 there), two rounds in both orders, H200, thirty-fourth session
-// (bench/runs/2026-12-01_session34/huge), DeepSeek-V3 / Qwen3-30B-A3B:
+// So `wide` ends at 168 rows (INT4, NVFP4) and 180 (MXFP4).
+// Then 320 input rows (GroupedTile::kHuge: wgmma n 256 + 64) in the ranges `huge`, first from 244
+// up to 312 rows for every 4-bit format: with uniform routing (mean +- sqrt(mean) rows per expert)
+// about half the experts at a mean of 256 rows take a second 256-row tile, which converts the whole
+// weight tile again for a few rows; 320 rows hold them in one. GEMM µs 320 / the plan (256 there),
+// two rounds in both orders, H200, thirty-fourth session (bench/runs/2026-12-01_session34/huge),
+// DeepSeek-V3 / Qwen3-30B-A3B:
 // - 224 rows: INT4 1.04 / 1.04, MXFP4 1.04 / 1.05, NVFP4 1.05 / 1.07.
 // - 240 rows: INT4 0.97 / 0.98, MXFP4 0.96 / 0.98, NVFP4 0.98 / 1.02.
 // - 256-304 rows: INT4 0.73-0.85 / 0.79-0.91, MXFP4 0.70-0.83 / 0.75-0.85, NVFP4 0.76-0.87 /
 //   0.84-0.99.
 // - 384 rows (Qwen3-30B-A3B): 1.08 / 1.06 / 1.15 (two tiles either way; 320's fewer stages cost);
 //   512: 0.96 / 0.95 / 1.00; Mixtral-8x7B at 2048 rows 0.98 / 0.99 / 1.01 (not planned there).
-inline constexpr int kRegsMinRowsForHuge = 244;
-inline constexpr int kRegsMaxRowsForHuge = 312;
-// And again from kRegsMinRowsForTwoHuge up to kRegsMaxRowsForTwoHuge (excluded; NVFP4 its own,
-// narrower range): there many experts take a third 256-row tile, where two of 320 rows hold them.
-// GEMM µs 320 / the plan (256 there), two rounds in both orders, H200, thirty-fifth session
-// (bench/runs/2026-12-01_session35/wide), Qwen3-30B-A3B / DeepSeek-V3 (W4A16 and MXFP4 only):
+// And again from 504 up to 624 rows (NVFP4 its own, narrower range, 528-592): there many experts
+// take a third 256-row tile, where two of 320 rows hold them. GEMM µs 320 / the plan (256 there),
+// two rounds in both orders, H200, thirty-fifth session (bench/runs/2026-12-01_session35/wide),
+// Qwen3-30B-A3B / DeepSeek-V3 (W4A16 and MXFP4 only):
 // - 448 rows: INT4 1.07 / 1.09, MXFP4 1.06 / 1.05, NVFP4 1.14 / -.
 // - 480 rows: INT4 1.05, MXFP4 1.04, NVFP4 1.11.
 // - 512 rows: INT4 0.96 / 0.93, MXFP4 0.95 / 0.95, NVFP4 1.01.
@@ -321,10 +315,21 @@ inline constexpr int kRegsMaxRowsForHuge = 312;
 // Mixtral-8x7B (check/, 256-row tiles forced against this plan with the range from 496): 496 rows
 // INT4 1.06, MXFP4 1.05 (hence from 504); 512-608 INT4 0.85-0.93, MXFP4 0.85-0.92; NVFP4 544-576
 // 0.90.
-inline constexpr int kRegsMinRowsForTwoHuge = 504;
-inline constexpr int kRegsMaxRowsForTwoHuge = 624;
-inline constexpr int kNvfp4MinRowsForTwoHuge = 528;
-inline constexpr int kNvfp4MaxRowsForTwoHuge = 592;
+//
+// Mean rows per expert from `from` up to `until` (excluded).
+struct RowRange {
+  int from, until;
+};
+// The register kernel's tiles of one 4-bit format by mean rows per expert: 128 input rows up to
+// max_rows_for_128 (included), 256 below wide.from, 192 in `wide`, then 256 but 320 in each `huge`.
+struct RegisterTileSwitches {
+  int max_rows_for_128;
+  RowRange wide;
+  RowRange huge[2];
+};
+inline constexpr RegisterTileSwitches kInt4RegsTiles{118, {0, 168}, {{244, 312}, {504, 624}}};
+inline constexpr RegisterTileSwitches kMxfp4Tiles{119, {126, 180}, {{244, 312}, {504, 624}}};
+inline constexpr RegisterTileSwitches kNvfp4Tiles{121, {0, 168}, {{244, 312}, {528, 592}}};
 // Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,
 // 128 x 48 below kInt4MinRowsForSmall, then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880
 // us against 5945 and 8639 for the larger ones, 93addc3), 128 x 192 in clusters of 2 up to 256, then

@@ -470,7 +470,7 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   for (const GemmLayout& L : {g64, f32_scales, padded})
     EXPECT_NE(plan_grouped_kernel(L, false, GemmInput{}, mma), GroupedKernel::kMxfp4Bf16);
   EXPECT_NE(plan_grouped_kernel(mxfp4, true, GemmInput{}, mma), GroupedKernel::kMxfp4Bf16);  // g_idx
-  // 16-bit rows, no input scales; its two tiles, 128 input rows up to kMxfp4MaxRowsFor128 rows
+  // 16-bit rows, no input scales; its two tiles, 128 input rows up to kMxfp4Tiles.max_rows_for_128 rows
   // per expert; its crossover in rows per expert.
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kMxfp4Bf16));
   EXPECT_FALSE(dequantizes_weights(GroupedKernel::kMxfp4Bf16));
@@ -490,44 +490,34 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   // around 128-176 where the routing's spread leaves most experts within one such tile, then 256;
   // MXFP4 takes 256 between its 128- and 192-row ranges. 320 rows around 244-312, every format, and
   // again around 504-624 (NVFP4: 528-592).)
-  struct Switches {
-    GroupedKernel kind;
-    int max_rows_for_128, min_rows_for_wide, max_rows_for_wide, min_rows_for_two_huge, max_rows_for_two_huge;
-  };
-  for (const Switches& w : {Switches{GroupedKernel::kMxfp4Bf16, kMxfp4MaxRowsFor128, kMxfp4MinRowsForWide, kMxfp4MaxRowsForWide,
-                                     kRegsMinRowsForTwoHuge, kRegsMaxRowsForTwoHuge},
-                            Switches{GroupedKernel::kNvfp4Bf16, kNvfp4MaxRowsFor128, 0, kNvfp4MaxRowsForWide,
-                                     kNvfp4MinRowsForTwoHuge, kNvfp4MaxRowsForTwoHuge},
-                            Switches{GroupedKernel::kInt4RegsBf16, kInt4RegsMaxRowsFor128, 0, kInt4RegsMaxRowsForWide,
-                                     kRegsMinRowsForTwoHuge, kRegsMaxRowsForTwoHuge}}) {
+  for (const auto& [kind, w] : {std::pair{GroupedKernel::kMxfp4Bf16, kMxfp4Tiles}, std::pair{GroupedKernel::kNvfp4Bf16, kNvfp4Tiles},
+                                std::pair{GroupedKernel::kInt4RegsBf16, kInt4RegsTiles}}) {
     EXPECT_LT(w.max_rows_for_128, 128);
-    EXPECT_LT(w.min_rows_for_wide, 132);
-    EXPECT_GT(w.max_rows_for_wide, 160);
-    auto tile_at = [&](int64_t slots) { return plan_grouped_tile(w.kind, slots, 128, 4096); };
+    EXPECT_LT(w.wide.from, 132);
+    EXPECT_GT(w.wide.until, 160);
+    auto tile_at = [&](int64_t slots) { return plan_grouped_tile(kind, slots, 128, 4096); };
     EXPECT_EQ(tile_at(int64_t{w.max_rows_for_128} * 128), GroupedTile::kSmall);
     EXPECT_EQ(tile_at(int64_t{w.max_rows_for_128} * 128 + 1),
-              w.min_rows_for_wide > w.max_rows_for_128 ? GroupedTile::kLarge : GroupedTile::kWide);
-    if (w.min_rows_for_wide > w.max_rows_for_128) {
-      EXPECT_EQ(tile_at(int64_t{w.min_rows_for_wide} * 128 - 1), GroupedTile::kLarge);
-      EXPECT_EQ(tile_at(int64_t{w.min_rows_for_wide} * 128), GroupedTile::kWide);
+              w.wide.from > w.max_rows_for_128 ? GroupedTile::kLarge : GroupedTile::kWide);
+    if (w.wide.from > w.max_rows_for_128) {
+      EXPECT_EQ(tile_at(int64_t{w.wide.from} * 128 - 1), GroupedTile::kLarge);
+      EXPECT_EQ(tile_at(int64_t{w.wide.from} * 128), GroupedTile::kWide);
     }
-    EXPECT_EQ(tile_at(int64_t{w.max_rows_for_wide} * 128 - 1), GroupedTile::kWide);
-    EXPECT_EQ(tile_at(int64_t{w.max_rows_for_wide} * 128), GroupedTile::kLarge);
-    ASSERT_LT(w.max_rows_for_wide, kRegsMinRowsForHuge);
-    EXPECT_GT(kRegsMinRowsForHuge, 240);
-    EXPECT_LT(kRegsMaxRowsForHuge, 320);
-    EXPECT_EQ(tile_at(int64_t{kRegsMinRowsForHuge} * 128 - 1), GroupedTile::kLarge);
-    EXPECT_EQ(tile_at(int64_t{kRegsMinRowsForHuge} * 128), GroupedTile::kHuge);
-    EXPECT_EQ(tile_at(int64_t{kRegsMaxRowsForHuge} * 128 - 1), GroupedTile::kHuge);
-    EXPECT_EQ(tile_at(int64_t{kRegsMaxRowsForHuge} * 128), GroupedTile::kLarge);
-    // The second range: where 256-row tiles take three per expert and 320-row ones two.
-    EXPECT_GT(w.min_rows_for_two_huge, 2 * 240);
-    EXPECT_LE(w.max_rows_for_two_huge, 2 * 320);
-    EXPECT_LT(w.min_rows_for_two_huge, w.max_rows_for_two_huge);
-    EXPECT_EQ(tile_at(int64_t{w.min_rows_for_two_huge} * 128 - 1), GroupedTile::kLarge);
-    EXPECT_EQ(tile_at(int64_t{w.min_rows_for_two_huge} * 128), GroupedTile::kHuge);
-    EXPECT_EQ(tile_at(int64_t{w.max_rows_for_two_huge} * 128 - 1), GroupedTile::kHuge);
-    EXPECT_EQ(tile_at(int64_t{w.max_rows_for_two_huge} * 128), GroupedTile::kLarge);
+    EXPECT_EQ(tile_at(int64_t{w.wide.until} * 128 - 1), GroupedTile::kWide);
+    EXPECT_EQ(tile_at(int64_t{w.wide.until} * 128), GroupedTile::kLarge);
+    // 320 rows where 256-row tiles would take one more per expert than 320-row ones: a mean near
+    // 256 (one 320 against two 256) and near 512 (two against three).
+    ASSERT_LT(w.wide.until, w.huge[0].from);
+    for (int range = 0; range < 2; ++range) {
+      const RowRange& r = w.huge[range];
+      EXPECT_GT(r.from, (range + 1) * 240);
+      EXPECT_LE(r.until, (range + 1) * 320);
+      EXPECT_LT(r.from, r.until);
+      EXPECT_EQ(tile_at(int64_t{r.from} * 128 - 1), GroupedTile::kLarge);
+      EXPECT_EQ(tile_at(int64_t{r.from} * 128), GroupedTile::kHuge);
+      EXPECT_EQ(tile_at(int64_t{r.until} * 128 - 1), GroupedTile::kHuge);
+      EXPECT_EQ(tile_at(int64_t{r.until} * 128), GroupedTile::kLarge);
+    }
     EXPECT_EQ(tile_at(int64_t{1024} * 128), GroupedTile::kLarge);
   }
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt4Int8Regs, int64_t{256} * 128, 128, 4096), GroupedTile::kSmall);
@@ -1316,9 +1306,8 @@ TEST(GemmPlan, CudaPlanSummary) {
   }
   // W4A16 g128 on 8 experts, top-2: CUTLASS's mixed-input kernel from its few-experts crossover in
   // rows per expert, the 4-bit register kernel from kInt4RegsOverMixedMinRowsFewExperts, 128 input
-  // rows, 192 past a mean of kInt4RegsMaxRowsFor128 rows per expert, 256 from kInt4RegsMaxRowsForWide,
-  // 320 from kRegsMinRowsForHuge, 256 again from kRegsMaxRowsForHuge, 320 from kRegsMinRowsForTwoHuge and
-  // 256 from kRegsMaxRowsForTwoHuge.
+  // rows, 192 past a mean of kInt4RegsTiles.max_rows_for_128 rows per expert, 256 from the end of its
+  // `wide` range, then 320 in each `huge` range and 256 after it.
   const MoeLayer w4 = synthetic_layer("w4a16_g128", {"mixtral-like", 8, 2, 256, 512}, 7, 1);
   const CudaPlanSummary m = summarize_cuda_plan(w4, 0);
   EXPECT_EQ(m.w13.prefill, to_string(GroupedKernel::kInt4RegsBf16));
@@ -1342,17 +1331,17 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(m_one.w13.below_from_tokens, -1);
   ASSERT_EQ(m.w13.tiles.size(), 7u);
   EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kSmall));
-  EXPECT_EQ(m.w13.tiles[1].first, int64_t{kInt4RegsMaxRowsFor128} * 8 / 2 + 1);
+  EXPECT_EQ(m.w13.tiles[1].first, int64_t{kInt4RegsTiles.max_rows_for_128} * 8 / 2 + 1);
   EXPECT_EQ(m.w13.tiles[1].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kWide));
-  EXPECT_EQ(m.w13.tiles[2].first, int64_t{kInt4RegsMaxRowsForWide} * 8 / 2);
+  EXPECT_EQ(m.w13.tiles[2].first, int64_t{kInt4RegsTiles.wide.until} * 8 / 2);
   EXPECT_EQ(m.w13.tiles[2].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kLarge));
-  EXPECT_EQ(m.w13.tiles[3].first, int64_t{kRegsMinRowsForHuge} * 8 / 2);
+  EXPECT_EQ(m.w13.tiles[3].first, int64_t{kInt4RegsTiles.huge[0].from} * 8 / 2);
   EXPECT_EQ(m.w13.tiles[3].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kHuge));
-  EXPECT_EQ(m.w13.tiles[4].first, int64_t{kRegsMaxRowsForHuge} * 8 / 2);
+  EXPECT_EQ(m.w13.tiles[4].first, int64_t{kInt4RegsTiles.huge[0].until} * 8 / 2);
   EXPECT_EQ(m.w13.tiles[4].second, m.w13.tiles[2].second);
-  EXPECT_EQ(m.w13.tiles[5].first, int64_t{kRegsMinRowsForTwoHuge} * 8 / 2);
+  EXPECT_EQ(m.w13.tiles[5].first, int64_t{kInt4RegsTiles.huge[1].from} * 8 / 2);
   EXPECT_EQ(m.w13.tiles[5].second, m.w13.tiles[3].second);
-  EXPECT_EQ(m.w13.tiles[6].first, int64_t{kRegsMaxRowsForTwoHuge} * 8 / 2);
+  EXPECT_EQ(m.w13.tiles[6].first, int64_t{kInt4RegsTiles.huge[1].until} * 8 / 2);
   EXPECT_EQ(m.w13.tiles[6].second, m.w13.tiles[2].second);
   // W4A16 g32 with act order: the bf16 kernel on dequantized weights from its own crossover, with the
   // bf16 tiles.
@@ -1384,16 +1373,16 @@ TEST(GemmPlan, CudaPlanSummary) {
   expect_exact_switches(f.w13, GroupedKernel::kMxfp4Bf16, mxfp4, mxfp4.hidden);
   // (128, 256, 192 in its range, then 256, 320 in its ranges, 256 after each.)
   ASSERT_EQ(f.w13.tiles.size(), 8u);
-  EXPECT_EQ(f.w13.tiles[1].first, int64_t{kMxfp4MaxRowsFor128} * 8 / 4 + 1);
-  EXPECT_EQ(f.w13.tiles[2].first, int64_t{kMxfp4MinRowsForWide} * 8 / 4);
+  EXPECT_EQ(f.w13.tiles[1].first, int64_t{kMxfp4Tiles.max_rows_for_128} * 8 / 4 + 1);
+  EXPECT_EQ(f.w13.tiles[2].first, int64_t{kMxfp4Tiles.wide.from} * 8 / 4);
   EXPECT_EQ(f.w13.tiles[2].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kWide));
-  EXPECT_EQ(f.w13.tiles[3].first, int64_t{kMxfp4MaxRowsForWide} * 8 / 4);
-  EXPECT_EQ(f.w13.tiles[4].first, int64_t{kRegsMinRowsForHuge} * 8 / 4);
+  EXPECT_EQ(f.w13.tiles[3].first, int64_t{kMxfp4Tiles.wide.until} * 8 / 4);
+  EXPECT_EQ(f.w13.tiles[4].first, int64_t{kMxfp4Tiles.huge[0].from} * 8 / 4);
   EXPECT_EQ(f.w13.tiles[4].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge));
-  EXPECT_EQ(f.w13.tiles[5].first, int64_t{kRegsMaxRowsForHuge} * 8 / 4);
-  EXPECT_EQ(f.w13.tiles[6].first, int64_t{kRegsMinRowsForTwoHuge} * 8 / 4);
+  EXPECT_EQ(f.w13.tiles[5].first, int64_t{kMxfp4Tiles.huge[0].until} * 8 / 4);
+  EXPECT_EQ(f.w13.tiles[6].first, int64_t{kMxfp4Tiles.huge[1].from} * 8 / 4);
   EXPECT_EQ(f.w13.tiles[6].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge));
-  EXPECT_EQ(f.w13.tiles[7].first, int64_t{kRegsMaxRowsForTwoHuge} * 8 / 4);
+  EXPECT_EQ(f.w13.tiles[7].first, int64_t{kMxfp4Tiles.huge[1].until} * 8 / 4);
   EXPECT_EQ(f.dequant_workspace_bytes, 0);
   EXPECT_EQ(f.repacked_weight_bytes, 8 * (repacked(GroupedKernel::kMxfp4Bf16, 256, 256) + repacked(GroupedKernel::kMxfp4Bf16, 256, 128)));
   MoeLayer mxfp4_one_local = mxfp4;

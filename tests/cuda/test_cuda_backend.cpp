@@ -1283,7 +1283,7 @@ TEST(W4Prefill, MatchesTheCpuBackend) {
                                                       plan_repacked_copy_use(c.layer).from_tokens}));
     // 1 and 7 tokens (a few rows on a few experts), 64, then ~142 rows per expert: the planner's
     // 192-row tile; the 128- and 256-row ones forced.
-    const int64_t large = int64_t{kMxfp4MaxRowsFor128} * c.layer.num_experts / c.layer.top_k + 45;
+    const int64_t large = int64_t{kMxfp4Tiles.max_rows_for_128} * c.layer.num_experts / c.layer.top_k + 45;
     for (int64_t tokens : {int64_t{1}, int64_t{7}, int64_t{64}, large}) {
       Tensor x, logits;
       random_inputs(tokens, c.layer, x, logits);
