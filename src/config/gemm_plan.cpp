@@ -339,14 +339,15 @@ bool grouped_tile_swapped(GroupedKernel kind, GroupedTile t) {
   return dequantizes_weights(kind) || (t == GroupedTile::kWide && grouped_tile_built(kind, t));
 }
 
+int register_tile_inputs(GroupedTile t) {
+  return t == GroupedTile::kSmall ? 128 : t == GroupedTile::kWide ? 192 : t == GroupedTile::kHuge ? 320 : 256;
+}
+
 std::string tile_config(GroupedKernel kind, GroupedTile t) {
   if (!grouped_tile_built(kind, t)) return "none";
   if (kind == GroupedKernel::kInt4Int8Regs) return "persistent 128x128 int8 (weight rows x input rows)";
   if (dequantizes_in_registers(kind))
-    return t == GroupedTile::kSmall  ? "persistent 128x128 (weight rows x input rows)"
-           : t == GroupedTile::kWide ? "persistent 128x192 (weight rows x input rows)"
-           : t == GroupedTile::kHuge ? "persistent 128x320 (weight rows x input rows)"
-                                     : "persistent 128x256 (weight rows x input rows)";
+    return "persistent 128x" + std::to_string(register_tile_inputs(t)) + " (weight rows x input rows)";
   kind = gemm_of(kind);
   if (dequantizes_weights(kind)) {
     switch (t) {

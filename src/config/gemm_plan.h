@@ -171,6 +171,9 @@ bool grouped_tile_swapped(GroupedKernel kind, GroupedTile t);
 // The CUTLASS configuration behind tile `t` of prefill kernel `kind`, e.g. "coop 128x256 cluster 1x2"
 // (input rows x weight rows; the transposed tiles' are weight rows x input rows).
 std::string tile_config(GroupedKernel kind, GroupedTile t);
+// Input rows per tile of the 4-bit register kernels (dequantizes_in_registers): 128 (kSmall; the
+// int8 kernel's only tile), 192 (kWide), 320 (kHuge), otherwise 256.
+int register_tile_inputs(GroupedTile t);
 // The tile of prefill kernel `kind` for num_slots (tokens * top_k) slots over num_experts (all of
 // them, local or not) on a GEMM of reduction k: the mean rows per expert decide, and for bf16 also k
 // (gemm_tuning.h, measured on the H200).

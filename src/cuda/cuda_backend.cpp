@@ -750,10 +750,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       fp.n = static_cast<int>(g.n);
       fp.k = static_cast<int>(g.k);
       fp.total_rows = static_cast<int>(num_slots);
-      fp.tile_inputs = tile == static_cast<int>(GroupedTile::kSmall)  ? 128  // (kInt4Int8Regs: kSmall only)
-                       : tile == static_cast<int>(GroupedTile::kWide) ? 192
-                       : tile == static_cast<int>(GroupedTile::kHuge) ? 320
-                                                                      : 256;
+      fp.tile_inputs = register_tile_inputs(static_cast<GroupedTile>(tile));  // (kInt4Int8Regs: kSmall only)
       fp.num_sms = m.num_sms;
       fp.gate_up_inter = static_cast<int>(g.gate_up_inter);
       fp.act_rows = act_rows;
