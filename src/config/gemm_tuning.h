@@ -315,21 +315,31 @@ inline constexpr int kInt4RegsOverMixedMinRowsShortReduction = 0;
 // Mixtral-8x7B (check/, 256-row tiles forced against this plan with the range from 496): 496 rows
 // INT4 1.06, MXFP4 1.05 (hence from 504); 512-608 INT4 0.85-0.93, MXFP4 0.85-0.92; NVFP4 544-576
 // 0.90.
+// And a third time from 768 up to 920 rows for INT4 and MXFP4 (three 320-row tiles where 256-row
+// ones take four). GEMM µs 320 / the plan (256 there), two rounds in both orders, H200,
+// thirty-sixth session (bench/runs/2026-12-02_session36/third), Qwen3-30B-A3B / Mixtral-8x7B:
+// - 704-736 rows: INT4 1.07-1.09 / 1.09-1.12, MXFP4 1.06-1.08 / 1.11-1.14, NVFP4 1.14-1.16.
+// - 768 rows: INT4 1.00 / 0.92, MXFP4 0.99 / 0.91, NVFP4 1.06 / 1.01.
+// - 832-896 rows: INT4 0.95-0.96 / 0.90-0.91, MXFP4 0.93 / 0.90-0.92, NVFP4 1.02-1.03 / 0.91-0.97.
+// - 960 rows: INT4 1.06 / 1.06, MXFP4 1.04 / 1.04, NVFP4 1.13 / 1.08.
+// The INT4 and MXFP4 ratios cross 1 at ~921-933 rows (interpolated from 896 to 960), so the range
+// ends at 920. NVFP4 (gaining less here too, as in the second range) gains on Mixtral and loses on
+// Qwen3-30B-A3B: no third range.
 //
-// Mean rows per expert from `from` up to `until` (excluded).
+// Mean rows per expert from `from` up to `until` (excluded); {} (empty): none.
 struct RowRange {
-  int from, until;
+  int from = 0, until = 0;
 };
 // The register kernel's tiles of one 4-bit format by mean rows per expert: 128 input rows up to
 // max_rows_for_128 (included), 256 below wide.from, 192 in `wide`, then 256 but 320 in each `huge`.
 struct RegisterTileSwitches {
   int max_rows_for_128;
   RowRange wide;
-  RowRange huge[2];
+  RowRange huge[3];
 };
-inline constexpr RegisterTileSwitches kInt4RegsTiles{118, {0, 168}, {{244, 312}, {504, 624}}};
-inline constexpr RegisterTileSwitches kMxfp4Tiles{119, {126, 180}, {{244, 312}, {504, 624}}};
-inline constexpr RegisterTileSwitches kNvfp4Tiles{121, {0, 168}, {{244, 312}, {528, 592}}};
+inline constexpr RegisterTileSwitches kInt4RegsTiles{118, {0, 168}, {{244, 312}, {504, 624}, {768, 920}}};
+inline constexpr RegisterTileSwitches kMxfp4Tiles{119, {126, 180}, {{244, 312}, {504, 624}, {768, 920}}};
+inline constexpr RegisterTileSwitches kNvfp4Tiles{121, {0, 168}, {{244, 312}, {528, 592}, {}}};
 // Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,
 // 128 x 48 below kInt4MinRowsForSmall, then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880
 // us against 5945 and 8639 for the larger ones, 93addc3), 128 x 192 in clusters of 2 up to 256, then

@@ -488,8 +488,8 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kMedium), "none");
   // (Each format its own switches, measured: 128 rows below a mean of 128, then 192 in a range
   // around 128-176 where the routing's spread leaves most experts within one such tile, then 256;
-  // MXFP4 takes 256 between its 128- and 192-row ranges. 320 rows around 244-312, every format, and
-  // again around 504-624 (NVFP4: 528-592).)
+  // MXFP4 takes 256 between its 128- and 192-row ranges. 320 rows around 244-312, every format,
+  // again around 504-624 (NVFP4: 528-592), and around 768-920 (not NVFP4).)
   for (const auto& [kind, w] : {std::pair{GroupedKernel::kMxfp4Bf16, kMxfp4Tiles}, std::pair{GroupedKernel::kNvfp4Bf16, kNvfp4Tiles},
                                 std::pair{GroupedKernel::kInt4RegsBf16, kInt4RegsTiles}}) {
     EXPECT_LT(w.max_rows_for_128, 128);
@@ -506,10 +506,14 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
     EXPECT_EQ(tile_at(int64_t{w.wide.until} * 128 - 1), GroupedTile::kWide);
     EXPECT_EQ(tile_at(int64_t{w.wide.until} * 128), GroupedTile::kLarge);
     // 320 rows where 256-row tiles would take one more per expert than 320-row ones: a mean near
-    // 256 (one 320 against two 256) and near 512 (two against three).
+    // 256 (one 320 against two 256), near 512 (two against three) and, but for NVFP4, near 768
+    // (three against four).
     ASSERT_LT(w.wide.until, w.huge[0].from);
-    for (int range = 0; range < 2; ++range) {
+    const int ranges = kind == GroupedKernel::kNvfp4Bf16 ? 2 : 3;
+    if (ranges == 2) EXPECT_EQ(w.huge[2].until, 0);
+    for (int range = 0; range < ranges; ++range) {
       const RowRange& r = w.huge[range];
+      if (range > 0) EXPECT_LT(w.huge[range - 1].until, r.from);
       EXPECT_GT(r.from, (range + 1) * 240);
       EXPECT_LE(r.until, (range + 1) * 320);
       EXPECT_LT(r.from, r.until);
@@ -518,6 +522,7 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
       EXPECT_EQ(tile_at(int64_t{r.until} * 128 - 1), GroupedTile::kHuge);
       EXPECT_EQ(tile_at(int64_t{r.until} * 128), GroupedTile::kLarge);
     }
+    EXPECT_EQ(tile_at(int64_t{700} * 128), GroupedTile::kLarge);
     EXPECT_EQ(tile_at(int64_t{1024} * 128), GroupedTile::kLarge);
   }
   EXPECT_EQ(plan_grouped_tile(GroupedKernel::kInt4Int8Regs, int64_t{256} * 128, 128, 4096), GroupedTile::kSmall);
@@ -1329,7 +1334,7 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(m_one.w13.prefill, to_string(GroupedKernel::kInt4Bf16));
   EXPECT_EQ(m_one.w13.prefill_from_tokens, m.w13.below_from_tokens);
   EXPECT_EQ(m_one.w13.below_from_tokens, -1);
-  ASSERT_EQ(m.w13.tiles.size(), 7u);
+  ASSERT_EQ(m.w13.tiles.size(), 9u);
   EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kSmall));
   EXPECT_EQ(m.w13.tiles[1].first, int64_t{kInt4RegsTiles.max_rows_for_128} * 8 / 2 + 1);
   EXPECT_EQ(m.w13.tiles[1].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kWide));
@@ -1343,6 +1348,10 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(m.w13.tiles[5].second, m.w13.tiles[3].second);
   EXPECT_EQ(m.w13.tiles[6].first, int64_t{kInt4RegsTiles.huge[1].until} * 8 / 2);
   EXPECT_EQ(m.w13.tiles[6].second, m.w13.tiles[2].second);
+  EXPECT_EQ(m.w13.tiles[7].first, int64_t{kInt4RegsTiles.huge[2].from} * 8 / 2);
+  EXPECT_EQ(m.w13.tiles[7].second, m.w13.tiles[3].second);
+  EXPECT_EQ(m.w13.tiles[8].first, int64_t{kInt4RegsTiles.huge[2].until} * 8 / 2);
+  EXPECT_EQ(m.w13.tiles[8].second, m.w13.tiles[2].second);
   // W4A16 g32 with act order: the bf16 kernel on dequantized weights from its own crossover, with the
   // bf16 tiles.
   const MoeLayer mx = with_act_order(synthetic_layer("w4a16_g32", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1));
@@ -1372,7 +1381,7 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(f.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 4, 128));
   expect_exact_switches(f.w13, GroupedKernel::kMxfp4Bf16, mxfp4, mxfp4.hidden);
   // (128, 256, 192 in its range, then 256, 320 in its ranges, 256 after each.)
-  ASSERT_EQ(f.w13.tiles.size(), 8u);
+  ASSERT_EQ(f.w13.tiles.size(), 10u);
   EXPECT_EQ(f.w13.tiles[1].first, int64_t{kMxfp4Tiles.max_rows_for_128} * 8 / 4 + 1);
   EXPECT_EQ(f.w13.tiles[2].first, int64_t{kMxfp4Tiles.wide.from} * 8 / 4);
   EXPECT_EQ(f.w13.tiles[2].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kWide));
@@ -1383,6 +1392,9 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(f.w13.tiles[6].first, int64_t{kMxfp4Tiles.huge[1].from} * 8 / 4);
   EXPECT_EQ(f.w13.tiles[6].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge));
   EXPECT_EQ(f.w13.tiles[7].first, int64_t{kMxfp4Tiles.huge[1].until} * 8 / 4);
+  EXPECT_EQ(f.w13.tiles[8].first, int64_t{kMxfp4Tiles.huge[2].from} * 8 / 4);
+  EXPECT_EQ(f.w13.tiles[8].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge));
+  EXPECT_EQ(f.w13.tiles[9].first, int64_t{kMxfp4Tiles.huge[2].until} * 8 / 4);
   EXPECT_EQ(f.dequant_workspace_bytes, 0);
   EXPECT_EQ(f.repacked_weight_bytes, 8 * (repacked(GroupedKernel::kMxfp4Bf16, 256, 256) + repacked(GroupedKernel::kMxfp4Bf16, 256, 128)));
   MoeLayer mxfp4_one_local = mxfp4;

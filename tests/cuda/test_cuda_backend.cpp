@@ -616,14 +616,16 @@ TEST(PrefillKernels, WideTileWhereThePlannerPicksIt) {
     expect_planned_tile_matches_cpu(s, 680, GroupedTile::kWide);
 }
 
-// The 4-bit register kernel's 320-row tile in both its ranges: 280 rows per expert (1120 tokens x
-// top-2 / 8; one tile per expert) and 560 (2240 tokens; two, the second partial).
+// The 4-bit register kernel's 320-row tile in its ranges: 280 rows per expert (1120 tokens x top-2
+// / 8; one tile per expert), 560 (2240 tokens; two, the second partial) and, but for NVFP4, 840
+// (3360 tokens; three).
 TEST(PrefillKernels, RegisterKernel320RowTileWherePlanned) {
   REQUIRE_GPU();
   for (Scheme s : {Scheme::kW4A16G128, Scheme::kMxfp4, Scheme::kNvfp4}) {
     ASSERT_TRUE(dequantizes_in_registers(plan_layer_gemms(random_layer(s, {8, 2, 512, 256}), 0, true).g1)) << name_of(s);
     expect_planned_tile_matches_cpu(s, 1120, GroupedTile::kHuge);
     expect_planned_tile_matches_cpu(s, 2240, GroupedTile::kHuge);
+    if (s != Scheme::kNvfp4) expect_planned_tile_matches_cpu(s, 3360, GroupedTile::kHuge);
   }
 }
 
