@@ -570,6 +570,7 @@ LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64
   w.bytes[W::kCounts] = w.bytes[W::kActive] = 4 * E;
   w.bytes[W::kOffsets] = 4 * (E + 1);
   w.bytes[W::kAmax] = w.bytes[W::kNumActive] = 4;
+  w.bytes[W::kChunks] = 4 * (2 * mma_max_chunks(T * k, E) + 1);  // (local expert, first position) pairs, their count
   const LayerGemmPlan plan = plan_prefill_kernels(layer, repacked_copy);
   const GroupedKernel g1 = plan.g1, g2 = plan.g2;
   // kDequantBf16 / kDequantF16: a batch of experts' 16-bit weights, only where the automatic path

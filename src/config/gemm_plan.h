@@ -3,6 +3,7 @@
 // (tests/cpu/test_gemm_plan.cpp). No CUDA types: used by the CUDA host code, the kernels and tests.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -307,7 +308,7 @@ bool runs_plan_without_copy(const RepackedCopyUse& use, bool without_ready, bool
 struct LayerWorkspace {
   enum Piece {
     kX, kX16, kXScale, kU, kAct, kAct16, kActScale, kY, kIds, kRouterWeights, kCounts, kOffsets, kSortedSlots,
-    kSlotExpert, kAmax, kActive, kNumActive, kSortedRows, kSortedScales, kSlotPosition, kDequantized, kPieces
+    kSlotExpert, kAmax, kActive, kNumActive, kChunks, kSortedRows, kSortedScales, kSlotPosition, kDequantized, kPieces
   };
   int64_t bytes[kPieces] = {};
   int64_t offset[kPieces] = {};
@@ -321,6 +322,14 @@ LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64
 // a step is 4 lanes x one 16-byte chunk of a row.
 inline constexpr int kMmaWarps = 8;
 inline constexpr int kMmaTilesPerWarp = 2;
+// Its work items: each expert's sorted slots in chunks of kMmaChunkSlots (a multiple of every
+// slots-per-pass), a block row each, so an expert with many slots (skewed routing) spreads over
+// blocks instead of looping over its weights in one. mma_max_chunks: their most for `num_slots`
+// slots over `num_experts` local experts (at most one partial chunk per expert), the grid's rows.
+inline constexpr int kMmaChunkSlots = 32;
+inline int64_t mma_max_chunks(int64_t num_slots, int64_t num_experts) {
+  return std::min(num_experts, num_slots) + num_slots / kMmaChunkSlots;
+}
 // The launch heuristic's tuning constants are in gemm_tuning.h (only the planner includes them, so
 // retuning rebuilds no kernel).
 

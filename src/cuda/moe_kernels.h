@@ -38,6 +38,12 @@ struct GroupedGemmParams {
   const int32_t* active_experts = nullptr;  // (device)
   const int32_t* num_active = nullptr;      // (device scalar)
   int max_active = 0;
+  // The tensor-core decode kernel's blocks (launch_grouped_mma) instead: blockIdx.y indexes
+  // chunks[0 .. *num_chunks), each up to kMmaChunkSlots of one expert's slots; max_chunks
+  // (mma_max_chunks, host-side) sizes the grid.
+  const int32_t* chunks = nullptr;      // [max_chunks][2]: local expert, first position in sorted_slots (device)
+  const int32_t* num_chunks = nullptr;  // (device scalar)
+  int max_chunks = 0;
   const float* in = nullptr;  // [rows, k]
   bool in_by_token = true;
   int top_k = 1;
@@ -95,6 +101,10 @@ struct GroupingParams {
   int32_t* active_experts = nullptr;  // [num_local_experts] local experts with slots, ascending
   int32_t* num_active = nullptr;      // device scalar
   int32_t* slot_position = nullptr;   // [num_slots] or null: each local slot's index in sorted_slots
+  // Or null: the active experts' slots in chunks of kMmaChunkSlots (GroupedGemmParams::chunks), in
+  // the experts' order.
+  int32_t* chunks = nullptr;      // [mma_max_chunks(num_slots, num_local_experts)][2]
+  int32_t* num_chunks = nullptr;  // device scalar
 };
 cudaError_t launch_grouping(const GroupingParams& p, cudaStream_t stream);
 // Routing then grouping (gp.ids = rp.ids): one launch where both fit one block (decode batches).

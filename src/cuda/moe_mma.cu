@@ -332,7 +332,8 @@ __device__ __forceinline__ uint4 load_inputs(const uint4* p) {
   return v;
 }
 
-// Block: one expert (blockIdx.y over the active experts), 16 * kM * m_tiles output rows; its 8 warps
+// Block: one chunk of an expert's slots (blockIdx.y over the grouping's chunks: at most
+// kMmaChunkSlots, in passes of 8 kN), 16 * kM * m_tiles output rows; its 8 warps
 // are m_tiles row tiles x k_splits slices of the reduction, summed through shared memory. A lane
 // (r = lane / 4, q = lane % 4) owns rows r + 8 j (j < kRows) of its warp tile and chunk 4 * step + q
 // of each of its steps (ks, ks + k_splits, ...).
@@ -349,15 +350,16 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepS
                                                                      InputScales in_scale, int m_tiles, int k_splits,
                                                                      bool release_late) {
   __shared__ float partial[kWarps][kN * kM * 4][32];  // (warp, accumulator, lane) of the k slices
-  // The expert: the active count and entry load together, then the expert's tensors and slot range.
+  // The chunk: the chunk count and entry load together, then the expert's tensors and slot range.
   // (The grouping's outputs: read before chain_wait through L2, launch.cuh.)
-  const int num_active = __ldcg(p.num_active), active = __ldcg(p.active_experts + blockIdx.y);
-  if (static_cast<int>(blockIdx.y) >= num_active) {  // block-uniform
+  const int num_chunks = __ldcg(p.num_chunks), active = __ldcg(p.chunks + 2 * blockIdx.y);
+  const int m0 = __ldcg(p.chunks + 2 * blockIdx.y + 1);
+  if (static_cast<int>(blockIdx.y) >= num_chunks) {  // block-uniform
     chain_wait();
     return;
   }
   const ExpertTensors w = p.experts[active];
-  const int m0 = __ldcg(p.expert_offsets + active), m1 = __ldcg(p.expert_offsets + active + 1);
+  const int m1 = min(m0 + kMmaChunkSlots, __ldcg(p.expert_offsets + active + 1));
   const WeightLayout& L = p.layout;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int mt = warp % m_tiles, ks = warp / m_tiles;
@@ -573,7 +575,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepS
     }
   }
   // release_late: the next kernel may launch only once every block got here (or exited). The passes
-  // waited already (the grouping lists only experts with slots, so the loop ran); chain_start()
+  // waited already (the grouping lists only chunks with slots, so the loop ran); chain_start()
   // would wait here otherwise.
   if (release_late) chain_start();
 }
@@ -582,7 +584,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepS
 template <class T, bool kBf16, bool kStepScale, bool kZero, int kN>
 cudaError_t launch_shape(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, const MmaLaunch& m,
                          bool release_late, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(m.row_blocks), static_cast<unsigned>(p.max_active));
+  const dim3 grid(static_cast<unsigned>(m.row_blocks), static_cast<unsigned>(p.max_chunks));
   // Pipelining pays where decoding is long enough to hide a load behind (not for dense weights,
   // which run best at the higher occupancy their load-both-then-decode loop allows).
   constexpr bool kPipelined = T::kElems > 8;
@@ -613,8 +615,9 @@ cudaError_t launch_int(const GroupedGemmParams& p, const uint16_t* in16, InputSc
 
 cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16, InputScales in_scale, bool bf16,
                                int num_slots, cudaStream_t stream) {
-  if (in16 == nullptr) return cudaErrorInvalidValue;
-  if (p.max_active == 0 || p.layout.rows == 0) return cudaSuccess;
+  if (in16 == nullptr || p.chunks == nullptr || p.num_chunks == nullptr) return cudaErrorInvalidValue;
+  if (p.max_chunks == 0 || p.layout.rows == 0) return cudaSuccess;
+  if (p.max_chunks > 65535) return cudaErrorInvalidConfiguration;  // (grid rows; ~2M slots)
   const int n = num_slots;
   if (in_scale.scale) {
     if (p.layout.format == kIntUnpacked) return launch_traits<Int8Codes, false>(p, in16, in_scale, n, stream);

@@ -179,31 +179,51 @@ __global__ void count_kernel(GroupingParams p) {
 constexpr int kMaxLocalExperts = 1024;
 
 // The counts' scan shared by the grouping kernels: once the block's counts are in g.counts, the
-// offsets (into g.offsets and p.expert_offsets) and the active experts, ascending. One thread scans
-// (a few hundred adds without global-memory round trips); the results go out in parallel.
+// offsets (into g.offsets and p.expert_offsets), the active experts, ascending, and their chunks
+// (p.chunks, if set). One thread scans (a few hundred adds without global-memory round trips); the
+// results go out in parallel. The scan leaves in g.counts[i] the first chunk of active expert i (its
+// count is read before: i <= e; the fused routing kernel has no shared memory for another array).
 struct GroupScan {
   int32_t counts[kMaxLocalExperts];
   int32_t offsets[kMaxLocalExperts + 1];
   int32_t active[kMaxLocalExperts];
-  int32_t num_active;
+  int32_t num_active, num_chunks;
 };
 __device__ void scan_counts(const GroupingParams& p, GroupScan& g) {
   const int E = p.num_local_experts;
   __syncthreads();
   if (threadIdx.x == 0) {
-    int acc = 0, active = 0;
+    int acc = 0, active = 0, chunks = 0;
     for (int e = 0; e < E; ++e) {
+      const int count = g.counts[e];
       g.offsets[e] = acc;
-      if (g.counts[e] > 0) g.active[active++] = e;
-      acc += g.counts[e];
+      if (count > 0) {
+        g.counts[active] = chunks;
+        g.active[active++] = e;
+        chunks += (count + kMmaChunkSlots - 1) / kMmaChunkSlots;
+      }
+      acc += count;
     }
     g.offsets[E] = acc;
     g.num_active = active;
+    g.num_chunks = chunks;
   }
   __syncthreads();
   for (int e = threadIdx.x; e <= E; e += blockDim.x) p.expert_offsets[e] = g.offsets[e];
-  for (int i = threadIdx.x; i < g.num_active; i += blockDim.x) p.active_experts[i] = g.active[i];
-  if (threadIdx.x == 0) *p.num_active = g.num_active;
+  for (int i = threadIdx.x; i < g.num_active; i += blockDim.x) {
+    const int e = g.active[i];
+    p.active_experts[i] = e;
+    if (p.chunks == nullptr) continue;
+    const int end = i + 1 < g.num_active ? g.counts[i + 1] : g.num_chunks;
+    for (int c = g.counts[i], pos = g.offsets[e]; c < end; ++c, pos += kMmaChunkSlots) {
+      p.chunks[2 * c] = e;
+      p.chunks[2 * c + 1] = pos;
+    }
+  }
+  if (threadIdx.x == 0) {
+    *p.num_active = g.num_active;
+    if (p.num_chunks) *p.num_chunks = g.num_chunks;
+  }
 }
 
 __global__ void offsets_kernel(GroupingParams p) {

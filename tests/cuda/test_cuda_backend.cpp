@@ -442,6 +442,63 @@ TEST(RandomLayerEdges, BothGroupingPathsWithAnExpertMap) {
   }
 }
 
+// The tensor-core decode kernel runs each expert's slots in chunks of kMmaChunkSlots, a block row
+// each: experts with many chunks (a busy expert, skewed routing), one partial, and experts with a
+// slot or none, on both grouping paths (one block up to 8192 slots, then count / offsets / scatter),
+// with an expert map; weight-only, per-step-scaled (FP8 blocks), zero-point and code formats.
+TEST(RandomLayerEdges, DecodeKernelSplitsBusyExpertsIntoChunks) {
+  REQUIRE_GPU();
+  // The decode path on a workspace poisoned with NaN (a slot the GEMMs miss shows in the output),
+  // eager and replayed, against the CPU.
+  auto expect_decode_matches_cpu = [](const MoeLayer& layer, const Tensor& x, const Tensor& logits, const std::string& what) {
+    ForwardOptions options;
+    options.gemm_path = GemmPath::kDecode;
+    const int T = static_cast<int>(x.dim(0));
+    const int64_t bytes = CudaMoeLayer::workspace_bytes(layer, T);
+    auto shared = std::make_shared<CudaWorkspace>(bytes);
+    ASSERT_EQ(cudaMemset(shared->data(), 0xFF, static_cast<size_t>(bytes)), cudaSuccess);
+    const CudaMoeLayer dev(layer, T, shared);
+    Tensor got, replay;
+    forward_eager_and_replayed(dev, x, logits, options, 1, &got, &replay);
+    ASSERT_FALSE(got.empty()) << what;
+    const Tensor want = make_backend("cpu")->forward(layer, x, logits, options);
+    const OutputDiff d = compare_outputs(got, want);
+    std::printf("    %-48s rel_l2 %.2e\n", what.c_str(), d.rel_l2);
+    EXPECT_TRUE(d.finite) << what << seed_note();
+    EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, options, Comparison::kCudaVsReference, T)) << what << seed_note();
+    EXPECT_EQ(0, std::memcmp(got.raw(), replay.raw(), got.size_bytes())) << what << ": replay differs";
+  };
+  for (Scheme s : {Scheme::kW4A16G128, Scheme::kW4A16AsymG32, Scheme::kMxfp4, Scheme::kFp8Channel, Scheme::kFp8Block,
+                   Scheme::kInt8, Scheme::kDense}) {
+    const MoeLayer layer = random_layer(s, {8, 2, 512, 256});
+    Tensor x, logits;
+    random_inputs(100, layer, x, logits);
+    // Expert 2 in every token's top 2 (100 slots: three whole chunks and a partial one), expert 6
+    // in 70 tokens' (three chunks, the last of 6 slots), experts 0, 4 and 7 in none.
+    for (int64_t t = 0; t < 100; ++t) {
+      float* row = logits.data<float>() + t * 8;
+      row[2] = 30.0f;
+      row[6] = t < 70 ? 29.0f : -30.0f;
+      row[0] = row[4] = row[7] = -30.0f;
+    }
+    expect_decode_matches_cpu(layer, x, logits, std::string(name_of(s)) + " decode, busy experts");
+  }
+  // 1100 tokens x top-8 (8800 slots: the multi-launch grouping), all of them on local experts 1 and
+  // 3 (global 3 and 7; 1100 slots each, 35 chunks), half the experts not local.
+  MoeLayer ep = random_layer(Scheme::kW4A16G128, {16, 8, 256, 128});
+  ep.expert_map.assign(16, -1);
+  for (int e = 0; e < 8; ++e) ep.expert_map[2 * e + 1] = e;
+  ep.num_local_experts = 8;
+  ep.experts.resize(8);
+  Tensor x, logits;
+  random_inputs(1100, ep, x, logits);
+  for (int64_t t = 0; t < 1100; ++t) {
+    logits.data<float>()[t * 16 + 3] = 30.0f;
+    logits.data<float>()[t * 16 + 7] = 29.0f;
+  }
+  expect_decode_matches_cpu(ep, x, logits, "decode, expert map, 8800 slots on two busy experts");
+}
+
 // ---- prefill kernels (grouped wgmma on expert-sorted rows) ---------------------------------------
 
 TEST(PrefillKernels, MatchTheCpuBackend) {
@@ -1485,7 +1542,7 @@ TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
       const int S = T_small * c.top_k, E = c.experts;
       std::vector<int32_t> map(E);
       for (int e = 0; e < E; ++e) map[e] = e;
-      int32_t *d_map, *d_counts, *d_offsets, *d_sorted, *d_slot_expert, *d_active, *d_num_active;
+      int32_t *d_map, *d_counts, *d_offsets, *d_sorted, *d_slot_expert, *d_active, *d_num_active, *d_chunks;
       ASSERT_EQ(cudaMalloc(&d_map, E * 4), cudaSuccess);
       ASSERT_EQ(cudaMalloc(&d_counts, E * 4), cudaSuccess);
       ASSERT_EQ(cudaMalloc(&d_offsets, (E + 1) * 4), cudaSuccess);
@@ -1493,6 +1550,9 @@ TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
       ASSERT_EQ(cudaMalloc(&d_slot_expert, S * 4), cudaSuccess);
       ASSERT_EQ(cudaMalloc(&d_active, E * 4), cudaSuccess);
       ASSERT_EQ(cudaMalloc(&d_num_active, 4), cudaSuccess);
+      const int64_t max_chunks = mma_max_chunks(S, E);
+      ASSERT_EQ(cudaMalloc(&d_chunks, (2 * max_chunks + 1) * 4), cudaSuccess);
+      cudaMemset(d_chunks, 0xFF, (2 * max_chunks + 1) * 4);  // poison: -1
       cudaMemcpy(d_map, map.data(), E * 4, cudaMemcpyHostToDevice);
       cudaMemset(d_ids, 0xFF, S * 4);      // poison: -1
       cudaMemset(d_weights, 0xFF, S * 4);  // poison: NaN
@@ -1509,6 +1569,8 @@ TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
       g.slot_expert = d_slot_expert;
       g.active_experts = d_active;
       g.num_active = d_num_active;
+      g.num_chunks = d_chunks;
+      g.chunks = d_chunks + 1;
       ASSERT_EQ(cuda::launch_routing_and_grouping(p, g, nullptr), cudaSuccess);
       std::vector<int32_t> ids_small(S), offsets(E + 1), sorted(S), active(E);
       std::vector<float> weights_small(S);
@@ -1519,6 +1581,8 @@ TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
       cudaMemcpy(sorted.data(), d_sorted, S * 4, cudaMemcpyDeviceToHost);
       cudaMemcpy(active.data(), d_active, E * 4, cudaMemcpyDeviceToHost);
       cudaMemcpy(&num_active, d_num_active, 4, cudaMemcpyDeviceToHost);
+      std::vector<int32_t> chunks(2 * max_chunks + 1);
+      cudaMemcpy(chunks.data(), d_chunks, chunks.size() * 4, cudaMemcpyDeviceToHost);
       const std::string what = std::to_string(E) + " experts, " + std::to_string(T_small) + " tokens in one launch";
       ASSERT_EQ(ids_small, std::vector<int32_t>(want.ids.begin(), want.ids.begin() + S)) << what;
       EXPECT_EQ(0, std::memcmp(weights_small.data(), want.weights.data(), S * 4)) << what;
@@ -1533,7 +1597,17 @@ TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
       EXPECT_EQ(offsets[E], S) << what;
       ASSERT_EQ(num_active, static_cast<int32_t>(want_active.size())) << what;
       EXPECT_EQ(std::vector<int32_t>(active.begin(), active.begin() + num_active), want_active) << what;
-      for (int32_t* d : {d_map, d_counts, d_offsets, d_sorted, d_slot_expert, d_active, d_num_active}) cudaFree(d);
+      // The chunks: each active expert's slots from its offset in steps of kMmaChunkSlots, in order.
+      std::vector<int32_t> want_chunks = {0};
+      for (int e : want_active)
+        for (int pos = offsets[e]; pos < offsets[e + 1]; pos += kMmaChunkSlots) {
+          want_chunks.push_back(e);
+          want_chunks.push_back(pos);
+          ++want_chunks[0];
+        }
+      ASSERT_LE(want_chunks[0], max_chunks) << what;
+      EXPECT_EQ(std::vector<int32_t>(chunks.begin(), chunks.begin() + want_chunks.size()), want_chunks) << what;
+      for (int32_t* d : {d_map, d_counts, d_offsets, d_sorted, d_slot_expert, d_active, d_num_active, d_chunks}) cudaFree(d);
     }
     cudaFree(d_logits);
     cudaFree(d_bias);
