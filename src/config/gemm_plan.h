@@ -326,9 +326,10 @@ inline constexpr int kMmaTilesPerWarp = 2;
 // slots-per-pass), a block row each, so an expert with many slots (skewed routing) spreads over
 // blocks instead of looping over its weights in one. mma_max_chunks: their most for `num_slots`
 // slots over `num_experts` local experts (at most one partial chunk per expert), the grid's rows.
+// (Larger chunks, a multiple of kMmaChunkSlots, only for A/B runs: QMOE_MMA_CHUNK_SLOTS.)
 inline constexpr int kMmaChunkSlots = 32;
-inline int64_t mma_max_chunks(int64_t num_slots, int64_t num_experts) {
-  return std::min(num_experts, num_slots) + num_slots / kMmaChunkSlots;
+inline int64_t mma_max_chunks(int64_t num_slots, int64_t num_experts, int chunk_slots = kMmaChunkSlots) {
+  return std::min(num_experts, num_slots) + num_slots / chunk_slots;
 }
 // The launch heuristic's tuning constants are in gemm_tuning.h (only the planner includes them, so
 // retuning rebuilds no kernel).

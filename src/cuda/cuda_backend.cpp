@@ -659,6 +659,14 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   gp.slot_position = m.slot_position.get<int32_t>();  // null without prefill kernels
   gp.num_chunks = m.chunks.get<int32_t>();  // (the piece: the count, then the pairs)
   gp.chunks = gp.num_chunks + 1;
+  // (QMOE_MMA_CHUNK_SLOTS, for A/B runs: larger chunks, a multiple of kMmaChunkSlots; 1073741824:
+  // one per expert, as before the chunks. Read once.)
+  static const int chunk_slots = [] {
+    const char* env = std::getenv("QMOE_MMA_CHUNK_SLOTS");
+    const long v = env ? std::strtol(env, nullptr, 10) : 0;
+    return v >= kMmaChunkSlots && v <= (1 << 30) && v % kMmaChunkSlots == 0 ? static_cast<int>(v) : kMmaChunkSlots;
+  }();
+  gp.chunk_slots = chunk_slots;
   // (Chained launches: the decode GEMMs read the grouping before they wait, so a chained kernel
   // that waits first must run between the grouping and each GEMM; the input conversion and the
   // activation do. launch.cuh.)
@@ -854,7 +862,8 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g1.max_active = static_cast<int>(std::min<int64_t>(E, num_slots));
   g1.chunks = gp.chunks;
   g1.num_chunks = gp.num_chunks;
-  g1.max_chunks = static_cast<int>(std::min<int64_t>(mma_max_chunks(num_slots, E), std::numeric_limits<int>::max()));
+  g1.chunk_slots = gp.chunk_slots;
+  g1.max_chunks = static_cast<int>(std::min<int64_t>(mma_max_chunks(num_slots, E, gp.chunk_slots), std::numeric_limits<int>::max()));
   g1.in = m.x.get<float>();
   g1.in_by_token = true;
   g1.top_k = k;

@@ -44,6 +44,7 @@ struct GroupedGemmParams {
   const int32_t* chunks = nullptr;      // [max_chunks][2]: local expert, first position in sorted_slots (device)
   const int32_t* num_chunks = nullptr;  // (device scalar)
   int max_chunks = 0;
+  int chunk_slots = kMmaChunkSlots;     // (the grouping's)
   const float* in = nullptr;  // [rows, k]
   bool in_by_token = true;
   int top_k = 1;
@@ -101,10 +102,11 @@ struct GroupingParams {
   int32_t* active_experts = nullptr;  // [num_local_experts] local experts with slots, ascending
   int32_t* num_active = nullptr;      // device scalar
   int32_t* slot_position = nullptr;   // [num_slots] or null: each local slot's index in sorted_slots
-  // Or null: the active experts' slots in chunks of kMmaChunkSlots (GroupedGemmParams::chunks), in
+  // Or null: the active experts' slots in chunks of chunk_slots (GroupedGemmParams::chunks), in
   // the experts' order.
-  int32_t* chunks = nullptr;      // [mma_max_chunks(num_slots, num_local_experts)][2]
+  int32_t* chunks = nullptr;      // [mma_max_chunks(num_slots, num_local_experts, chunk_slots)][2]
   int32_t* num_chunks = nullptr;  // device scalar
+  int chunk_slots = kMmaChunkSlots;
 };
 cudaError_t launch_grouping(const GroupingParams& p, cudaStream_t stream);
 // Routing then grouping (gp.ids = rp.ids): one launch where both fit one block (decode batches).

@@ -333,7 +333,7 @@ __device__ __forceinline__ uint4 load_inputs(const uint4* p) {
 }
 
 // Block: one chunk of an expert's slots (blockIdx.y over the grouping's chunks: at most
-// kMmaChunkSlots, in passes of 8 kN), 16 * kM * m_tiles output rows; its 8 warps
+// p.chunk_slots, in passes of 8 kN), 16 * kM * m_tiles output rows; its 8 warps
 // are m_tiles row tiles x k_splits slices of the reduction, summed through shared memory. A lane
 // (r = lane / 4, q = lane % 4) owns rows r + 8 j (j < kRows) of its warp tile and chunk 4 * step + q
 // of each of its steps (ks, ks + k_splits, ...).
@@ -359,7 +359,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepS
     return;
   }
   const ExpertTensors w = p.experts[active];
-  const int m1 = min(m0 + kMmaChunkSlots, __ldcg(p.expert_offsets + active + 1));
+  const int m1 = min(m0 + p.chunk_slots, __ldcg(p.expert_offsets + active + 1));
   const WeightLayout& L = p.layout;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int mt = warp % m_tiles, ks = warp / m_tiles;

@@ -200,7 +200,7 @@ __device__ void scan_counts(const GroupingParams& p, GroupScan& g) {
       if (count > 0) {
         g.counts[active] = chunks;
         g.active[active++] = e;
-        chunks += (count + kMmaChunkSlots - 1) / kMmaChunkSlots;
+        chunks += (count + p.chunk_slots - 1) / p.chunk_slots;
       }
       acc += count;
     }
@@ -215,7 +215,7 @@ __device__ void scan_counts(const GroupingParams& p, GroupScan& g) {
     p.active_experts[i] = e;
     if (p.chunks == nullptr) continue;
     const int end = i + 1 < g.num_active ? g.counts[i + 1] : g.num_chunks;
-    for (int c = g.counts[i], pos = g.offsets[e]; c < end; ++c, pos += kMmaChunkSlots) {
+    for (int c = g.counts[i], pos = g.offsets[e]; c < end; ++c, pos += p.chunk_slots) {
       p.chunks[2 * c] = e;
       p.chunks[2 * c + 1] = pos;
     }
