@@ -38,8 +38,8 @@ elif command -v compute-sanitizer >/dev/null; then
   fi
   if runs racecheck; then
     # (the routing, grouping and activation-quantization kernels' shared memory: the API and routing
-    # tests, both grouping paths, and the edge cases with per-token FP8 quantization)
-    racy='CudaMoeLayerApi.*:CudaRouting.*:RandomLayerEdges.BothGroupingPathsWithAnExpertMap:RandomLayerEdges.ActivationsExpertMapAndRouting'
+    # tests, both grouping paths, the edge cases with per-token FP8 quantization, busy experts' chunks)
+    racy='CudaMoeLayerApi.*:CudaRouting.*:RandomLayerEdges.BothGroupingPathsWithAnExpertMap:RandomLayerEdges.ActivationsExpertMapAndRouting:RandomLayerEdges.DecodeKernelSplitsBusyExpertsIntoChunks'
     # QMOE_RACECHECK_KERNELS=1 adds the 4-bit register kernel's tests (its staged terms epilogue
     # shares a tile and named barriers per warpgroup): ~240 s more on an H200.
     [[ ${QMOE_RACECHECK_KERNELS:-0} == 1 ]] && racy+=':Fp4Mainloop.*:Int4Mainloop.*:Int4Int8Mainloop.*'

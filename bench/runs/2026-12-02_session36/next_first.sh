@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# For the next session (not run), carry [".gpu/o"]: main's code at the thirty-sixth session's end
+# (`36c3f8a`: decode chunks; later commits docs and tools/gpu_test.sh only; rebuild and repack
+# .gpu/o if .gpu/ did not survive). Calls:
+#   next_first.sh suite   the whole suite, then memcheck of tools/gpu_test.sh's list (the new
+#                         RandomLayerEdges.DecodeKernelSplitsBusyExpertsIntoChunks among them)
+#   next_first.sh race    racecheck of the routing / grouping list (the grouping's scan changed: its
+#                         count array now holds the chunk starts), with the new test
+#   next_first.sh skewed  skewed routing with torch on all six shapes at 1-8192 tokens (the chunks'
+#                         vs-torch figures, and the rows not re-measured: Kimi-K2 TP8 NVFP4,
+#                         DeepSeek-V3 TP8 MXFP4, DeepSeek-V3 MXFP4 at 512)
+set -u
+d=.gpu/${BIN:-o}; tools/gpu_unpack.sh $d
+export QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$d
+o=$OUT/n; mkdir -p $o
+start=$SECONDS
+part=${1:-}
+case $part in
+  suite)
+    QMOE_GPU_TEST_PARTS=tests timeout 330 tools/gpu_test.sh $d $o/t > $o/t_summary.txt 2>&1
+    echo "tests rc $? ($((SECONDS - start)) s)"
+    grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/t/gpu_tests.log; grep -h "Failure" -A8 $o/t/gpu_tests.log | head -30
+    QMOE_GPU_TEST_PARTS=memcheck timeout $((570 - SECONDS)) tools/gpu_test.sh $d $o/m > $o/m_summary.txt 2>&1
+    echo "memcheck rc $? ($((SECONDS - start)) s)"; tail -3 $o/m/memcheck.log ;;
+  race)
+    QMOE_GPU_TEST_PARTS=racecheck timeout 560 tools/gpu_test.sh $d $o/r > $o/r_summary.txt 2>&1
+    echo "racecheck rc $? ($((SECONDS - start)) s)"; tail -3 $o/r/racecheck.log ;;
+  skewed)
+    O="--rotations 2 --replays 5 --routing skewed"
+    for spec in qwen3-30b-a3b:9 mixtral-8x7b:9 deepseek-v3:9 deepseek-v3-tp8:5 kimi-k2-tp8:5 gpt-oss-120b:5; do
+      IFS=: read m n <<< "$spec"
+      left=$((560 - SECONDS))
+      (( left < 40 )) && { echo "skip $m ($((SECONDS - start)) s)"; continue; }
+      if [[ $n == 9 ]]; then s=w4a16_g128,mxfp4,nvfp4a16,fp8_channel,fp8_block,w4a8_fp8,w4a8_int8,int8,bf16
+      else s=w4a16_g32,mxfp4,nvfp4a16,fp8_channel,bf16; fi
+      r=$o/$m; mkdir -p $r
+      QMOE_COMMIT=36c3f8a timeout $left tools/gpu_bench.sh $d $r --models $m --schemes $s \
+        --tokens 1,8,32,64,128,512,2048,4096,8192 $O > $r/run.log 2>&1
+      echo "$m rc $? ($((SECONDS - start)) s)"
+      grep -h "| auto |" $r/results.md 2>/dev/null | awk -F'|' '{gsub(/ /,"",$14); v=$14; sub(/x.*/,"",v); if (v+0 < 1.0) print "below torch:", $2, $3, $5, $14}'
+    done ;;
+  *) echo "next_first.sh: suite, race or skewed"; exit 2 ;;
+esac
+tar czf $OUT/n_$part.tgz -C $OUT n && rm -rf $o
