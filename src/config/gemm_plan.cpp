@@ -544,6 +544,14 @@ RepackedCopyUse plan_repacked_copy_use(const MoeLayer& layer) {
   return use;
 }
 
+int mma_chunk_slots(int64_t num_slots, int64_t num_experts, int at_least) {
+  // floor(num_slots / chunk) <= room for every chunk above num_slots / (room + 1).
+  const int64_t room = std::max<int64_t>(kMaxGridRows - std::min(num_experts, num_slots), 1);
+  const int64_t fits = num_slots / (room + 1) + 1;
+  const int64_t chunk = (fits + kMmaChunkSlots - 1) / kMmaChunkSlots * kMmaChunkSlots;
+  return static_cast<int>(std::max<int64_t>(chunk, at_least));
+}
+
 bool runs_plan_without_copy(const RepackedCopyUse& use, bool without_ready, bool copy_made, int64_t tokens,
                             GemmPath path) {
   if (!use.without_below || !without_ready) return false;

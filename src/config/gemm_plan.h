@@ -331,6 +331,11 @@ inline constexpr int kMmaChunkSlots = 32;
 inline int64_t mma_max_chunks(int64_t num_slots, int64_t num_experts, int chunk_slots = kMmaChunkSlots) {
   return std::min(num_experts, num_slots) + num_slots / chunk_slots;
 }
+// A launch's most grid rows (gridDim.y).
+inline constexpr int64_t kMaxGridRows = 65535;
+// A forward's chunk size: `at_least` (kMmaChunkSlots or a multiple of it), or the smallest multiple
+// of kMmaChunkSlots above it whose chunks fit the grid's rows (past ~2M slots, forced decode only).
+int mma_chunk_slots(int64_t num_slots, int64_t num_experts, int at_least = kMmaChunkSlots);
 // The launch heuristic's tuning constants are in gemm_tuning.h (only the planner includes them, so
 // retuning rebuilds no kernel).
 

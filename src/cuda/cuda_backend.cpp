@@ -666,7 +666,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     const long v = env ? std::strtol(env, nullptr, 10) : 0;
     return v >= kMmaChunkSlots && v <= (1 << 30) && v % kMmaChunkSlots == 0 ? static_cast<int>(v) : kMmaChunkSlots;
   }();
-  gp.chunk_slots = chunk_slots;
+  gp.chunk_slots = mma_chunk_slots(num_slots, E, chunk_slots);
   // (Chained launches: the decode GEMMs read the grouping before they wait, so a chained kernel
   // that waits first must run between the grouping and each GEMM; the input conversion and the
   // activation do. launch.cuh.)

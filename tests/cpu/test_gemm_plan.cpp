@@ -171,6 +171,42 @@ TEST(GemmPlan, SlotsPerPassFollowTheExpectedLoad) {
   EXPECT_EQ(plan_mma_launch(L, 4096, 8, kH200Sms, MmaScaling::kOnce).slots_per_pass, 32);  // more loop over the weights
 }
 
+// The decode kernel's chunks: kMmaChunkSlots, a multiple of every slots-per-pass, and their most
+// per forward (the grid's rows) bounds every routing: one partial chunk per active expert at most.
+TEST(GemmPlan, DecodeChunksFitTheGrid) {
+  for (int per_pass : {8, 16, 32}) EXPECT_EQ(kMmaChunkSlots % per_pass, 0);
+  // A brute-force bound: every expert count's worst routing of S slots over E experts (one expert
+  // with S - (E - 1) slots, the rest one each; or all equal) takes at most mma_max_chunks.
+  for (int64_t E : {1, 8, 128, 384}) {
+    for (int64_t S : {1, 7, 31, 32, 33, 64, 100, 1000, 8800}) {
+      const int64_t active = std::min(E, S);
+      const int64_t busy = S - (active - 1);
+      const int64_t skewed = (busy + kMmaChunkSlots - 1) / kMmaChunkSlots + (active - 1);
+      int64_t even = 0;
+      for (int64_t e = 0; e < active; ++e) {
+        const int64_t rows = S / active + (e < S % active ? 1 : 0);
+        even += (rows + kMmaChunkSlots - 1) / kMmaChunkSlots;
+      }
+      EXPECT_LE(skewed, mma_max_chunks(S, E)) << E << " experts, " << S << " slots";
+      EXPECT_LE(even, mma_max_chunks(S, E)) << E << " experts, " << S << " slots";
+    }
+  }
+  // Chunks of kMmaChunkSlots while their grid fits, then the smallest multiple that fits; at least
+  // the caller's size (the A/B override).
+  EXPECT_EQ(mma_chunk_slots(8, 128), kMmaChunkSlots);
+  EXPECT_EQ(mma_chunk_slots(16384 * 8, 256), kMmaChunkSlots);
+  EXPECT_EQ(mma_chunk_slots(16384 * 8, 256, 1 << 30), 1 << 30);
+  for (int64_t E : {8, 384, 1024}) {
+    for (int64_t S : {int64_t{2'000'000}, int64_t{2'100'000}, int64_t{10'000'000}, int64_t{2'147'483'000}}) {
+      const int chunk = mma_chunk_slots(S, E);
+      EXPECT_EQ(chunk % kMmaChunkSlots, 0);
+      EXPECT_LE(mma_max_chunks(S, E, chunk), kMaxGridRows) << E << " experts, " << S << " slots";
+      if (chunk > kMmaChunkSlots) EXPECT_GT(mma_max_chunks(S, E, chunk - kMmaChunkSlots), kMaxGridRows) << S;
+      else EXPECT_LE(mma_max_chunks(S, E), kMaxGridRows);
+    }
+  }
+}
+
 TEST(GemmPlan, SliceLengthFollowsTheGridSize) {
   const GemmLayout int4 = layout_of_scheme("w4a16_g128");
   // DeepSeek-V3 w13 (4096 x 7168, 56 steps): at 1 token 8 slots touch ~7.9 of 256 experts; 8-step
