@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# For the next session (not run), carry [".gpu/o"]: main's code at the thirty-sixth session's end
-# (`36c3f8a`: decode chunks; later commits docs and tools/gpu_test.sh only; rebuild and repack
-# .gpu/o if .gpu/ did not survive). Calls:
+# For the next session (not run), carry [".gpu/p"]: main's code at the thirty-sixth session's end
+# (`d3a18c0`: decode chunks, then larger chunks past the grid's rows; later commits docs and
+# tools/gpu_test.sh only; rebuild and repack .gpu/p if .gpu/ did not survive). Calls:
 #   next_first.sh suite   the whole suite, then memcheck of tools/gpu_test.sh's list (the new
 #                         RandomLayerEdges.DecodeKernelSplitsBusyExpertsIntoChunks among them)
 #   next_first.sh race    racecheck of the routing / grouping list (the grouping's scan changed: its
@@ -10,7 +10,7 @@
 #                         vs-torch figures, and the rows not re-measured: Kimi-K2 TP8 NVFP4,
 #                         DeepSeek-V3 TP8 MXFP4, DeepSeek-V3 MXFP4 at 512)
 set -u
-d=.gpu/${BIN:-o}; tools/gpu_unpack.sh $d
+d=.gpu/${BIN:-p}; tools/gpu_unpack.sh $d
 export QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$d
 o=$OUT/n; mkdir -p $o
 start=$SECONDS
@@ -34,7 +34,7 @@ case $part in
       if [[ $n == 9 ]]; then s=w4a16_g128,mxfp4,nvfp4a16,fp8_channel,fp8_block,w4a8_fp8,w4a8_int8,int8,bf16
       else s=w4a16_g32,mxfp4,nvfp4a16,fp8_channel,bf16; fi
       r=$o/$m; mkdir -p $r
-      QMOE_COMMIT=36c3f8a timeout $left tools/gpu_bench.sh $d $r --models $m --schemes $s \
+      QMOE_COMMIT=d3a18c0 timeout $left tools/gpu_bench.sh $d $r --models $m --schemes $s \
         --tokens 1,8,32,64,128,512,2048,4096,8192 $O > $r/run.log 2>&1
       echo "$m rc $? ($((SECONDS - start)) s)"
       grep -h "| auto |" $r/results.md 2>/dev/null | awk -F'|' '{gsub(/ /,"",$14); v=$14; sub(/x.*/,"",v); if (v+0 < 1.0) print "below torch:", $2, $3, $5, $14}'
