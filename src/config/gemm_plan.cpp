@@ -545,6 +545,7 @@ RepackedCopyUse plan_repacked_copy_use(const MoeLayer& layer) {
 }
 
 int mma_chunk_slots(int64_t num_slots, int64_t num_experts, int at_least) {
+  if (mma_max_chunks(num_slots, num_experts, at_least) <= kMaxGridRows) return at_least;
   // floor(num_slots / chunk) <= room for every chunk above num_slots / (room + 1).
   const int64_t room = std::max<int64_t>(kMaxGridRows - std::min(num_experts, num_slots), 1);
   const int64_t fits = num_slots / (room + 1) + 1;
@@ -578,7 +579,8 @@ LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64
   w.bytes[W::kCounts] = w.bytes[W::kActive] = 4 * E;
   w.bytes[W::kOffsets] = 4 * (E + 1);
   w.bytes[W::kAmax] = w.bytes[W::kNumActive] = 4;
-  w.bytes[W::kChunks] = 4 * (2 * mma_max_chunks(T * k, E) + 1);  // (local expert, first position) pairs, their count
+  // (local expert, first position) pairs and their count, for the smallest chunks
+  w.bytes[W::kChunks] = 4 * (2 * mma_max_chunks(T * k, E, kMmaMinChunkSlots) + 1);
   const LayerGemmPlan plan = plan_prefill_kernels(layer, repacked_copy);
   const GroupedKernel g1 = plan.g1, g2 = plan.g2;
   // kDequantBf16 / kDequantF16: a batch of experts' 16-bit weights, only where the automatic path

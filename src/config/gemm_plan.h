@@ -326,15 +326,18 @@ inline constexpr int kMmaTilesPerWarp = 2;
 // slots-per-pass), a block row each, so an expert with many slots (skewed routing) spreads over
 // blocks instead of looping over its weights in one. mma_max_chunks: their most for `num_slots`
 // slots over `num_experts` local experts (at most one partial chunk per expert), the grid's rows.
-// (Larger chunks, a multiple of kMmaChunkSlots, only for A/B runs: QMOE_MMA_CHUNK_SLOTS.)
+// (Other sizes only for A/B runs, QMOE_MMA_CHUNK_SLOTS: 8 or 16, the smaller passes, or a multiple of
+// kMmaChunkSlots; the workspace holds the chunks of the smallest, kMmaMinChunkSlots.)
 inline constexpr int kMmaChunkSlots = 32;
+inline constexpr int kMmaMinChunkSlots = 8;
 inline int64_t mma_max_chunks(int64_t num_slots, int64_t num_experts, int chunk_slots = kMmaChunkSlots) {
   return std::min(num_experts, num_slots) + num_slots / chunk_slots;
 }
 // A launch's most grid rows (gridDim.y).
 inline constexpr int64_t kMaxGridRows = 65535;
-// A forward's chunk size: `at_least` (kMmaChunkSlots or a multiple of it), or the smallest multiple
-// of kMmaChunkSlots above it whose chunks fit the grid's rows (past ~2M slots, forced decode only).
+// A forward's chunk size: `at_least` (kMmaChunkSlots, or an A/B run's size), or the smallest
+// multiple of kMmaChunkSlots above it whose chunks fit the grid's rows (past ~2M slots, forced
+// decode only; ~0.5M with chunks of 8).
 int mma_chunk_slots(int64_t num_slots, int64_t num_experts, int at_least = kMmaChunkSlots);
 // The launch heuristic's tuning constants are in gemm_tuning.h (only the planner includes them, so
 // retuning rebuilds no kernel).

@@ -659,12 +659,14 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   gp.slot_position = m.slot_position.get<int32_t>();  // null without prefill kernels
   gp.num_chunks = m.chunks.get<int32_t>();  // (the piece: the count, then the pairs)
   gp.chunks = gp.num_chunks + 1;
-  // (QMOE_MMA_CHUNK_SLOTS, for A/B runs: larger chunks, a multiple of kMmaChunkSlots; 1073741824:
-  // one per expert, as before the chunks. Read once.)
+  // (QMOE_MMA_CHUNK_SLOTS, for A/B runs: 8 or 16, or a multiple of kMmaChunkSlots; 1073741824: one
+  // chunk per expert, as before the chunks. Read once.)
   static const int chunk_slots = [] {
     const char* env = std::getenv("QMOE_MMA_CHUNK_SLOTS");
     const long v = env ? std::strtol(env, nullptr, 10) : 0;
-    return v >= kMmaChunkSlots && v <= (1 << 30) && v % kMmaChunkSlots == 0 ? static_cast<int>(v) : kMmaChunkSlots;
+    const bool valid = v == kMmaMinChunkSlots || v == 2 * kMmaMinChunkSlots ||
+                       (v >= kMmaChunkSlots && v <= (1 << 30) && v % kMmaChunkSlots == 0);
+    return valid ? static_cast<int>(v) : kMmaChunkSlots;
   }();
   gp.chunk_slots = mma_chunk_slots(num_slots, E, chunk_slots);
   // (Chained launches: the decode GEMMs read the grouping before they wait, so a chained kernel

@@ -196,6 +196,10 @@ TEST(GemmPlan, DecodeChunksFitTheGrid) {
   EXPECT_EQ(mma_chunk_slots(8, 128), kMmaChunkSlots);
   EXPECT_EQ(mma_chunk_slots(16384 * 8, 256), kMmaChunkSlots);
   EXPECT_EQ(mma_chunk_slots(16384 * 8, 256, 1 << 30), 1 << 30);
+  EXPECT_EQ(mma_chunk_slots(16384 * 8, 256, kMmaMinChunkSlots), kMmaMinChunkSlots);
+  // (The workspace holds the smallest chunks' list.)
+  EXPECT_GE(mma_max_chunks(1000, 128, kMmaMinChunkSlots), mma_max_chunks(1000, 128));
+  EXPECT_EQ(kMmaChunkSlots % kMmaMinChunkSlots, 0);
   for (int64_t E : {8, 384, 1024}) {
     for (int64_t S : {int64_t{2'000'000}, int64_t{2'100'000}, int64_t{10'000'000}, int64_t{2'147'483'000}}) {
       const int chunk = mma_chunk_slots(S, E);
@@ -203,6 +207,9 @@ TEST(GemmPlan, DecodeChunksFitTheGrid) {
       EXPECT_LE(mma_max_chunks(S, E, chunk), kMaxGridRows) << E << " experts, " << S << " slots";
       if (chunk > kMmaChunkSlots) EXPECT_GT(mma_max_chunks(S, E, chunk - kMmaChunkSlots), kMaxGridRows) << S;
       else EXPECT_LE(mma_max_chunks(S, E), kMaxGridRows);
+      const int small = mma_chunk_slots(S, E, kMmaMinChunkSlots);
+      EXPECT_LE(mma_max_chunks(S, E, small), kMaxGridRows) << E << " experts, " << S << " slots, chunks of 8";
+      EXPECT_TRUE(small == kMmaMinChunkSlots || small % kMmaChunkSlots == 0) << small;
     }
   }
 }
