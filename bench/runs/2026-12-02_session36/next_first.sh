@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # For the next session (not run), carry [".gpu/p"]: main's code at the thirty-sixth session's end
-# (`d3a18c0`: decode chunks, then larger chunks past the grid's rows; later commits docs and
-# tools/gpu_test.sh only; rebuild and repack .gpu/p if .gpu/ did not survive). Calls:
+# (`d3a18c0` and the A/B chunk sizes after it; later commits docs and tools/gpu_test.sh only;
+# rebuild and repack .gpu/p if .gpu/ did not survive). Calls:
 #   next_first.sh suite   the whole suite, then memcheck of tools/gpu_test.sh's list (the new
 #                         RandomLayerEdges.DecodeKernelSplitsBusyExpertsIntoChunks among them)
 #   next_first.sh race    racecheck of the routing / grouping list (the grouping's scan changed: its
@@ -9,6 +9,12 @@
 #   next_first.sh skewed  skewed routing with torch on all six shapes at 1-8192 tokens (the chunks'
 #                         vs-torch figures, and the rows not re-measured: Kimi-K2 TP8 NVFP4,
 #                         DeepSeek-V3 TP8 MXFP4, DeepSeek-V3 MXFP4 at 512)
+#   next_first.sh chunksize  the decode chunks' size, QMOE_MMA_CHUNK_SLOTS 8 / 16 / 32 (a block row
+#                         per pass of 8-16 slots spreads a busy expert further, at more empty rows
+#                         under uniform routing): the busy-experts test at 8 and 16, then qmoe bench
+#                         with skewed routing (Kimi-K2 TP8, DeepSeek-V3 TP8, Qwen3-30B-A3B,
+#                         gpt-oss-120b at 128 / 512 tokens) and uniform decode rows (1-128 tokens),
+#                         sizes in rotating order, two rounds
 set -u
 d=.gpu/${BIN:-p}; tools/gpu_unpack.sh $d
 export QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$d
@@ -39,6 +45,26 @@ case $part in
       echo "$m rc $? ($((SECONDS - start)) s)"
       grep -h "| auto |" $r/results.md 2>/dev/null | awk -F'|' '{gsub(/ /,"",$14); v=$14; sub(/x.*/,"",v); if (v+0 < 1.0) print "below torch:", $2, $3, $5, $14}'
     done ;;
-  *) echo "next_first.sh: suite, race or skewed"; exit 2 ;;
+  chunksize)
+    for c in 8 16; do
+      QMOE_MMA_CHUNK_SLOTS=$c timeout 60 $d/qmoe_cuda_tests --gtest_filter='RandomLayerEdges.DecodeKernelSplitsBusyExpertsIntoChunks' \
+        > $o/busy_$c.log 2>&1
+      echo "busy-experts test, chunks of $c: rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)" $o/busy_$c.log
+    done
+    O="--rotations 2 --replays 5"
+    b() {  # chunk size, label, options...
+      local c=$1 l=$2; shift 2
+      (( SECONDS - start > 520 )) && { echo "skip $l $c"; return; }
+      QMOE_MMA_CHUNK_SLOTS=$c timeout 60 $d/qmoe bench $O "$@" > $o/$l.c$c.log 2>&1
+      echo "$l chunks of $c rc $? ($((SECONDS - start)) s)"
+    }
+    for r in 1 2; do
+      for c in 32 8 16; do
+        b $c skew_tp8_r$r --models kimi-k2-tp8,deepseek-v3-tp8 --schemes w4a16_g32,mxfp4,nvfp4a16 --tokens 128,512 --routing skewed
+        b $c skew_small_r$r --models qwen3-30b-a3b,gpt-oss-120b --schemes mxfp4,nvfp4a16 --tokens 128,512 --routing skewed
+        b $c uni_r$r --models qwen3-30b-a3b,mixtral-8x7b,deepseek-v3 --schemes w4a16_g128,mxfp4,fp8_channel,bf16 --tokens 1,8,32,64,128
+      done
+    done ;;
+  *) echo "next_first.sh: suite, race, skewed or chunksize"; exit 2 ;;
 esac
 tar czf $OUT/n_$part.tgz -C $OUT n && rm -rf $o
