@@ -15,6 +15,10 @@
 #                         with skewed routing (Kimi-K2 TP8, DeepSeek-V3 TP8, Qwen3-30B-A3B,
 #                         gpt-oss-120b at 128 / 512 tokens) and uniform decode rows (1-128 tokens),
 #                         sizes in rotating order, two rounds
+#   BIN=q next_first.sh gemv  (carry [".gpu/q"]: branch wip/gemv-chunks, `1415e81`: the GEMV and
+#                         generic decode kernels on the chunks too, the unused active-expert list
+#                         removed) its decode, routing, API, layer and fixture tests, memcheck and
+#                         racecheck of the busy-experts and routing tests; merge it if all pass
 set -u
 d=.gpu/${BIN:-p}; tools/gpu_unpack.sh $d
 export QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$d
@@ -65,6 +69,16 @@ case $part in
         b $c uni_r$r --models qwen3-30b-a3b,mixtral-8x7b,deepseek-v3 --schemes w4a16_g128,mxfp4,fp8_channel,bf16 --tokens 1,8,32,64,128
       done
     done ;;
-  *) echo "next_first.sh: suite, race, skewed or chunksize"; exit 2 ;;
+  gemv)
+    timeout 300 $d/qmoe_cuda_tests --gtest_filter='RandomLayerEdges.*:CudaRouting.*:CudaMoeLayerApi.*:ChainedLaunches.*:Formats/RandomLayers.*:CudaFixtures.*:DequantizedPrefill.*:RepackedCopy.*' \
+      > $o/q_tests.log 2>&1
+    echo "tests rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/q_tests.log
+    grep -h "Failure" -A8 $o/q_tests.log | head -30
+    f='RandomLayerEdges.DecodeKernelSplitsBusyExpertsIntoChunks:CudaRouting.*'
+    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $d/qmoe_cuda_tests --gtest_filter="$f" > $o/q_memcheck.log 2>&1
+    echo "memcheck rc $? ($((SECONDS - start)) s)"; tail -1 $o/q_memcheck.log
+    timeout $((570 - SECONDS)) compute-sanitizer --tool racecheck $d/qmoe_cuda_tests --gtest_filter="$f" > $o/q_racecheck.log 2>&1
+    echo "racecheck rc $? ($((SECONDS - start)) s)"; tail -1 $o/q_racecheck.log ;;
+  *) echo "next_first.sh: suite, race, skewed, chunksize or gemv"; exit 2 ;;
 esac
 tar czf $OUT/n_$part.tgz -C $OUT n && rm -rf $o
