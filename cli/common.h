@@ -70,7 +70,7 @@ struct BenchArgs {
   int rotations = 8;
   int replays = 20;
   uint64_t seed = 1;
-  std::string routing = "uniform";  // synthetic routing: uniform, skewed or balanced (parse_synthetic_routing)
+  std::string routing = "uniform";  // synthetic routing: uniform, skewed, mild or balanced (parse_synthetic_routing)
   bool f16 = false;  // f16 models (as_f16_model) with f16 hidden states
   bool split_gemms = false;  // also time GEMM1 and GEMM2 apart (one more graph per row)
   bool repacked_copy = true;  // CudaMoeLayer's: a repacked copy of 4-bit weights for the register kernel

@@ -78,8 +78,8 @@ int main(int argc, char** argv) {
   bench->add_option("--replays", bench_args.replays, "timed graph replays (median)")->check(CLI::Range(1, 10000));
   bench->add_option("--seed", bench_args.seed, "seed of weights and inputs");
   bench->add_option("--routing", bench_args.routing,
-                    "synthetic routing: uniform (default), skewed (Zipf-like) or balanced (every expert the same "
-                    "rows: the kernels' best case)");
+                    "synthetic routing: uniform (default), skewed (Zipf-like), mild (skewed at a quarter of the bias) "
+                    "or balanced (every expert the same rows: the kernels' best case)");
   bench->add_flag("--skew", [&](int64_t) { bench_args.routing = "skewed"; }, "the same as --routing skewed");
   bench->add_flag("--split-gemms", bench_args.split_gemms,
                   "also time GEMM1 and GEMM2 apart (columns gemm1 us, gemm2 us; GEMM2 is what leaving it out saves)");

@@ -216,15 +216,17 @@ const char* to_string(SyntheticRouting routing) {
   switch (routing) {
     case SyntheticRouting::kUniform: return "uniform";
     case SyntheticRouting::kSkewed: return "skewed";
+    case SyntheticRouting::kMild: return "mild";
     case SyntheticRouting::kBalanced: return "balanced";
   }
   return "?";
 }
 
 SyntheticRouting parse_synthetic_routing(const std::string& name) {
-  for (SyntheticRouting r : {SyntheticRouting::kUniform, SyntheticRouting::kSkewed, SyntheticRouting::kBalanced})
+  for (SyntheticRouting r :
+       {SyntheticRouting::kUniform, SyntheticRouting::kSkewed, SyntheticRouting::kMild, SyntheticRouting::kBalanced})
     if (name == to_string(r)) return r;
-  throw Error("unknown routing '" + name + "' (uniform, skewed, balanced)");
+  throw Error("unknown routing '" + name + "' (uniform, skewed, mild, balanced)");
 }
 
 void synthetic_inputs(const MoeLayer& layer, int64_t tokens, uint64_t seed, SyntheticRouting routing, Tensor& hidden,
@@ -239,9 +241,10 @@ void synthetic_inputs(const MoeLayer& layer, int64_t tokens, uint64_t seed, Synt
   float* out = logits.data<float>();
   std::mt19937_64 gen(seed);
   std::normal_distribution<float> normal(0.0f, 2.0f);
+  // Low expert ids preferred: the logits biased by -bias * ln(1 + e).
+  const float bias = routing == SyntheticRouting::kSkewed ? 2.0f : routing == SyntheticRouting::kMild ? 0.5f : 0.0f;
   for (int64_t t = 0; t < tokens; ++t)
-    for (int e = 0; e < E; ++e)
-      out[t * E + e] = normal(gen) + (routing == SyntheticRouting::kSkewed ? -2.0f * std::log1p(static_cast<float>(e)) : 0.0f);
+    for (int e = 0; e < E; ++e) out[t * E + e] = normal(gen) - bias * std::log1p(static_cast<float>(e));
   if (routing == SyntheticRouting::kBalanced) {
     if (layer.top_k > E) throw Error("balanced routing: top_k exceeds the experts");
     for (int64_t t = 0; t < tokens; ++t)

@@ -165,7 +165,7 @@ TEST(Cli, BenchRejectsBadTokenCountsModelsAndSchemesBeforeAnyWork) {
   EXPECT_THAT(r.out, HasSubstr("w4a16_g128"));  // (the known ones listed)
   r = run_cli("bench --models qwen3-30b-a3b --tokens 1 --routing zipf");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("--routing: unknown routing 'zipf' (uniform, skewed, balanced)"));
+  EXPECT_THAT(r.out, HasSubstr("--routing: unknown routing 'zipf' (uniform, skewed, mild, balanced)"));
   // The largest count allowed passes the checks and meets the missing device (CPU tests run
   // where there is none, as BenchWithoutAGpuSaysNotSupported below).
   if (cuda_device_count() == 0) {

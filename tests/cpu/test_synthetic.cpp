@@ -131,9 +131,15 @@ TEST(Synthetic, RoutingsSendTokensWhereTheySay) {
         EXPECT_GT(*std::min_element(uniform.begin(), uniform.end()), 0);
         const std::vector<int64_t> skewed = counts_of(SyntheticRouting::kSkewed, nullptr);
         EXPECT_GT(skewed[0], 2 * skewed[E - 1]);
+        // The mild one too, less: its busiest expert below the skewed one's, above the uniform's.
+        const std::vector<int64_t> mild = counts_of(SyntheticRouting::kMild, nullptr);
+        EXPECT_GT(mild[0], mild[E - 1]);
+        EXPECT_LT(*std::max_element(mild.begin(), mild.end()), *std::max_element(skewed.begin(), skewed.end()));
+        EXPECT_GT(*std::max_element(mild.begin(), mild.end()), *std::max_element(uniform.begin(), uniform.end()));
       }
   EXPECT_EQ(parse_synthetic_routing("balanced"), SyntheticRouting::kBalanced);
   EXPECT_EQ(parse_synthetic_routing(to_string(SyntheticRouting::kSkewed)), SyntheticRouting::kSkewed);
+  EXPECT_EQ(parse_synthetic_routing("mild"), SyntheticRouting::kMild);
   try {
     parse_synthetic_routing("zipf");
     ADD_FAILURE() << "no error";
