@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # For the next session (not run), carry [".gpu/p"]: main's code at the thirty-sixth session's end
-# (`d3a18c0` and the A/B chunk sizes after it; later commits docs and tools/gpu_test.sh only;
-# rebuild and repack .gpu/p if .gpu/ did not survive). Calls:
+# (`ecbda6a`; rebuild and repack .gpu/p if .gpu/ did not survive). Calls:
 #   next_first.sh suite   the whole suite, then memcheck of tools/gpu_test.sh's list (the new
 #                         RandomLayerEdges.DecodeKernelSplitsBusyExpertsIntoChunks among them)
 #   next_first.sh race    racecheck of the routing / grouping list (the grouping's scan changed: its
 #                         count array now holds the chunk starts), with the new test
 #   next_first.sh skewed  skewed routing with torch on all six shapes at 1-8192 tokens (the chunks'
 #                         vs-torch figures, and the rows not re-measured: Kimi-K2 TP8 NVFP4,
-#                         DeepSeek-V3 TP8 MXFP4, DeepSeek-V3 MXFP4 at 512)
+#                         DeepSeek-V3 TP8 MXFP4, DeepSeek-V3 MXFP4 at 512); ROUTING=mild for
+#                         `--routing mild` (a quarter of the bias, first run)
 #   next_first.sh chunksize  the decode chunks' size, QMOE_MMA_CHUNK_SLOTS 8 / 16 / 32 (a block row
 #                         per pass of 8-16 slots spreads a busy expert further, at more empty rows
 #                         under uniform routing): the busy-experts test at 8 and 16, then qmoe bench
@@ -36,7 +36,7 @@ case $part in
     QMOE_GPU_TEST_PARTS=racecheck timeout 560 tools/gpu_test.sh $d $o/r > $o/r_summary.txt 2>&1
     echo "racecheck rc $? ($((SECONDS - start)) s)"; tail -3 $o/r/racecheck.log ;;
   skewed)
-    O="--rotations 2 --replays 5 --routing skewed"
+    O="--rotations 2 --replays 5 --routing ${ROUTING:-skewed}"
     for spec in qwen3-30b-a3b:9 mixtral-8x7b:9 deepseek-v3:9 deepseek-v3-tp8:5 kimi-k2-tp8:5 gpt-oss-120b:5; do
       IFS=: read m n <<< "$spec"
       left=$((560 - SECONDS))
@@ -44,7 +44,7 @@ case $part in
       if [[ $n == 9 ]]; then s=w4a16_g128,mxfp4,nvfp4a16,fp8_channel,fp8_block,w4a8_fp8,w4a8_int8,int8,bf16
       else s=w4a16_g32,mxfp4,nvfp4a16,fp8_channel,bf16; fi
       r=$o/$m; mkdir -p $r
-      QMOE_COMMIT=d3a18c0 timeout $left tools/gpu_bench.sh $d $r --models $m --schemes $s \
+      QMOE_COMMIT=ecbda6a timeout $left tools/gpu_bench.sh $d $r --models $m --schemes $s \
         --tokens 1,8,32,64,128,512,2048,4096,8192 $O > $r/run.log 2>&1
       echo "$m rc $? ($((SECONDS - start)) s)"
       grep -h "| auto |" $r/results.md 2>/dev/null | awk -F'|' '{gsub(/ /,"",$14); v=$14; sub(/x.*/,"",v); if (v+0 < 1.0) print "below torch:", $2, $3, $5, $14}'
