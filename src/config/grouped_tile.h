@@ -16,7 +16,7 @@ enum class GroupedTile {
             // without clusters (a sweep option, not planned)
   kSmall,   // FP8/INT8/BF16/FP8 block: pingpong 64 x 128; W4A16: cooperative 128 x 128
   kHuge,    // FP8/INT8/BF16: cooperative 128 x 256, clusters of 2; the 4-bit register kernel: 320 input
-            // rows (~244-312 and ~504-624 rows per expert); not built for the others
+            // rows (ranges of rows per expert: RegisterTileSwitches, gemm_tuning.h); not built for others
   kTiny,    // W4A16/W8A16/W4A8: cooperative 128 x 32 (a few input rows per expert: the 128-row tiles
             // multiply 4-16x more padding than rows); not built for the others
   kTiny48,  // W4A16/W8A16/W4A8: cooperative 128 x 48 (~28-44 rows per expert, where an expert

@@ -865,7 +865,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g1.chunks = gp.chunks;
   g1.num_chunks = gp.num_chunks;
   g1.chunk_slots = gp.chunk_slots;
-  g1.max_chunks = static_cast<int>(std::min<int64_t>(mma_max_chunks(num_slots, E, gp.chunk_slots), std::numeric_limits<int>::max()));
+  g1.max_chunks = static_cast<int>(mma_max_chunks(num_slots, E, gp.chunk_slots));  // <= kMaxGridRows (mma_chunk_slots)
   g1.in = m.x.get<float>();
   g1.in_by_token = true;
   g1.top_k = k;
