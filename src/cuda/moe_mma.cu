@@ -617,7 +617,7 @@ cudaError_t launch_grouped_mma(const GroupedGemmParams& p, const uint16_t* in16,
                                int num_slots, cudaStream_t stream) {
   if (in16 == nullptr || p.chunks == nullptr || p.num_chunks == nullptr) return cudaErrorInvalidValue;
   if (p.max_chunks == 0 || p.layout.rows == 0) return cudaSuccess;
-  if (p.max_chunks > 65535) return cudaErrorInvalidConfiguration;  // (grid rows; ~2M slots)
+  if (p.max_chunks > kMaxGridRows) return cudaErrorInvalidConfiguration;  // (mma_chunk_slots keeps it below)
   const int n = num_slots;
   if (in_scale.scale) {
     if (p.layout.format == kIntUnpacked) return launch_traits<Int8Codes, false>(p, in16, in_scale, n, stream);
