@@ -576,9 +576,9 @@ LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64
   w.bytes[W::kActScale] = 4 * T * k * ((I + 63) / 64);
   w.bytes[W::kY] = 4 * T * k * H;
   w.bytes[W::kIds] = w.bytes[W::kRouterWeights] = w.bytes[W::kSortedSlots] = w.bytes[W::kSlotExpert] = 4 * T * k;
-  w.bytes[W::kCounts] = w.bytes[W::kActive] = 4 * E;
+  w.bytes[W::kCounts] = 4 * E;
   w.bytes[W::kOffsets] = 4 * (E + 1);
-  w.bytes[W::kAmax] = w.bytes[W::kNumActive] = 4;
+  w.bytes[W::kAmax] = 4;
   // (local expert, first position) pairs and their count, for the smallest chunks
   w.bytes[W::kChunks] = 4 * (2 * mma_max_chunks(T * k, E, kMmaMinChunkSlots) + 1);
   const LayerGemmPlan plan = plan_prefill_kernels(layer, repacked_copy);

@@ -308,7 +308,7 @@ bool runs_plan_without_copy(const RepackedCopyUse& use, bool without_ready, bool
 struct LayerWorkspace {
   enum Piece {
     kX, kX16, kXScale, kU, kAct, kAct16, kActScale, kY, kIds, kRouterWeights, kCounts, kOffsets, kSortedSlots,
-    kSlotExpert, kAmax, kActive, kNumActive, kChunks, kSortedRows, kSortedScales, kSlotPosition, kDequantized, kPieces
+    kSlotExpert, kAmax, kChunks, kSortedRows, kSortedScales, kSlotPosition, kDequantized, kPieces
   };
   int64_t bytes[kPieces] = {};
   int64_t offset[kPieces] = {};

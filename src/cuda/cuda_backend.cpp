@@ -335,7 +335,7 @@ struct CudaMoeLayer::Impl {
   // Workspace (max_tokens): pieces of `own_workspace` or of `shared_workspace` (plan_layer_workspace).
   DeviceBuffer own_workspace;
   std::shared_ptr<CudaWorkspace> shared_workspace;
-  DeviceSpan x, x16, x_scale, u, act, act16, act_scale, y, ids, weights_buf, counts, offsets, sorted_slots, slot_expert, amax, active, num_active, chunks;
+  DeviceSpan x, x16, x_scale, u, act, act16, act_scale, y, ids, weights_buf, counts, offsets, sorted_slots, slot_expert, amax, chunks;
   // Prefill path: each GEMM's input rows in expert order with their scales, and where each slot's
   // GEMM2 output row is.
   PrefillGemm prefill1, prefill2;
@@ -468,20 +468,15 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_pt
   m.sorted_slots = piece(W::kSortedSlots);
   m.slot_expert = piece(W::kSlotExpert);
   m.amax = piece(W::kAmax);
-  m.active = piece(W::kActive);
-  m.num_active = piece(W::kNumActive);
   m.chunks = piece(W::kChunks);
   m.sorted_rows = piece(W::kSortedRows);
   m.sorted_scales = piece(W::kSortedScales);
   m.slot_position = piece(W::kSlotPosition);
   m.dequantized = piece(W::kDequantized);
-  // Defined contents in a workspace of its own: the GEMM blocks read their entry before checking it
-  // against the active or chunk count (a shared workspace is zeroed when made, then holds what
-  // forwards left).
-  if (!m.shared_workspace) {
-    check(cudaMemset(m.active.get(), 0, m.active.bytes()), "cudaMemset");
-    check(cudaMemset(m.chunks.get(), 0, m.chunks.bytes()), "cudaMemset");
-  }
+  // Defined contents in a workspace of its own: the decode GEMM blocks read their chunk before
+  // checking it against the count (a shared workspace is zeroed when made, then holds what forwards
+  // left).
+  if (!m.shared_workspace) check(cudaMemset(m.chunks.get(), 0, m.chunks.bytes()), "cudaMemset");
 
   // Prefill kernels for the projections that have one (plan_prefill_kernels: one whatever the
   // hidden dtype; the dtypes that do not plan it run the decode kernels).
@@ -654,8 +649,6 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   gp.expert_offsets = m.offsets.get<int32_t>();
   gp.sorted_slots = m.sorted_slots.get<int32_t>();
   gp.slot_expert = m.slot_expert.get<int32_t>();
-  gp.active_experts = m.active.get<int32_t>();
-  gp.num_active = m.num_active.get<int32_t>();
   gp.slot_position = m.slot_position.get<int32_t>();  // null without prefill kernels
   gp.num_chunks = m.chunks.get<int32_t>();  // (the piece: the count, then the pairs)
   gp.chunks = gp.num_chunks + 1;
@@ -859,9 +852,6 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   g1.expert_offsets = gp.expert_offsets;
   g1.sorted_slots = gp.sorted_slots;
   g1.num_local_experts = E;
-  g1.active_experts = gp.active_experts;
-  g1.num_active = gp.num_active;
-  g1.max_active = static_cast<int>(std::min<int64_t>(E, num_slots));
   g1.chunks = gp.chunks;
   g1.num_chunks = gp.num_chunks;
   g1.chunk_slots = gp.chunk_slots;

@@ -51,9 +51,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) grouped_gemm_kernel(Group
 }  // namespace
 
 cudaError_t launch_grouped_gemm(const GroupedGemmParams& p, cudaStream_t stream) {
-  if (p.max_active == 0 || p.layout.rows == 0) return cudaSuccess;
+  if (p.chunks == nullptr || p.num_chunks == nullptr) return cudaErrorInvalidValue;
+  if (p.max_chunks == 0 || p.layout.rows == 0) return cudaSuccess;
+  if (p.max_chunks > kMaxGridRows) return cudaErrorInvalidConfiguration;  // (mma_chunk_slots keeps it below)
   const dim3 grid(static_cast<unsigned>((p.layout.rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
-                  static_cast<unsigned>(p.max_active));
+                  static_cast<unsigned>(p.max_chunks));
   return launch_chained(grouped_gemm_kernel, grid, kWarpsPerBlock * 32, 0, stream, p);
 }
 

@@ -195,7 +195,7 @@ cudaError_t launch_chunk(const GroupedGemmParams& p, int max_slots_per_expert, c
   const int rows_per_block =
       kWarps * (slots == 1 ? rows_per_warp<C, 1>() : slots == 4 ? rows_per_warp<C, 4>() : rows_per_warp<C, 8>());
   const dim3 grid(static_cast<unsigned>((p.layout.rows + rows_per_block - 1) / rows_per_block),
-                  static_cast<unsigned>(p.max_active));
+                  static_cast<unsigned>(p.max_chunks));
   if (slots == 1) return launch_chained(grouped_gemv_kernel<C, 1>, grid, kWarps * 32, 0, stream, p);
   if (slots == 4) return launch_chained(grouped_gemv_kernel<C, 4>, grid, kWarps * 32, 0, stream, p);
   return launch_chained(grouped_gemv_kernel<C, 8>, grid, kWarps * 32, 0, stream, p);
@@ -236,7 +236,9 @@ cudaError_t launch_grouped_gemv(const GroupedGemmParams& p, bool has_g_idx, int 
                                 cudaStream_t stream) {
   Chunk c;
   if (!chunk_of(p.layout, has_g_idx, &c)) return cudaErrorNotSupported;
-  if (p.max_active == 0 || p.layout.rows == 0) return cudaSuccess;
+  if (p.chunks == nullptr || p.num_chunks == nullptr) return cudaErrorInvalidValue;
+  if (p.max_chunks == 0 || p.layout.rows == 0) return cudaSuccess;
+  if (p.max_chunks > kMaxGridRows) return cudaErrorInvalidConfiguration;  // (mma_chunk_slots keeps it below)
   switch (c) {
     case Chunk::kInt4: return launch_chunk<Chunk::kInt4>(p, max_slots_per_expert, stream);
     case Chunk::kInt8Packed: return launch_chunk<Chunk::kInt8Packed>(p, max_slots_per_expert, stream);

@@ -33,14 +33,9 @@ struct GroupedGemmParams {
   const int32_t* expert_offsets = nullptr; // [num_local_experts + 1] into sorted_slots (device)
   const int32_t* sorted_slots = nullptr;   // slots grouped by local expert (device)
   int num_local_experts = 0;
-  // Only experts that got slots get blocks: blockIdx.y indexes active_experts[0 .. *num_active),
-  // and the grid is sized for max_active = min(local experts, slots), known on the host.
-  const int32_t* active_experts = nullptr;  // (device)
-  const int32_t* num_active = nullptr;      // (device scalar)
-  int max_active = 0;
-  // The tensor-core decode kernel's blocks (launch_grouped_mma) instead: blockIdx.y indexes
-  // chunks[0 .. *num_chunks), each up to kMmaChunkSlots of one expert's slots; max_chunks
-  // (mma_max_chunks, host-side) sizes the grid.
+  // The decode kernels' blocks: only experts that got slots get them, in chunks of up to
+  // chunk_slots of an expert's slots (a busy expert spreads over block rows): blockIdx.y indexes
+  // chunks[0 .. *num_chunks); max_chunks (mma_max_chunks, host-side) sizes the grid.
   const int32_t* chunks = nullptr;      // [max_chunks][2]: local expert, first position in sorted_slots (device)
   const int32_t* num_chunks = nullptr;  // (device scalar)
   int max_chunks = 0;
@@ -99,11 +94,9 @@ struct GroupingParams {
   int32_t* expert_offsets = nullptr;  // [num_local_experts + 1]
   int32_t* sorted_slots = nullptr;    // [num_slots]
   int32_t* slot_expert = nullptr;     // [num_slots] local expert of each slot, -1 if not local
-  int32_t* active_experts = nullptr;  // [num_local_experts] local experts with slots, ascending
-  int32_t* num_active = nullptr;      // device scalar
   int32_t* slot_position = nullptr;   // [num_slots] or null: each local slot's index in sorted_slots
-  // Or null: the active experts' slots in chunks of chunk_slots (GroupedGemmParams::chunks), in
-  // the experts' order.
+  // The slots of the experts that got any in chunks of chunk_slots, experts ascending
+  // (GroupedGemmParams::chunks).
   int32_t* chunks = nullptr;      // [mma_max_chunks(num_slots, num_local_experts, chunk_slots)][2]
   int32_t* num_chunks = nullptr;  // device scalar
   int chunk_slots = kMmaChunkSlots;

@@ -179,8 +179,8 @@ __global__ void count_kernel(GroupingParams p) {
 constexpr int kMaxLocalExperts = 1024;
 
 // The counts' scan shared by the grouping kernels: once the block's counts are in g.counts, the
-// offsets (into g.offsets and p.expert_offsets), the active experts, ascending, and their chunks
-// (p.chunks, if set). One thread scans (a few hundred adds without global-memory round trips); the
+// offsets (into g.offsets and p.expert_offsets) and the chunks of the experts with slots (the active
+// ones, ascending). One thread scans (a few hundred adds without global-memory round trips); the
 // results go out in parallel. The scan leaves in g.counts[i] the first chunk of active expert i (its
 // count is read before: i <= e; the fused routing kernel has no shared memory for another array).
 struct GroupScan {
@@ -212,18 +212,13 @@ __device__ void scan_counts(const GroupingParams& p, GroupScan& g) {
   for (int e = threadIdx.x; e <= E; e += blockDim.x) p.expert_offsets[e] = g.offsets[e];
   for (int i = threadIdx.x; i < g.num_active; i += blockDim.x) {
     const int e = g.active[i];
-    p.active_experts[i] = e;
-    if (p.chunks == nullptr) continue;
     const int end = i + 1 < g.num_active ? g.counts[i + 1] : g.num_chunks;
     for (int c = g.counts[i], pos = g.offsets[e]; c < end; ++c, pos += p.chunk_slots) {
       p.chunks[2 * c] = e;
       p.chunks[2 * c + 1] = pos;
     }
   }
-  if (threadIdx.x == 0) {
-    *p.num_active = g.num_active;
-    if (p.num_chunks) *p.num_chunks = g.num_chunks;
-  }
+  if (threadIdx.x == 0) *p.num_chunks = g.num_chunks;
 }
 
 __global__ void offsets_kernel(GroupingParams p) {

@@ -98,13 +98,13 @@ __device__ inline float dequant(const WeightLayout& L, const ExpertTensors& w, i
   }
 }
 
-// The expert of this block (blockIdx.y indexes the active experts) and its slot range; false when
-// the block has nothing to do.
+// The expert of this block and its slot range (blockIdx.y indexes the grouping's chunks, as in the
+// tensor-core kernel: a busy expert spreads over block rows); false when the block has nothing to do.
 __device__ __forceinline__ bool block_expert(const GroupedGemmParams& p, int* expert, int* m0, int* m1) {
-  if (static_cast<int>(blockIdx.y) >= *p.num_active) return false;
-  *expert = p.active_experts[blockIdx.y];
-  *m0 = p.expert_offsets[*expert];
-  *m1 = p.expert_offsets[*expert + 1];
+  if (static_cast<int>(blockIdx.y) >= *p.num_chunks) return false;
+  *expert = p.chunks[2 * blockIdx.y];
+  *m0 = p.chunks[2 * blockIdx.y + 1];
+  *m1 = min(*m0 + p.chunk_slots, p.expert_offsets[*expert + 1]);
   return *m0 < *m1;
 }
 
