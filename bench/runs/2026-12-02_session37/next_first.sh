@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# For the next session (not run), carry [".gpu/u"]: branch wip/decode-fusion at the thirty-seventh
+# session's end (main plus the decode path's conversion and quantization, and activation and
+# quantization, each in one launch; revised after its first run to keep one-scale rows of up to
+# 8192 columns in registers and leave wider rows and NVFP4 to two launches; A/B switch
+# QMOE_FUSED_QUANT=0). Rebuild and repack .gpu/u from that branch if .gpu/ did not survive.
+#   next_first.sh fusion  the decode, random-layer, chained-launch, API, fixture and routing tests
+#                         with the fusion on, the random-layer tests with it off, memcheck of the
+#                         busy-experts test and the FP8 / INT8 random layers (fusion on), then layer
+#                         µs with the fusion off (label a) and on (b) alternately, three rounds, at
+#                         1-8 tokens on five shapes and the five schemes that quantize activations
+#   next_first.sh race    racecheck of tools/gpu_test.sh's list (its per-token FP8 edge cases run
+#                         the fused kernels' block reductions)
+# Merge the branch if the tests pass and no row is slower beyond the rounds' spread.
+set -u
+d=.gpu/${BIN:-u}; tools/gpu_unpack.sh $d
+export QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$d
+o=$OUT/n; mkdir -p $o
+start=$SECONDS
+part=${1:-}
+case $part in
+  fusion)
+    f='RandomLayerEdges.*:Formats/RandomLayers.*:ChainedLaunches.*:CudaMoeLayerApi.*:CudaFixtures.*:CudaRouting.*'
+    timeout 150 $d/qmoe_cuda_tests --gtest_filter="$f" > $o/u_tests.log 2>&1
+    echo "tests (fusion on) rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/u_tests.log
+    grep -h "Failure" -A8 $o/u_tests.log | head -30
+    QMOE_FUSED_QUANT=0 timeout 80 $d/qmoe_cuda_tests --gtest_filter='Formats/RandomLayers.*' > $o/u_tests_off.log 2>&1
+    echo "random layers (fusion off) rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/u_tests_off.log
+    m='RandomLayerEdges.DecodeKernelSplitsBusyExpertsIntoChunks:Formats/RandomLayers.MatchTheCpuBackend/fp8*:Formats/RandomLayers.MatchTheCpuBackend/int8*'
+    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $d/qmoe_cuda_tests --gtest_filter="$m" > $o/u_memcheck.log 2>&1
+    echo "memcheck rc $? ($((SECONDS - start)) s)"; tail -1 $o/u_memcheck.log
+    for r in 1 2 3; do
+      for l in a b; do
+        (( SECONDS - start > 540 )) && { echo "skip r$r $l"; continue; }
+        export QMOE_FUSED_QUANT=$([[ $l == b ]] && echo 1 || echo 0)
+        timeout 60 $d/qmoe bench --rotations 2 --replays 5 --schemes fp8_channel,fp8_block,int8,w4a8_fp8,w4a8_int8 \
+          --models qwen3-30b-a3b,mixtral-8x7b,deepseek-v3,kimi-k2-tp8 --tokens 1,2,4,8 > $o/fused_r$r.$l.log 2>&1
+        echo "fused r$r $l rc $? ($((SECONDS - start)) s)"
+        # (gpt-oss-120b's 2880 columns take no 128-column groups)
+        timeout 30 $d/qmoe bench --rotations 2 --replays 5 --schemes fp8_channel,int8 --models gpt-oss-120b \
+          --tokens 1,2,4,8 > $o/fused_oss_r$r.$l.log 2>&1
+        echo "fused gpt-oss r$r $l rc $? ($((SECONDS - start)) s)"
+        unset QMOE_FUSED_QUANT
+      done
+    done ;;
+  race)
+    QMOE_GPU_TEST_PARTS=racecheck timeout 560 tools/gpu_test.sh $d $o/r > $o/r_summary.txt 2>&1
+    echo "racecheck rc $? ($((SECONDS - start)) s)"; tail -3 $o/r/racecheck.log ;;
+  *) echo "next_first.sh: fusion or race"; exit 2 ;;
+esac
+tar czf $OUT/n_$part.tgz -C $OUT n && rm -rf $o
