@@ -4,8 +4,9 @@
 # quantization, each in one launch; revised after its first run to keep one-scale rows of up to
 # 8192 columns in registers and leave wider rows and NVFP4 to two launches; A/B switch
 # QMOE_FUSED_QUANT=0). Rebuild and repack .gpu/u from that branch if .gpu/ did not survive.
-#   next_first.sh fusion  the decode, random-layer, chained-launch, API, fixture and routing tests
-#                         with the fusion on, the random-layer tests with it off, memcheck of the
+#   next_first.sh fusion  the new FusedQuantization tests (fused against two launches, bit for
+#                         bit), the decode, random-layer, chained-launch, API, fixture and routing
+#                         tests with the fusion on, the random-layer tests with it off, memcheck of the
 #                         busy-experts test and the FP8 / INT8 random layers (fusion on), then layer
 #                         µs with the fusion off (label a) and on (b) alternately, three rounds, at
 #                         1-8 tokens on five shapes and the five schemes that quantize activations
@@ -20,8 +21,8 @@ start=$SECONDS
 part=${1:-}
 case $part in
   fusion)
-    f='RandomLayerEdges.*:Formats/RandomLayers.*:ChainedLaunches.*:CudaMoeLayerApi.*:CudaFixtures.*:CudaRouting.*'
-    timeout 150 $d/qmoe_cuda_tests --gtest_filter="$f" > $o/u_tests.log 2>&1
+    f='FusedQuantization.*:RandomLayerEdges.*:Formats/RandomLayers.*:ChainedLaunches.*:CudaMoeLayerApi.*:CudaFixtures.*:CudaRouting.*'
+    timeout 200 $d/qmoe_cuda_tests --gtest_filter="$f" > $o/u_tests.log 2>&1
     echo "tests (fusion on) rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/u_tests.log
     grep -h "Failure" -A8 $o/u_tests.log | head -30
     QMOE_FUSED_QUANT=0 timeout 80 $d/qmoe_cuda_tests --gtest_filter='Formats/RandomLayers.*' > $o/u_tests_off.log 2>&1
