@@ -12,6 +12,9 @@
 #                         1-8 tokens on five shapes and the five schemes that quantize activations
 #   next_first.sh race    racecheck of tools/gpu_test.sh's list (its per-token FP8 edge cases run
 #                         the fused kernels' block reductions)
+#   next_first.sh profile Nsight Compute (full set, source page) on the decode tensor-core kernel at
+#                         Mixtral-8x7B's 64 tokens (MXFP4, 0.30 of copy bandwidth) and on the W4A16
+#                         row's CUTLASS tile there, for issue 3's 64-token target
 # Merge the branch if the tests pass and no row is slower beyond the rounds' spread.
 set -u
 d=.gpu/${BIN:-u}; tools/gpu_unpack.sh $d
@@ -47,6 +50,25 @@ case $part in
   race)
     QMOE_GPU_TEST_PARTS=racecheck timeout 560 tools/gpu_test.sh $d $o/r > $o/r_summary.txt 2>&1
     echo "racecheck rc $? ($((SECONDS - start)) s)"; tail -3 $o/r/racecheck.log ;;
-  *) echo "next_first.sh: fusion or race"; exit 2 ;;
+  profile)
+    # Nsight Compute's full set on the decode tensor-core kernel's two launches (GEMM1, GEMM2) of one
+    # forward where it streams its weights farthest below copy bandwidth (Mixtral-8x7B at 64 tokens:
+    # 16 slots per expert, 0.28-0.38 of copy): MXFP4 on the decode path; then the W4A16 g128 row's
+    # automatic path (CUTLASS's mixed-input 128 x 32 tile) for comparison. Details and the source
+    # page (stall samples per instruction) for the next step on issue 3's 64-token target.
+    for spec in mxfp4:decode:grouped_mma_kernel w4a16_g128:auto:device_kernel; do
+      IFS=: read s path k <<< "$spec"
+      n=mixtral_${s}_64; left=$((560 - SECONDS)); (( left < 60 )) && { echo "skip $n"; continue; }
+      timeout $left ncu --clock-control none --set full --import-source no -k regex:$k --launch-count 2 \
+        -o $o/$n $d/qmoe bench --models mixtral-8x7b --schemes $s --tokens 64 --gemm-paths $path --rotations 1 \
+        --replays 1 > $o/$n.log 2>&1
+      echo "$n rc $? ($((SECONDS - start)) s)"
+      ncu -i $o/$n.ncu-rep --page details > $o/$n.details.txt 2>&1
+      ncu -i $o/$n.ncu-rep --page source --csv --print-source sass > $o/$n.source.csv 2>&1 || echo "source page failed"
+      xz -T4 $o/$n.source.csv; rm -f $o/$n.ncu-rep
+      grep -E "Duration|Memory Throughput|DRAM Throughput|Issue Slots Busy|No Eligible|Registers Per|Achieved Occupancy" \
+        $o/$n.details.txt | head -16
+    done ;;
+  *) echo "next_first.sh: fusion, race or profile"; exit 2 ;;
 esac
 tar czf $OUT/n_$part.tgz -C $OUT n && rm -rf $o
