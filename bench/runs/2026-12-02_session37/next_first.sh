@@ -14,7 +14,8 @@
 #                         the fused kernels' block reductions)
 #   next_first.sh profile Nsight Compute (full set, source page) on the decode tensor-core kernel at
 #                         Mixtral-8x7B's 64 tokens (MXFP4, 0.30 of copy bandwidth) and on the W4A16
-#                         row's CUTLASS tile there, for issue 3's 64-token target
+#                         row's CUTLASS tile there, for issue 3's 64-token target; then each kernel's
+#                         duration in Qwen3-30B-A3B's 1-token forwards (what runs outside the GEMMs)
 # Merge the branch if the tests pass and no row is slower beyond the rounds' spread.
 set -u
 d=.gpu/${BIN:-u}; tools/gpu_unpack.sh $d
@@ -68,6 +69,16 @@ case $part in
       xz -T4 $o/$n.source.csv; rm -f $o/$n.ncu-rep
       grep -E "Duration|Memory Throughput|DRAM Throughput|Issue Slots Busy|No Eligible|Registers Per|Achieved Occupancy" \
         $o/$n.details.txt | head -16
+    done
+    # Every kernel of Qwen3-30B-A3B's first forwards at 1 token (W4A16 g128, FP8 channel): each
+    # kernel's own duration (ncu runs them one at a time, so no chained overlap): where the ~21-27
+    # µs of the layer outside its GEMMs go.
+    for s in w4a16_g128 fp8_channel; do
+      n=qwen3_${s}_1; (( SECONDS - start > 500 )) && { echo "skip $n"; continue; }
+      timeout 60 ncu --clock-control none --section SpeedOfLight --launch-count 16 \
+        -k regex:'route_and_group|convert|activation|fake_quant|grouped_mma|combine' $d/qmoe bench --models qwen3-30b-a3b \
+        --schemes $s --tokens 1 --rotations 1 --replays 1 > $o/$n.log 2>&1
+      echo "$n rc $? ($((SECONDS - start)) s)"; grep -E "^  [a-z_]+.*\(|Duration" $o/$n.log | head -34
     done ;;
   *) echo "next_first.sh: fusion, race or profile"; exit 2 ;;
 esac
