@@ -475,8 +475,8 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<kN, kPipelined, kStepS
       for (int g = 0; g < kGroups; ++g) {
         // Without pipelined stages (dense weights: nothing to decode that would hide a load), the
         // other n-tiles' inputs of the group are loaded together before its mmas, not each right
-        // before its own (H200, thirty-seventh session: bf16 decode 4-15% faster at 16-32 slots per
-        // pass; the 4-bit and 8-bit instances, which decode here, ran 2-23% slower with it).
+        // before its own (H200, thirty-seventh session: bf16 decode 4-24% faster at 16-32 slots per
+        // pass; the 4-bit and 8-bit instances, which decode here, ran up to 23% slower with it).
         uint4 xg[kN];
         if constexpr (!kPipelined)
 #pragma unroll
