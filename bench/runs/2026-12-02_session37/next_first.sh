@@ -16,7 +16,12 @@
 #                         Mixtral-8x7B's 64 tokens (MXFP4, 0.30 of copy bandwidth) and on the W4A16
 #                         row's CUTLASS tile there, for issue 3's 64-token target; then each kernel's
 #                         duration in Qwen3-30B-A3B's 1-token forwards (what runs outside the GEMMs)
-# Merge the branch if the tests pass and no row is slower beyond the rounds' spread.
+#   BIN=v next_first.sh hybrid  (carry [".gpu/v"]: branch wip/hybrid `19a5012`, the decode path's
+#                         per-expert hybrid, off by default) its tests and memcheck, then skewed
+#                         routing with the threshold QMOE_HYBRID_ROWS 0 / 32 / 64 / 128 / 256 and mild
+#                         routing 0 / 64; pick the default from it, or leave it off
+# Merge wip/decode-fusion if the tests pass and no row is slower beyond the rounds' spread.
+# Order by value: fusion, hybrid, profile, race (race only matters before merging the fusion).
 set -u
 d=.gpu/${BIN:-u}; tools/gpu_unpack.sh $d
 export QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$d
@@ -80,6 +85,34 @@ case $part in
         --schemes $s --tokens 1 --rotations 1 --replays 1 > $o/$n.log 2>&1
       echo "$n rc $? ($((SECONDS - start)) s)"; grep -E "^  [a-z_]+.*\(|Duration" $o/$n.log | head -34
     done ;;
-  *) echo "next_first.sh: fusion, race or profile"; exit 2 ;;
+  hybrid)
+    # (BIN=v; carry [".gpu/v"]: branch wip/hybrid, the decode path's per-expert hybrid, off unless
+    # QMOE_HYBRID_ROWS / ForwardOptions::hybrid_busy_rows) its new test, the tests of what it
+    # touched (grouping, combine, the register kernel's rows per expert), memcheck of the new test;
+    # then qmoe bench under skewed routing with QMOE_HYBRID_ROWS 0 (off) / 32 / 64 / 128 / 256,
+    # rotating, two rounds, and under mild routing 0 / 64 for regressions
+    f='RandomLayerEdges.*:CudaMoeLayerApi.*:CudaRouting.*:Formats/RandomLayers.*:PrefillKernels.MatchTheCpuBackend:PrefillKernels.EdgeCases:W4Prefill.*:Fp4Mainloop.*:Int4Mainloop.*'
+    timeout 300 $d/qmoe_cuda_tests --gtest_filter="$f" > $o/v_tests.log 2>&1
+    echo "tests rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/v_tests.log
+    grep -h "Failure" -A8 $o/v_tests.log | head -30; grep -h "hybrid" $o/v_tests.log | head -8
+    timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 $d/qmoe_cuda_tests \
+      --gtest_filter='RandomLayerEdges.HybridRunsBusyExpertsOnTheRegisterKernel' > $o/v_memcheck.log 2>&1
+    echo "memcheck rc $? ($((SECONDS - start)) s)"; tail -1 $o/v_memcheck.log
+    for r in 1 2; do
+      for h in 0 32 64 128 256; do
+        (( SECONDS - start > 540 )) && { echo "skip r$r $h"; continue; }
+        QMOE_HYBRID_ROWS=$h timeout 60 $d/qmoe bench --rotations 2 --replays 5 --routing skewed \
+          --models kimi-k2-tp8,deepseek-v3-tp8,deepseek-v3,qwen3-30b-a3b,gpt-oss-120b --schemes w4a16_g32,mxfp4,nvfp4a16 \
+          --tokens 128,512 > $o/skew_r$r.h$h.log 2>&1
+        echo "skewed r$r hybrid $h rc $? ($((SECONDS - start)) s)"
+      done
+      for h in 0 64; do
+        (( SECONDS - start > 540 )) && { echo "skip mild r$r $h"; continue; }
+        QMOE_HYBRID_ROWS=$h timeout 60 $d/qmoe bench --rotations 2 --replays 5 --routing mild \
+          --models kimi-k2-tp8,qwen3-30b-a3b --schemes w4a16_g32,mxfp4 --tokens 128,512 > $o/mild_r$r.h$h.log 2>&1
+        echo "mild r$r hybrid $h rc $? ($((SECONDS - start)) s)"
+      done
+    done ;;
+  *) echo "next_first.sh: fusion, race, profile or hybrid"; exit 2 ;;
 esac
 tar czf $OUT/n_$part.tgz -C $OUT n && rm -rf $o
