@@ -16,7 +16,7 @@
 #                         Mixtral-8x7B's 64 tokens (MXFP4, 0.30 of copy bandwidth) and on the W4A16
 #                         row's CUTLASS tile there, for issue 3's 64-token target; then each kernel's
 #                         duration in Qwen3-30B-A3B's 1-token forwards (what runs outside the GEMMs)
-#   BIN=v next_first.sh hybrid  (carry [".gpu/v"]: branch wip/hybrid `123dc28`, the decode path's
+#   BIN=v next_first.sh hybrid  (carry [".gpu/v"]: branch wip/hybrid `5cef9c5`, the decode path's
 #                         per-expert hybrid, off by default) its tests and memcheck, then skewed
 #                         routing with the threshold QMOE_HYBRID_ROWS 0 / 32 / 64 / 128 / 256 and mild
 #                         routing 0 / 64; pick the default from it, or leave it off
