@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# For the next session (not run), carry [".gpu/u"]: branch wip/decode-fusion at the thirty-seventh
+# For the next session (not run), carry [".gpu/u"]: branch wip/decode-fusion (`ce88f7d`) at the thirty-seventh
 # session's end (main plus the decode path's conversion and quantization, and activation and
 # quantization, each in one launch; revised after its first run to keep one-scale rows of up to
 # 8192 columns in registers and leave wider rows and NVFP4 to two launches; A/B switch
