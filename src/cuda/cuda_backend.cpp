@@ -922,17 +922,16 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     run_prefill(pre1, options.prefill_tile, m.sorted_rows.get(), g1.out, act_rows);
   }
   else if (gemm1) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, plan.w13_has_g_idx, tokens, stream), "gemm1");
-  // The hybrid's busy experts on the register kernel, in 256-row tiles (their rows are many where
-  // the layer's mean is few): every sorted row gathered (the kernel reads the busy experts' only),
-  // the activation's bf16 rows (its fused epilogue) into the hybrid piece; the decode kernels above
-  // and below take the other experts (the grouping gave the busy ones no chunks).
-  auto hybrid_tile = [&](const PrefillGemm& g) {
-    return static_cast<int>(plan_grouped_tile(g.kind, int64_t{256} * L.num_experts, L.num_experts, g.k));
-  };
+  // The hybrid's busy experts on the register kernel, in 256-row tiles (the default tile: their rows
+  // are unknown on the host, and many where the layer's mean is few): every sorted row gathered
+  // (the kernel reads the busy experts' only), the activation's bf16 rows (its fused epilogue) into
+  // the hybrid piece; the decode kernels above and below take the other experts (the grouping gave
+  // the busy ones no chunks).
+  constexpr int kHybridTile = static_cast<int>(GroupedTile::kLarge);
   uint16_t* hybrid_terms = hybrid ? reinterpret_cast<uint16_t*>(m.sorted_rows.get()) : nullptr;  // (GEMM2's, below)
   if (gemm1 && hybrid) {
     gather_rows(reg1, x16, x_scale, true, H);
-    run_prefill(reg1, hybrid_tile(reg1), m.sorted_rows.get(), nullptr, m.hybrid_rows.get<uint16_t>(), nullptr,
+    run_prefill(reg1, kHybridTile, m.sorted_rows.get(), nullptr, m.hybrid_rows.get<uint16_t>(), nullptr,
                 m.busy_counts.get<int32_t>());
   }
 
@@ -996,7 +995,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   // The busy experts' GEMM2 on the register kernel: their act rows in, the combine's weighted bf16
   // terms out (into the gathered rows' memory, which GEMM1 has finished reading).
   if (gemm2 && hybrid)
-    run_prefill(reg2, hybrid_tile(reg2), m.hybrid_rows.get(), nullptr, nullptr, hybrid_terms,
+    run_prefill(reg2, kHybridTile, m.hybrid_rows.get(), nullptr, nullptr, hybrid_terms,
                 m.busy_counts.get<int32_t>());
 
   cuda::CombineParams cp;
