@@ -619,9 +619,10 @@ int64_t hybrid_max_tokens(const MoeLayer& layer, const LayerGemmPlan& prefill_pl
   auto from = [&](GroupedKernel g, const GemmLayout& L) {
     return grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter, has_row_scales(L));
   };
-  // (Layers loaded for fewer tokens than the switch have no repacked copy: none.)
-  const int64_t below = std::max(from(prefill_plan.g1, prefill_plan.w13), from(prefill_plan.g2, prefill_plan.w2)) - 1;
-  return max_tokens > below ? std::max<int64_t>(0, below) : 0;
+  // Both GEMMs on the decode kernels: below the earlier switch; and only for layers loaded for as
+  // many tokens as the repacked copy needs (CudaMoeLayer makes it from there).
+  const int64_t below = std::min(from(prefill_plan.g1, prefill_plan.w13), from(prefill_plan.g2, prefill_plan.w2)) - 1;
+  return max_tokens >= plan_repacked_copy_use(layer).from_tokens ? std::max<int64_t>(0, below) : 0;
 }
 
 int hybrid_busy_rows(GroupedKernel g1, GroupedKernel g2, int64_t num_slots, int requested) {

@@ -324,9 +324,9 @@ LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64
 // `busy_rows` slots runs on the 4-bit register kernel (it converts its weights once per 256 rows
 // where the decode kernel converts them once per 32-slot chunk), the others stay on the decode
 // kernel. It needs both GEMMs on the register kernel (g1, g2). hybrid_max_tokens: the batches it
-// can take, those below both GEMMs' switch to the prefill kernels (the workspace's act-rows piece
-// holds their slots); 0 for layers without it or loaded for no more tokens than that (they have no
-// repacked copy). hybrid_busy_rows: the threshold a forward of
+// can take, those below either GEMM's switch to the prefill kernels (the workspace's act-rows piece
+// holds their slots); 0 for layers without it or loaded for fewer tokens than the repacked copy
+// needs (plan_repacked_copy_use). hybrid_busy_rows: the threshold a forward of
 // `num_slots` slots uses, 0 for none: `requested` (ForwardOptions::hybrid_busy_rows, or
 // QMOE_HYBRID_ROWS; not yet measured, so off by default) where the layer has the hybrid and some
 // expert can reach it.

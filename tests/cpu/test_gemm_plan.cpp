@@ -856,14 +856,16 @@ TEST(GemmPlan, PerExpertHybridThresholdAndWorkspace) {
   ASSERT_TRUE(dequantizes_in_registers(plan.g1) && dequantizes_in_registers(plan.g2));
   const int64_t switch1 = grouped_min_tokens(plan.g1, 16, 4, 128, has_row_scales(plan.w13));
   const int64_t switch2 = grouped_min_tokens(plan.g2, 16, 4, 128, has_row_scales(plan.w2));
-  const int64_t below = std::max(switch1, switch2) - 1;
-  EXPECT_EQ(hybrid_max_tokens(mxfp4, plan, static_cast<int>(below)), 0);  // no repacked copy
-  EXPECT_EQ(hybrid_max_tokens(mxfp4, plan, static_cast<int>(below + 1)), below);
+  const int64_t below = std::min(switch1, switch2) - 1;  // both GEMMs on the decode kernels
+  const int copy_from = static_cast<int>(plan_repacked_copy_use(mxfp4).from_tokens);
+  ASSERT_GE(copy_from, std::max(switch1, switch2));
+  EXPECT_EQ(hybrid_max_tokens(mxfp4, plan, copy_from - 1), 0);  // no repacked copy
+  EXPECT_EQ(hybrid_max_tokens(mxfp4, plan, copy_from), below);
   EXPECT_EQ(hybrid_max_tokens(mxfp4, plan, 100000), below);
   const W w = plan_layer_workspace(mxfp4, 100000, int64_t{1} << 30);
   EXPECT_EQ(w.bytes[W::kHybridRows], 2 * below * 4 * 128);
   EXPECT_EQ(w.bytes[W::kBusyCounts], 4 * 16);
-  EXPECT_EQ(plan_layer_workspace(mxfp4, static_cast<int>(below), int64_t{1} << 30).bytes[W::kHybridRows], 0);
+  EXPECT_EQ(plan_layer_workspace(mxfp4, copy_from - 1, int64_t{1} << 30).bytes[W::kHybridRows], 0);
   const MoeLayer fp8 = synthetic_layer("fp8_channel", {"small", 4, 2, 256, 128}, 7, 1);
   EXPECT_EQ(hybrid_max_tokens(fp8, plan_prefill_kernels(fp8), 100000), 0);
   EXPECT_EQ(plan_layer_workspace(fp8, 100000, int64_t{1} << 30).bytes[W::kBusyCounts], 0);

@@ -527,7 +527,7 @@ TEST(RandomLayerEdges, HybridRunsBusyExpertsOnTheRegisterKernel) {
     const int max_tokens = 8192;  // past the register kernels' switch: the repacked copy exists
     const int64_t below = hybrid_max_tokens(layer, plan, max_tokens);
     ASSERT_GT(below, 8) << name_of(s);
-    const int T = static_cast<int>(std::min<int64_t>(below, 60));
+    const int T = static_cast<int>(std::min<int64_t>(below, 60));  // (both GEMMs on the decode path)
     const int64_t bytes = CudaMoeLayer::workspace_bytes(layer, max_tokens);
     auto shared = std::make_shared<CudaWorkspace>(bytes);
     ASSERT_EQ(cudaMemset(shared->data(), 0xFF, static_cast<size_t>(bytes)), cudaSuccess);
