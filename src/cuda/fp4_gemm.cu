@@ -534,14 +534,14 @@ __global__ void repack_int4_int8_kernel(const int32_t* codes, const Scale* scale
   }
 }
 
-// The CTA's tiles, in order: tile i = blockIdx.x + i * gridDim.x of (input tile, weight tile) pairs,
-// weight tiles fastest (the SMs at work share an expert's input rows and stream its weights). Input
-// tiles: each expert's rows in blocks of N, experts in order.
 // The rows of expert e the kernel multiplies (Fp4GemmParams::expert_rows).
 __device__ __forceinline__ int rows_of(const Fp4GemmParams& p, int e) {
   return p.expert_rows ? p.expert_rows[e] : p.expert_offsets[e + 1] - p.expert_offsets[e];
 }
 
+// The CTA's tiles, in order: tile i = blockIdx.x + i * gridDim.x of (input tile, weight tile) pairs,
+// weight tiles fastest (the SMs at work share an expert's input rows and stream its weights). Input
+// tiles: each expert's rows (rows_of) in blocks of N, experts in order.
 struct TileMap {
   const int32_t* input_tiles_before;  // [experts + 1] (shared memory)
   int experts, weight_tiles, total_tiles;
