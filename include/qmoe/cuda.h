@@ -101,14 +101,17 @@ class CudaMoeLayer {
   const MoeLayer& layer() const;
   int64_t device_weight_bytes() const;  // the uploaded weights (and the 4-bit prefill copy)
   // The prefill kernel each GEMM (w13, w2) of a forward of `tokens` runs, by the names `qmoe inspect
-  // --cuda-plan` prints, or "decode" where it runs the decode kernels. Validates nothing (forward
-  // throws where a forced path or tile does not exist).
+  // --cuda-plan` prints, or "decode" where it runs the decode kernels ("decode+<kernel>" where the
+  // per-expert hybrid gives busy experts to that prefill kernel). Validates nothing (forward throws
+  // where a forced path or tile does not exist).
   std::pair<std::string, std::string> forward_kernels(int tokens, DType hidden_dtype, const ForwardOptions& options) const;
 
  private:
   struct Impl;
   struct Selection;  // what a forward runs (cuda_backend.cpp)
   Selection choose_plan(int tokens, int kind, const ForwardOptions& options) const;
+  // The per-expert hybrid's threshold for such a forward, 0 where it does not run.
+  int hybrid_busy_rows_of(int tokens, int kind, const ForwardOptions& options, const Selection& s) const;
   void run(const void* hidden, DType hidden_dtype, const float* router_logits, float* out, int tokens, void* stream,
            const ForwardOptions& options, bool gemm1, bool gemm2) const;
   std::unique_ptr<Impl> impl_;

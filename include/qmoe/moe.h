@@ -183,6 +183,10 @@ struct ForwardOptions {
   // prefill:i); -1: the planner's choice. prefill_tile2: GEMM2's own (prefill:i/j), -1: prefill_tile.
   int prefill_tile = -1;
   int prefill_tile2 = -1;
+  // CUDA, decode path with skewed routing: experts with at least this many slots run on the 4-bit
+  // register kernel, the rest on the decode kernel (the per-expert hybrid, config/gemm_plan.h).
+  // -1: the default (QMOE_HYBRID_ROWS, else off: not yet measured), 0: off.
+  int hybrid_busy_rows = -1;
 };
 
 // A compute backend. forward() takes hidden_states [T, hidden] (BF16, F16 or F32) and

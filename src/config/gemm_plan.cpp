@@ -601,11 +601,33 @@ LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64
     w.bytes[W::kSortedScales] = 4 * T * k * (scales_per_row + 1);
     w.bytes[W::kSlotPosition] = 4 * T * k;
   }
+  // The hybrid's act rows (bf16, sorted) and busy counts.
+  const int64_t hybrid_tokens = hybrid_max_tokens(layer, plan, max_tokens);
+  if (hybrid_tokens > 0) {
+    w.bytes[W::kHybridRows] = 2 * hybrid_tokens * k * I;
+    w.bytes[W::kBusyCounts] = 4 * E;
+  }
   for (int p = 0; p < W::kPieces; ++p) {
     w.offset[p] = w.total_bytes;
     w.total_bytes += (w.bytes[p] + 255) / 256 * 256;
   }
   return w;
+}
+
+int64_t hybrid_max_tokens(const MoeLayer& layer, const LayerGemmPlan& prefill_plan, int max_tokens) {
+  if (!dequantizes_in_registers(prefill_plan.g1) || !dequantizes_in_registers(prefill_plan.g2)) return 0;
+  auto from = [&](GroupedKernel g, const GemmLayout& L) {
+    return grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter, has_row_scales(L));
+  };
+  // Both GEMMs on the decode kernels: below the earlier switch; and only for layers loaded for as
+  // many tokens as the repacked copy needs (CudaMoeLayer makes it from there).
+  const int64_t below = std::min(from(prefill_plan.g1, prefill_plan.w13), from(prefill_plan.g2, prefill_plan.w2)) - 1;
+  return max_tokens >= plan_repacked_copy_use(layer).from_tokens ? std::max<int64_t>(0, below) : 0;
+}
+
+int hybrid_busy_rows(GroupedKernel g1, GroupedKernel g2, int64_t num_slots, int requested) {
+  if (requested <= 0 || num_slots < requested) return 0;
+  return dequantizes_in_registers(g1) && dequantizes_in_registers(g2) ? requested : 0;
 }
 
 int implied_act_kind(const MoeLayer& layer) {

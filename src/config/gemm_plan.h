@@ -308,7 +308,8 @@ bool runs_plan_without_copy(const RepackedCopyUse& use, bool without_ready, bool
 struct LayerWorkspace {
   enum Piece {
     kX, kX16, kXScale, kU, kAct, kAct16, kActScale, kY, kIds, kRouterWeights, kCounts, kOffsets, kSortedSlots,
-    kSlotExpert, kAmax, kChunks, kSortedRows, kSortedScales, kSlotPosition, kDequantized, kPieces
+    kSlotExpert, kAmax, kChunks, kSortedRows, kSortedScales, kSlotPosition, kDequantized, kHybridRows, kBusyCounts,
+    kPieces
   };
   int64_t bytes[kPieces] = {};
   int64_t offset[kPieces] = {};
@@ -317,6 +318,20 @@ struct LayerWorkspace {
 };
 LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64_t dequant_budget_bytes,
                                     bool repacked_copy = true);
+
+// The decode path's per-expert hybrid (skewed routing, bench/NOTES.md next steps item 10): in a
+// forward that the mean rows per expert keep on the decode kernels, an expert with at least
+// `busy_rows` slots runs on the 4-bit register kernel (it converts its weights once per 256 rows
+// where the decode kernel converts them once per 32-slot chunk), the others stay on the decode
+// kernel. It needs both GEMMs on the register kernel (g1, g2). hybrid_max_tokens: the batches it
+// can take, those below either GEMM's switch to the prefill kernels (the workspace's act-rows piece
+// holds their slots); 0 for layers without it or loaded for fewer tokens than the repacked copy
+// needs (plan_repacked_copy_use). hybrid_busy_rows: the threshold a forward of
+// `num_slots` slots uses, 0 for none: `requested` (ForwardOptions::hybrid_busy_rows, or
+// QMOE_HYBRID_ROWS; not yet measured, so off by default) where the layer has the hybrid and some
+// expert can reach it.
+int64_t hybrid_max_tokens(const MoeLayer& layer, const LayerGemmPlan& prefill_plan, int max_tokens);
+int hybrid_busy_rows(GroupedKernel g1, GroupedKernel g2, int64_t num_slots, int requested);
 
 // The tensor-core kernel's shape: 8 warps per block, each owning kMmaTilesPerWarp tiles of 16 rows;
 // a step is 4 lanes x one 16-byte chunk of a row.

@@ -348,6 +348,9 @@ struct CudaMoeLayer::Impl {
   LayerGemmPlan without_plans[3][2];
   PrefillGemm without1, without2;
   DeviceSpan sorted_rows, sorted_scales, slot_position;
+  // The decode path's per-expert hybrid (hybrid_max_tokens): the register kernel's act rows of the
+  // busy experts (bf16, sorted positions) and each local expert's busy count.
+  DeviceSpan hybrid_rows, busy_counts;
   // kDequantBf16's bf16 (kDequantF16's f16) weights of one batch of experts (either projection's).
   DeviceSpan dequantized;
   int64_t weight_bytes = 0;
@@ -473,6 +476,8 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_pt
   m.sorted_scales = piece(W::kSortedScales);
   m.slot_position = piece(W::kSlotPosition);
   m.dequantized = piece(W::kDequantized);
+  m.hybrid_rows = piece(W::kHybridRows);
+  m.busy_counts = piece(W::kBusyCounts);
   // Defined contents in a workspace of its own: the decode GEMM blocks read their chunk before
   // checking it against the count (a shared workspace is zeroed when made, then holds what forwards
   // left).
@@ -562,9 +567,38 @@ CudaMoeLayer::Selection CudaMoeLayer::choose_plan(int tokens, int kind, const Fo
 
 CudaMoeLayer::~CudaMoeLayer() = default;
 
+// The per-expert hybrid (gemm_plan.h hybrid_busy_rows): on the automatic path's decode forwards of
+// bf16 models with vLLM's rounding, where both GEMMs have the register kernel's repacked copy with
+// the fused activation and terms epilogues and the workspace holds the act rows. (Read once:
+// QMOE_HYBRID_ROWS, the default threshold, for A/B runs.)
+int CudaMoeLayer::hybrid_busy_rows_of(int tokens, int kind, const ForwardOptions& options, const Selection& s) const {
+  static const int env_hybrid_rows = [] {
+    const char* env = std::getenv("QMOE_HYBRID_ROWS");
+    return env ? static_cast<int>(std::strtol(env, nullptr, 10)) : 0;
+  }();
+  const Impl& m = *impl_;
+  const MoeLayer& L = *m.layer;
+  const PrefillGemm &reg1 = m.prefill1, &reg2 = m.prefill2;
+  const int64_t num_slots = int64_t{tokens} * L.top_k;
+  const bool fits =
+      options.gemm_path == GemmPath::kAuto && !s.prefill1 && !s.prefill2 && kind == 0 && options.round_intermediate &&
+      dequantizes_in_registers(reg1.kind) && dequantizes_in_registers(reg2.kind) && !unprepared(reg1) &&
+      !unprepared(reg2) && reg1.gate_up_inter > 0 && cuda::fuses_activation(static_cast<int>(L.activation)) &&
+      cpu::gemm2_act_quant(L).kind == ActQuant::kNone &&
+      gemm2_writes_terms(reg2.kind, s.plan->w2, reg2.has_bias, kind, options.round_intermediate) &&
+      static_cast<int64_t>(m.hybrid_rows.bytes()) >= 2 * num_slots * L.inter &&
+      reinterpret_cast<uintptr_t>(m.sorted_rows.get()) % 16 == 0;
+  if (!fits) return 0;
+  return hybrid_busy_rows(reg1.kind, reg2.kind, num_slots,
+                          options.hybrid_busy_rows >= 0 ? options.hybrid_busy_rows : env_hybrid_rows);
+}
+
 std::pair<std::string, std::string> CudaMoeLayer::forward_kernels(int tokens, DType hidden_dtype,
                                                                   const ForwardOptions& options) const {
-  const Selection s = choose_plan(tokens, act_kind_of(hidden_dtype), options);
+  const int kind = act_kind_of(hidden_dtype);
+  const Selection s = choose_plan(tokens, kind, options);
+  if (hybrid_busy_rows_of(tokens, kind, options, s) > 0)
+    return {"decode+" + to_string(impl_->prefill1.kind), "decode+" + to_string(impl_->prefill2.kind)};
   return {s.prefill1 ? to_string(s.plan->g1) : "decode", s.prefill2 ? to_string(s.plan->g2) : "decode"};
 }
 int CudaMoeLayer::max_tokens() const { return impl_->max_tokens; }
@@ -622,7 +656,10 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
                            " and a nonzero budget "
                            "(this layer: " + std::to_string(m.max_tokens) + " tokens)");
   const bool prefill1 = chosen.prefill1, prefill2 = chosen.prefill2;
-  const cuda::ChainedLaunchScope chained(!prefill1 && !prefill2);
+  const int busy_rows = hybrid_busy_rows_of(tokens, kind, options, chosen);
+  const PrefillGemm &reg1 = m.prefill1, &reg2 = m.prefill2;  // (the hybrid's register kernels)
+  const bool hybrid = busy_rows > 0;
+  const cuda::ChainedLaunchScope chained(!prefill1 && !prefill2 && !hybrid);
 
   cuda::RoutingParams rp;
   rp.logits = router_logits;
@@ -662,6 +699,10 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     return valid ? static_cast<int>(v) : kMmaChunkSlots;
   }();
   gp.chunk_slots = mma_chunk_slots(num_slots, E, chunk_slots);
+  if (hybrid) {
+    gp.busy_rows = busy_rows;
+    gp.busy_counts = m.busy_counts.get<int32_t>();
+  }
   // (Chained launches: the decode GEMMs read the grouping before they wait, so a chained kernel
   // that waits first must run between the grouping and each GEMM; the input conversion and the
   // activation do. launch.cuh.)
@@ -715,8 +756,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   // 16-bit terms instead of d (Fp4GemmParams::terms; the terms instances read each row's weight
   // from the last slots of sorted_scales, after the input scales: plan_layer_workspace).
   // `forced_tile`: the tile ForwardOptions forces on this GEMM, -1 for the planner's.
+  // `expert_rows` (the hybrid, register kernel only): the rows of each expert to multiply.
   auto run_prefill = [&](const PrefillGemm& g, int forced_tile, void* rows, float* d, uint16_t* act_rows,
-                         uint16_t* terms = nullptr) {
+                         uint16_t* terms = nullptr, const int32_t* expert_rows = nullptr) {
     cuda::GroupedSetupParams sp;
     sp.buf = g.buf;
     sp.expert_offsets = gp.expert_offsets;
@@ -747,6 +789,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
       fp.frag_scales = fp.frag_codes + E;
       if (g.has_bias) fp.bias = reinterpret_cast<const float* const*>(fp.frag_codes + 2 * E);
       fp.expert_offsets = gp.expert_offsets;
+      fp.expert_rows = expert_rows;
       fp.x = rows;
       fp.x_scale = m.sorted_scales.get<float>();  // (int8 rows: one scale per row)
       if (cuda::takes_int8_inputs(fp.format)) {
@@ -879,6 +922,18 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     run_prefill(pre1, options.prefill_tile, m.sorted_rows.get(), g1.out, act_rows);
   }
   else if (gemm1) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, plan.w13_has_g_idx, tokens, stream), "gemm1");
+  // The hybrid's busy experts on the register kernel, in 256-row tiles (the default tile: their rows
+  // are unknown on the host, and many where the layer's mean is few): every sorted row gathered
+  // (the kernel reads the busy experts' only), the activation's bf16 rows (its fused epilogue) into
+  // the hybrid piece; the decode kernels above and below take the other experts (the grouping gave
+  // the busy ones no chunks).
+  constexpr int kHybridTile = static_cast<int>(GroupedTile::kLarge);
+  uint16_t* hybrid_terms = hybrid ? reinterpret_cast<uint16_t*>(m.sorted_rows.get()) : nullptr;  // (GEMM2's, below)
+  if (gemm1 && hybrid) {
+    gather_rows(reg1, x16, x_scale, true, H);
+    run_prefill(reg1, kHybridTile, m.sorted_rows.get(), nullptr, m.hybrid_rows.get<uint16_t>(), nullptr,
+                m.busy_counts.get<int32_t>());
+  }
 
   cuda::ActivationParams ap;
   ap.activation = static_cast<int>(L.activation);
@@ -937,13 +992,22 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
                 nullptr, terms);
   }
   else if (gemm2) check(grouped_gemm(g2, k2, act16, {act_scale, in2.act_group}, kind == 0, plan.w2_has_g_idx, tokens, stream), "gemm2");
+  // The busy experts' GEMM2 on the register kernel: their act rows in, the combine's weighted bf16
+  // terms out (into the gathered rows' memory, which GEMM1 has finished reading).
+  if (gemm2 && hybrid)
+    run_prefill(reg2, kHybridTile, m.hybrid_rows.get(), nullptr, nullptr, hybrid_terms,
+                m.busy_counts.get<int32_t>());
 
   cuda::CombineParams cp;
   cp.y = m.y.get<float>();
   cp.terms = terms;
   cp.weights = rp.weights;
   cp.slot_expert = gp.slot_expert;
-  cp.slot_position = prefill2 ? gp.slot_position : nullptr;  // y rows in sorted order (also untimed GEMMs: same reads)
+  cp.slot_position = prefill2 || hybrid ? gp.slot_position : nullptr;  // y rows in sorted order (also untimed GEMMs: same reads)
+  if (hybrid) {
+    cp.busy_counts = m.busy_counts.get<int32_t>();
+    cp.busy_terms = hybrid_terms;
+  }
   cp.tokens = tokens;
   cp.hidden = H;
   cp.top_k = k;

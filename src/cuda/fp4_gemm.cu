@@ -534,9 +534,14 @@ __global__ void repack_int4_int8_kernel(const int32_t* codes, const Scale* scale
   }
 }
 
+// The rows of expert e the kernel multiplies (Fp4GemmParams::expert_rows).
+__device__ __forceinline__ int rows_of(const Fp4GemmParams& p, int e) {
+  return p.expert_rows ? p.expert_rows[e] : p.expert_offsets[e + 1] - p.expert_offsets[e];
+}
+
 // The CTA's tiles, in order: tile i = blockIdx.x + i * gridDim.x of (input tile, weight tile) pairs,
 // weight tiles fastest (the SMs at work share an expert's input rows and stream its weights). Input
-// tiles: each expert's rows in blocks of N, experts in order.
+// tiles: each expert's rows (rows_of) in blocks of N, experts in order.
 struct TileMap {
   const int32_t* input_tiles_before;  // [experts + 1] (shared memory)
   int experts, weight_tiles, total_tiles;
@@ -597,7 +602,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int lane = threadIdx.x, per_lane = (p.experts + 31) / 32;
     const int e0 = min(lane * per_lane, p.experts), e1 = min(e0 + per_lane, p.experts);
     int run = 0;
-    for (int e = e0; e < e1; ++e) run += (p.expert_offsets[e + 1] - p.expert_offsets[e] + N - 1) / N;
+    for (int e = e0; e < e1; ++e) run += (rows_of(p, e) + N - 1) / N;
     int before = run;  // inclusive scan over lanes
 #pragma unroll
     for (int d = 1; d < 32; d *= 2) {
@@ -607,7 +612,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     before -= run;
     for (int e = e0; e < e1; ++e) {
       tiles_before[e] = before;
-      before += (p.expert_offsets[e + 1] - p.expert_offsets[e] + N - 1) / N;
+      before += (rows_of(p, e) + N - 1) / N;
     }
     if (lane == 31) tiles_before[p.experts] = before;
   }
@@ -659,7 +664,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int slot = published % kInfoSlots;
         mbar_wait(&s.info_empty[slot], ((published / kInfoSlots) & 1) ^ 1);
         const Tile tile = tile_at(map, index, N);
-        const int row0 = p.expert_offsets[tile.expert], expert_rows = p.expert_offsets[tile.expert + 1] - row0;
+        const int row0 = p.expert_offsets[tile.expert], expert_rows = rows_of(p, tile.expert);
         const int rows_left = expert_rows - tile.input0;
         TileInfo<N, Format::kInt8Mma>& info = s.info[slot];
         if constexpr (Format::kInt8Mma) {

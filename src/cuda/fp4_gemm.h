@@ -106,6 +106,9 @@ struct Fp4GemmParams {
   const uint32_t* const* frag_codes = nullptr;   // [experts] (device array of device pointers)
   const uint32_t* const* frag_scales = nullptr;  // [experts]
   const int32_t* expert_offsets = nullptr;       // [experts + 1] rows of x per expert (device)
+  // Or the rows multiplied per expert, each from its offset and at most its offsets' span (the decode
+  // path's per-expert hybrid: the busy experts' counts, 0 for the others); null: the whole spans.
+  const int32_t* expert_rows = nullptr;  // [experts] (device)
   const void* x = nullptr;  // [total_rows, k] bf16 (kInt4Int8: int8 codes), rows sorted by expert
   const float* x_scale = nullptr;  // kInt4Int8: [total_rows] the rows' scales (D = x_scale[row] * sums)
   // Int8 inputs: the weights' columns per scale group (a multiple of 128 dividing k, at most

@@ -100,6 +100,11 @@ struct GroupingParams {
   int32_t* chunks = nullptr;      // [mma_max_chunks(num_slots, num_local_experts, chunk_slots)][2]
   int32_t* num_chunks = nullptr;  // device scalar
   int chunk_slots = kMmaChunkSlots;
+  // The per-expert hybrid of the decode path (busy_rows > 0): an expert with at least busy_rows
+  // slots gets no chunks (the register kernel takes it) and busy_counts[e] its slot count; the
+  // others 0.
+  int busy_rows = 0;
+  int32_t* busy_counts = nullptr;  // [num_local_experts]
 };
 cudaError_t launch_grouping(const GroupingParams& p, cudaStream_t stream);
 // Routing then grouping (gp.ids = rp.ids): one launch where both fit one block (decode batches).
@@ -162,6 +167,11 @@ struct CombineParams {
   const float* weights = nullptr;
   const int32_t* slot_expert = nullptr;
   const int32_t* slot_position = nullptr;  // or null: y's row of each slot (sorted prefill output)
+  // The hybrid (GroupingParams::busy_rows): a slot of an expert with busy_counts > 0 reads its
+  // term bf16(w * y) at busy_terms[slot_position[slot]] (the register kernel's output), the others
+  // y[slot] as above.
+  const int32_t* busy_counts = nullptr;
+  const uint16_t* busy_terms = nullptr;
   int64_t tokens = 0;
   int64_t hidden = 0;
   int top_k = 1;

@@ -197,7 +197,7 @@ __device__ void scan_counts(const GroupingParams& p, GroupScan& g) {
     for (int e = 0; e < E; ++e) {
       const int count = g.counts[e];
       g.offsets[e] = acc;
-      if (count > 0) {
+      if (count > 0 && (p.busy_rows <= 0 || count < p.busy_rows)) {  // (busy experts: no chunks)
         g.counts[active] = chunks;
         g.active[active++] = e;
         chunks += (count + p.chunk_slots - 1) / p.chunk_slots;
@@ -210,6 +210,11 @@ __device__ void scan_counts(const GroupingParams& p, GroupScan& g) {
   }
   __syncthreads();
   for (int e = threadIdx.x; e <= E; e += blockDim.x) p.expert_offsets[e] = g.offsets[e];
+  if (p.busy_counts)
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+      const int count = g.offsets[e + 1] - g.offsets[e];  // (g.counts holds chunk starts now)
+      p.busy_counts[e] = p.busy_rows > 0 && count >= p.busy_rows ? count : 0;
+    }
   for (int i = threadIdx.x; i < g.num_active; i += blockDim.x) {
     const int e = g.active[i];
     const int end = i + 1 < g.num_active ? g.counts[i + 1] : g.num_chunks;
@@ -821,14 +826,18 @@ __global__ void combine_kernel(CombineParams p) {
   const int cols = p.hidden - h0 < kCombineColumns ? static_cast<int>(p.hidden - h0) : kCombineColumns;
   auto aligned = [](const void* q, int bytes) { return reinterpret_cast<uintptr_t>(q) % bytes == 0; };
   const bool vector = p.hidden % kCombineColumns == 0 && aligned(p.out, 16) &&
-                      (p.terms != nullptr ? aligned(p.terms, 8) : aligned(p.y, 16));  // (cols == 4)
+                      (p.terms != nullptr ? aligned(p.terms, 8) : aligned(p.y, 16)) &&
+                      (p.busy_terms == nullptr || aligned(p.busy_terms, 8));  // (cols == 4)
   float acc[kCombineColumns] = {};
   for (int j = 0; j < p.top_k; ++j) {
     const int64_t s = t * p.top_k + j;
-    if (p.slot_expert[s] < 0) continue;
-    const int64_t row = p.slot_position ? p.slot_position[s] : s;
-    if (p.terms != nullptr) {  // already bf16(w * y)
-      const uint16_t* terms = p.terms + row * p.hidden + h0;  // [cols]
+    const int e = p.slot_expert[s];
+    if (e < 0) continue;
+    const bool busy = p.busy_counts != nullptr && p.busy_counts[e] > 0;  // (the hybrid's register kernel)
+    const int64_t row = busy || (p.slot_position && !p.busy_counts) ? p.slot_position[s] : s;
+    const uint16_t* term_rows = busy ? p.busy_terms : p.terms;
+    if (term_rows != nullptr) {  // already bf16(w * y)
+      const uint16_t* terms = term_rows + row * p.hidden + h0;  // [cols]
       if (vector) {
         const uint2 q = *reinterpret_cast<const uint2*>(terms);
         const uint16_t four[4] = {static_cast<uint16_t>(q.x), static_cast<uint16_t>(q.x >> 16),

@@ -837,6 +837,40 @@ TEST(GemmPlan, LayerWorkspacePieces) {
   EXPECT_EQ(plan_layer_workspace(g32, from, 0).dequant.w13, 0);
 }
 
+// The decode path's per-expert hybrid: a threshold only where both GEMMs have the 4-bit register
+// kernel and some expert can reach it; its workspace (bf16 act rows of the batches below both
+// GEMMs' switches, a busy count per local expert) only for layers loaded past those switches.
+TEST(GemmPlan, PerExpertHybridThresholdAndWorkspace) {
+  using W = LayerWorkspace;
+  const GroupedKernel mx = GroupedKernel::kMxfp4Bf16, i4 = GroupedKernel::kInt4RegsBf16;
+  EXPECT_EQ(hybrid_busy_rows(mx, mx, 4096, 128), 128);
+  EXPECT_EQ(hybrid_busy_rows(i4, mx, 128, 128), 128);
+  EXPECT_EQ(hybrid_busy_rows(mx, mx, 127, 128), 0);  // no expert can have 128 slots
+  EXPECT_EQ(hybrid_busy_rows(mx, mx, 4096, 0), 0);    // off
+  EXPECT_EQ(hybrid_busy_rows(mx, mx, 4096, -1), 0);
+  EXPECT_EQ(hybrid_busy_rows(GroupedKernel::kFp8, mx, 4096, 128), 0);
+  EXPECT_EQ(hybrid_busy_rows(mx, GroupedKernel::kNone, 4096, 128), 0);
+
+  const MoeLayer mxfp4 = synthetic_layer("mxfp4", {"small", 16, 4, 256, 128}, 7, 1);
+  const LayerGemmPlan plan = plan_prefill_kernels(mxfp4);
+  ASSERT_TRUE(dequantizes_in_registers(plan.g1) && dequantizes_in_registers(plan.g2));
+  const int64_t switch1 = grouped_min_tokens(plan.g1, 16, 4, 128, has_row_scales(plan.w13));
+  const int64_t switch2 = grouped_min_tokens(plan.g2, 16, 4, 128, has_row_scales(plan.w2));
+  const int64_t below = std::min(switch1, switch2) - 1;  // both GEMMs on the decode kernels
+  const int copy_from = static_cast<int>(plan_repacked_copy_use(mxfp4).from_tokens);
+  ASSERT_GE(copy_from, std::max(switch1, switch2));
+  EXPECT_EQ(hybrid_max_tokens(mxfp4, plan, copy_from - 1), 0);  // no repacked copy
+  EXPECT_EQ(hybrid_max_tokens(mxfp4, plan, copy_from), below);
+  EXPECT_EQ(hybrid_max_tokens(mxfp4, plan, 100000), below);
+  const W w = plan_layer_workspace(mxfp4, 100000, int64_t{1} << 30);
+  EXPECT_EQ(w.bytes[W::kHybridRows], 2 * below * 4 * 128);
+  EXPECT_EQ(w.bytes[W::kBusyCounts], 4 * 16);
+  EXPECT_EQ(plan_layer_workspace(mxfp4, copy_from - 1, int64_t{1} << 30).bytes[W::kHybridRows], 0);
+  const MoeLayer fp8 = synthetic_layer("fp8_channel", {"small", 4, 2, 256, 128}, 7, 1);
+  EXPECT_EQ(hybrid_max_tokens(fp8, plan_prefill_kernels(fp8), 100000), 0);
+  EXPECT_EQ(plan_layer_workspace(fp8, 100000, int64_t{1} << 30).bytes[W::kBusyCounts], 0);
+}
+
 TEST(GemmPlan, DequantizedPrefillNeedsBf16ExactWeightsAndInputs) {
   // Every dequantized weight must be a bf16 (the CPU's value), and the input rows exactly bf16.
   const GemmKernel mma = GemmKernel::kTensorCore16;

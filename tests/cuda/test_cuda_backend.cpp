@@ -509,6 +509,58 @@ TEST(RandomLayerEdges, DecodeKernelSplitsBusyExpertsIntoChunks) {
     expect_decode_matches_cpu(ep, x, logits, round, "decode, expert map, 8800 slots on two busy experts");
 }
 
+// The decode path's per-expert hybrid (skewed routing): experts with at least the threshold's slots
+// on the 4-bit register kernel, the others on the decode kernel, on a workspace poisoned with NaN
+// (a row either side misses shows in the output), eager and replayed, against the CPU, with an
+// expert map; forward_kernels says the hybrid ran, and with the threshold 0 that it did not.
+TEST(RandomLayerEdges, HybridRunsBusyExpertsOnTheRegisterKernel) {
+  REQUIRE_GPU();
+  for (Scheme s : {Scheme::kMxfp4, Scheme::kNvfp4, Scheme::kW4A16G128}) {
+    MoeLayer layer = random_layer(s, {16, 4, 512, 256});
+    // Global experts 0-15, local ones the even ids (8 local experts, the odd ones elsewhere).
+    layer.expert_map.assign(16, -1);
+    for (int e = 0; e < 8; ++e) layer.expert_map[2 * e] = e;
+    layer.num_local_experts = 8;
+    layer.experts.resize(8);
+    const LayerGemmPlan plan = plan_prefill_kernels(layer);
+    ASSERT_TRUE(dequantizes_in_registers(plan.g1) && dequantizes_in_registers(plan.g2)) << name_of(s);
+    const int max_tokens = 8192;  // past the register kernels' switch: the repacked copy exists
+    const int64_t below = hybrid_max_tokens(layer, plan, max_tokens);
+    ASSERT_GT(below, 8) << name_of(s);
+    const int T = static_cast<int>(std::min<int64_t>(below, 60));  // (both GEMMs on the decode path)
+    const int64_t bytes = CudaMoeLayer::workspace_bytes(layer, max_tokens);
+    auto shared = std::make_shared<CudaWorkspace>(bytes);
+    ASSERT_EQ(cudaMemset(shared->data(), 0xFF, static_cast<size_t>(bytes)), cudaSuccess);
+    const CudaMoeLayer dev(layer, max_tokens, shared);
+    Tensor x, logits;
+    random_inputs(T, layer, x, logits);
+    // Global expert 6 (local 3) in every token's top 4, expert 10 (local 5) in the first half's.
+    for (int64_t t = 0; t < T; ++t) {
+      float* row = logits.data<float>() + t * 16;
+      row[6] = 30.0f;
+      if (t < T / 2) row[10] = 29.0f;
+    }
+    ForwardOptions options;
+    options.hybrid_busy_rows = T / 4;
+    const std::string what = std::string(name_of(s)) + ", " + std::to_string(T) + " tokens";
+    const auto kernels = dev.forward_kernels(T, DType::kBF16, options);
+    EXPECT_EQ(kernels.first, "decode+" + to_string(plan.g1)) << what;
+    EXPECT_EQ(kernels.second, "decode+" + to_string(plan.g2)) << what;
+    Tensor got, replay;
+    forward_eager_and_replayed(dev, x, logits, options, 1, &got, &replay);
+    ASSERT_FALSE(got.empty()) << what;
+    const Tensor want = make_backend("cpu")->forward(layer, x, logits, options);
+    const OutputDiff d = compare_outputs(got, want);
+    std::printf("    %-48s rel_l2 %.2e\n", ("hybrid " + what).c_str(), d.rel_l2);
+    EXPECT_TRUE(d.finite) << what << seed_note();
+    EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, options, Comparison::kCudaVsReference, T)) << what << seed_note();
+    EXPECT_EQ(0, std::memcmp(got.raw(), replay.raw(), got.size_bytes())) << what << ": replay differs";
+    options.hybrid_busy_rows = 0;
+    EXPECT_EQ(dev.forward_kernels(T, DType::kBF16, options), std::make_pair(std::string("decode"), std::string("decode")))
+        << what;
+  }
+}
+
 // ---- prefill kernels (grouped wgmma on expert-sorted rows) ---------------------------------------
 
 TEST(PrefillKernels, MatchTheCpuBackend) {
