@@ -134,26 +134,27 @@ __device__ void route_token(const RoutingParams& p, int t, RoutingScratch& scrat
     __syncwarp();
   }
 
-  float sum_w = 0.0f;
+  // Lane j keeps the j-th choice (top_k <= 32), so the weights are scaled in registers and stored
+  // once (a read back of global memory by one lane cost a round trip per choice).
+  float sum_w = 0.0f, my_w = 0.0f;
+  int my_id = -1;
   for (int j = 0; j < p.top_k; ++j) {
     const int best = warp_argmax(choice, E, lane);
     const float w = score[best];
-    sum_w = add_rn(sum_w, w);
-    __syncwarp();  // every lane has read `choice` before lane 0 overwrites it
-    if (lane == 0) {
-      ids[j] = best;
-      weights[j] = w;
-      choice[best] = -INFINITY;
+    sum_w = add_rn(sum_w, w);  // (every lane sums the same weights in the same order)
+    if (lane == j) {
+      my_id = best;
+      my_w = w;
     }
+    __syncwarp();  // every lane has read `choice` before lane 0 overwrites it
+    if (lane == 0) choice[best] = -INFINITY;
     __syncwarp();
   }
-  if (lane == 0) {
-    for (int j = 0; j < p.top_k; ++j) {
-      float w = weights[j];
-      if (p.renormalize && sum_w > 0.0f) w = div_rn(w, sum_w);
-      if (p.routed_scaling_factor != 1.0f) w = mul_rn(w, p.routed_scaling_factor);
-      weights[j] = w;
-    }
+  if (lane < p.top_k) {
+    if (p.renormalize && sum_w > 0.0f) my_w = div_rn(my_w, sum_w);
+    if (p.routed_scaling_factor != 1.0f) my_w = mul_rn(my_w, p.routed_scaling_factor);
+    ids[lane] = my_id;
+    weights[lane] = my_w;
   }
 }
 
@@ -180,33 +181,86 @@ constexpr int kMaxLocalExperts = 1024;
 
 // The counts' scan shared by the grouping kernels: once the block's counts are in g.counts, the
 // offsets (into g.offsets and p.expert_offsets) and the chunks of the experts with slots (the active
-// ones, ascending). One thread scans (a few hundred adds without global-memory round trips); the
-// results go out in parallel. The scan leaves in g.counts[i] the first chunk of active expert i (its
-// count is read before: i <= e; the fused routing kernel has no shared memory for another array).
+// ones, ascending). Each thread scans a run of up to kScanRun consecutive experts, and the runs'
+// sums go through one block scan (a single thread's serial scan cost ~75 cycles an expert, ~10 us of
+// a 256-expert decode forward on the H200). The scan leaves in g.counts[i] the first chunk of
+// active expert i (the counts are in registers by then; the fused routing kernel has no shared
+// memory for another array).
+constexpr int kScanRun = 4;
+static_assert(kThreads * kScanRun >= kMaxLocalExperts, "the grouping kernels' blocks cover every local expert");
 struct GroupScan {
   int32_t counts[kMaxLocalExperts];
   int32_t offsets[kMaxLocalExperts + 1];
   int32_t active[kMaxLocalExperts];
+  int32_t warp_sums[3][32];  // slots, active experts, chunks of each warp's runs
   int32_t num_active, num_chunks;
 };
+
+// Exclusive prefix sums over the block of three per-thread values (v[0..3)), through g.warp_sums.
+__device__ void block_exclusive_scan3(int (&v)[3], GroupScan& g) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = (blockDim.x + 31) / 32;
+  int inclusive[3] = {v[0], v[1], v[2]};
+  for (int o = 1; o < 32; o <<= 1)
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+      const int up = __shfl_up_sync(0xffffffffu, inclusive[j], o);
+      if (lane >= o) inclusive[j] += up;
+    }
+  if (lane == 31)
+#pragma unroll
+    for (int j = 0; j < 3; ++j) g.warp_sums[j][warp] = inclusive[j];
+  __syncthreads();
+  if (warp == 0) {
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+      int sum = lane < warps ? g.warp_sums[j][lane] : 0;
+      for (int o = 1; o < 32; o <<= 1) {
+        const int up = __shfl_up_sync(0xffffffffu, sum, o);
+        if (lane >= o) sum += up;
+      }
+      g.warp_sums[j][lane] = sum;  // inclusive over warps 0..lane
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < 3; ++j) v[j] = inclusive[j] - v[j] + (warp > 0 ? g.warp_sums[j][warp - 1] : 0);
+}
+
 __device__ void scan_counts(const GroupingParams& p, GroupScan& g) {
   const int E = p.num_local_experts;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int acc = 0, active = 0, chunks = 0;
-    for (int e = 0; e < E; ++e) {
-      const int count = g.counts[e];
-      g.offsets[e] = acc;
-      if (count > 0 && (p.busy_rows <= 0 || count < p.busy_rows)) {  // (busy experts: no chunks)
-        g.counts[active] = chunks;
-        g.active[active++] = e;
-        chunks += (count + p.chunk_slots - 1) / p.chunk_slots;
-      }
-      acc += count;
+  // This thread's run of experts [first, first + kScanRun) ∩ [0, E): counts, and each expert's
+  // chunks (busy experts get none: the hybrid's register kernel takes them).
+  const int first = threadIdx.x * kScanRun;
+  int count[kScanRun], chunks[kScanRun];
+  int sums[3] = {0, 0, 0};  // slots, active experts, chunks
+#pragma unroll
+  for (int i = 0; i < kScanRun; ++i) {
+    count[i] = first + i < E ? g.counts[first + i] : 0;
+    const bool has_chunks = count[i] > 0 && (p.busy_rows <= 0 || count[i] < p.busy_rows);
+    chunks[i] = has_chunks ? (count[i] + p.chunk_slots - 1) / p.chunk_slots : 0;
+    sums[0] += count[i];
+    sums[1] += has_chunks ? 1 : 0;
+    sums[2] += chunks[i];
+  }
+  const int totals[3] = {sums[0], sums[1], sums[2]};
+  block_exclusive_scan3(sums, g);  // (its barriers: every count is in registers before g.counts is reused)
+  int acc = sums[0], active = sums[1], chunk = sums[2];
+#pragma unroll
+  for (int i = 0; i < kScanRun; ++i) {
+    if (first + i >= E) break;
+    g.offsets[first + i] = acc;
+    if (chunks[i] > 0) {
+      g.counts[active] = chunk;
+      g.active[active++] = first + i;
+      chunk += chunks[i];
     }
-    g.offsets[E] = acc;
-    g.num_active = active;
-    g.num_chunks = chunks;
+    acc += count[i];
+  }
+  if (threadIdx.x == blockDim.x - 1) {  // its exclusive prefix plus its own run: the totals
+    g.offsets[E] = sums[0] + totals[0];
+    g.num_active = sums[1] + totals[1];
+    g.num_chunks = sums[2] + totals[2];
   }
   __syncthreads();
   for (int e = threadIdx.x; e <= E; e += blockDim.x) p.expert_offsets[e] = g.offsets[e];
@@ -816,8 +870,10 @@ __global__ void input_rows_kernel(InputRowsParams p) {
 // Block (t, c): token t, columns [c * kCombineBlock * 4, +kCombineBlock * 4); each thread sums 4
 // consecutive columns over the token's slots, reading each slot's expert, weight and row once and
 // y in 16-byte pieces where rows and pointers allow. The same products and sums, in the same
-// order, as one column at a time.
-constexpr int kCombineBlock = 128, kCombineColumns = 4;
+// order, as one column at a time. Slots go in batches of kCombineBatch: the batch's experts, then
+// its rows and weights, then its values are loaded before any sum, three dependent round trips a
+// batch instead of three a slot (a 1-token forward's combine is latency, not bandwidth).
+constexpr int kCombineBlock = 128, kCombineColumns = 4, kCombineBatch = 8;
 __global__ void combine_kernel(CombineParams p) {
   chain_start();
   const int64_t t = blockIdx.x;
@@ -829,38 +885,56 @@ __global__ void combine_kernel(CombineParams p) {
                       (p.terms != nullptr ? aligned(p.terms, 8) : aligned(p.y, 16)) &&
                       (p.busy_terms == nullptr || aligned(p.busy_terms, 8));  // (cols == 4)
   float acc[kCombineColumns] = {};
-  for (int j = 0; j < p.top_k; ++j) {
-    const int64_t s = t * p.top_k + j;
-    const int e = p.slot_expert[s];
-    if (e < 0) continue;
-    const bool busy = p.busy_counts != nullptr && p.busy_counts[e] > 0;  // (the hybrid's register kernel)
-    const int64_t row = busy || (p.slot_position && !p.busy_counts) ? p.slot_position[s] : s;
-    const uint16_t* term_rows = busy ? p.busy_terms : p.terms;
-    if (term_rows != nullptr) {  // already bf16(w * y)
-      const uint16_t* terms = term_rows + row * p.hidden + h0;  // [cols]
-      if (vector) {
-        const uint2 q = *reinterpret_cast<const uint2*>(terms);
-        const uint16_t four[4] = {static_cast<uint16_t>(q.x), static_cast<uint16_t>(q.x >> 16),
-                                  static_cast<uint16_t>(q.y), static_cast<uint16_t>(q.y >> 16)};
+  for (int j0 = 0; j0 < p.top_k; j0 += kCombineBatch) {
+    const int64_t s0 = t * p.top_k + j0;  // the batch's first slot
+    int e[kCombineBatch];  // local expert of slot s0 + i, -1 for none (or past the token's slots)
 #pragma unroll
-        for (int c = 0; c < kCombineColumns; ++c) acc[c] = add_rn(acc[c], quant::bf16_to_float(four[c]));
-      } else {
-        for (int c = 0; c < cols; ++c) acc[c] = add_rn(acc[c], quant::bf16_to_float(terms[c]));
+    for (int i = 0; i < kCombineBatch; ++i) e[i] = j0 + i < p.top_k ? p.slot_expert[s0 + i] : -1;
+    const uint16_t* term_rows[kCombineBatch];  // bf16(w * y) rows of the slot's path, or null: y
+    int64_t row[kCombineBatch];
+    float w[kCombineBatch];
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; ++i) {
+      const int64_t s = s0 + i;
+      const bool busy = e[i] >= 0 && p.busy_counts != nullptr && p.busy_counts[e[i]] > 0;  // (the hybrid's register kernel)
+      term_rows[i] = busy ? p.busy_terms : p.terms;
+      row[i] = e[i] >= 0 && (busy || (p.slot_position && !p.busy_counts)) ? p.slot_position[s] : s;
+      w[i] = e[i] >= 0 && term_rows[i] == nullptr && !p.weight_on_input ? p.weights[s] : 1.0f;
+    }
+    float v[kCombineBatch][kCombineColumns];
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; ++i) {
+      if (e[i] < 0) continue;
+      if (term_rows[i] != nullptr) {  // already bf16(w * y)
+        const uint16_t* terms = term_rows[i] + row[i] * p.hidden + h0;  // [cols]
+        if (vector) {
+          const uint2 q = *reinterpret_cast<const uint2*>(terms);
+          v[i][0] = quant::bf16_to_float(static_cast<uint16_t>(q.x));
+          v[i][1] = quant::bf16_to_float(static_cast<uint16_t>(q.x >> 16));
+          v[i][2] = quant::bf16_to_float(static_cast<uint16_t>(q.y));
+          v[i][3] = quant::bf16_to_float(static_cast<uint16_t>(q.y >> 16));
+        } else {
+#pragma unroll
+          for (int c = 0; c < kCombineColumns; ++c) v[i][c] = c < cols ? quant::bf16_to_float(terms[c]) : 0.0f;
+        }
+        continue;
       }
-      continue;
-    }
-    const float w = p.weight_on_input ? 1.0f : p.weights[s];
-    const float* y = p.y + row * p.hidden + h0;  // [cols]
-    float v[kCombineColumns];
-    if (vector) {
-      const float4 q = *reinterpret_cast<const float4*>(y);
-      v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-    } else {
+      const float* y = p.y + row[i] * p.hidden + h0;  // [cols]
+      if (vector) {
+        const float4 q = *reinterpret_cast<const float4*>(y);
+        v[i][0] = q.x, v[i][1] = q.y, v[i][2] = q.z, v[i][3] = q.w;
+      } else {
 #pragma unroll
-      for (int c = 0; c < kCombineColumns; ++c) v[c] = c < cols ? y[c] : 0.0f;
+        for (int c = 0; c < kCombineColumns; ++c) v[i][c] = c < cols ? y[c] : 0.0f;
+      }
     }
 #pragma unroll
-    for (int c = 0; c < kCombineColumns; ++c) acc[c] = add_rn(acc[c], round_kind(mul_rn(w, v[c]), p.dtype_kind, p.round));
+    for (int i = 0; i < kCombineBatch; ++i) {
+      if (e[i] < 0) continue;
+#pragma unroll
+      for (int c = 0; c < kCombineColumns; ++c)
+        acc[c] = add_rn(acc[c], term_rows[i] != nullptr ? v[i][c] : round_kind(mul_rn(w[i], v[i][c]), p.dtype_kind, p.round));
+    }
   }
   float* out = p.out + t * p.hidden + h0;  // [cols]
 #pragma unroll

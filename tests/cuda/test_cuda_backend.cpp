@@ -1669,6 +1669,94 @@ TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
   }
 }
 
+// The grouping's scan (each thread a run of experts, then a block scan of the runs) at the most
+// local experts (1024, a quarter of them not local), on both paths (one block up to 8192 slots,
+// count / offsets / scatter above), skewed ids (a few experts with hundreds of slots, many with
+// none), with and without the hybrid's busy experts: offsets, segments, chunks and busy counts
+// against the host's count of the ids.
+TEST(CudaGrouping, ManyExpertsOnBothPaths) {
+  REQUIRE_GPU();
+  const int E = 1280, local_experts = 1024;
+  std::vector<int32_t> map(E, -1);
+  for (int e = 0, l = 0; e < E; ++e)
+    if (e % 5 != 3) map[e] = l++;
+  int32_t *d_map, *d_ids, *d_counts, *d_offsets, *d_sorted, *d_slot_expert, *d_chunks, *d_busy;
+  const int max_slots = 9000;
+  const int64_t max_chunks = mma_max_chunks(max_slots, local_experts);
+  ASSERT_EQ(cudaMalloc(&d_map, E * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_ids, max_slots * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_counts, local_experts * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_offsets, (local_experts + 1) * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_sorted, max_slots * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_slot_expert, max_slots * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_chunks, (2 * max_chunks + 1) * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_busy, local_experts * 4), cudaSuccess);
+  cudaMemcpy(d_map, map.data(), E * 4, cudaMemcpyHostToDevice);
+  for (const int S : {5000, 9000})
+    for (const int busy_rows : {0, 40}) {
+      const std::string what = std::to_string(S) + " slots, busy rows " + std::to_string(busy_rows);
+      // Skewed: a third of the slots on experts 0-7, the rest spread over the first 3/4 of them.
+      std::vector<int32_t> ids(S);
+      std::uniform_int_distribution<int> hot(0, 7), spread(0, E * 3 / 4);
+      for (int s = 0; s < S; ++s) ids[s] = s % 3 == 0 ? hot(rng()) : spread(rng());
+      cudaMemcpy(d_ids, ids.data(), S * 4, cudaMemcpyHostToDevice);
+      cudaMemset(d_counts, 0, local_experts * 4);  // (the multi-launch path's counts start at zero)
+      cudaMemset(d_offsets, 0xFF, (local_experts + 1) * 4);  // poison: -1
+      cudaMemset(d_sorted, 0xFF, S * 4);
+      cudaMemset(d_slot_expert, 0xFF, S * 4);
+      cudaMemset(d_chunks, 0xFF, (2 * max_chunks + 1) * 4);
+      cudaMemset(d_busy, 0xFF, local_experts * 4);
+      cuda::GroupingParams g;
+      g.ids = d_ids;
+      g.expert_map = d_map;
+      g.num_slots = S;
+      g.num_experts = E;
+      g.num_local_experts = local_experts;
+      g.counts = d_counts;
+      g.expert_offsets = d_offsets;
+      g.sorted_slots = d_sorted;
+      g.slot_expert = d_slot_expert;
+      g.num_chunks = d_chunks;
+      g.chunks = d_chunks + 1;
+      g.busy_rows = busy_rows;
+      g.busy_counts = busy_rows > 0 ? d_busy : nullptr;
+      ASSERT_EQ(cuda::launch_grouping(g, nullptr), cudaSuccess) << what;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+      std::vector<int32_t> offsets(local_experts + 1), sorted(S), chunks(2 * max_chunks + 1), busy(local_experts);
+      cudaMemcpy(offsets.data(), d_offsets, offsets.size() * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(sorted.data(), d_sorted, S * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(chunks.data(), d_chunks, chunks.size() * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(busy.data(), d_busy, busy.size() * 4, cudaMemcpyDeviceToHost);
+      std::vector<int> count(local_experts, 0);
+      int local_slots = 0;
+      for (int32_t id : ids) {
+        if (map[id] < 0) continue;
+        ++count[map[id]];
+        ++local_slots;
+      }
+      std::vector<int32_t> want_chunks = {0};
+      int want_offset = 0, num_busy = 0;
+      for (int l = 0; l < local_experts; ++l) {
+        ASSERT_EQ(offsets[l], want_offset) << what << ", expert " << l;
+        for (int pos = offsets[l]; pos < offsets[l] + count[l]; ++pos) ASSERT_EQ(map[ids[sorted[pos]]], l) << what;
+        want_offset += count[l];
+        const bool is_busy = busy_rows > 0 && count[l] >= busy_rows;
+        num_busy += is_busy;
+        if (busy_rows > 0) EXPECT_EQ(busy[l], is_busy ? count[l] : 0) << what << ", expert " << l;
+        if (count[l] == 0 || is_busy) continue;
+        for (int pos = offsets[l]; pos < offsets[l] + count[l]; pos += kMmaChunkSlots) {
+          want_chunks.push_back(l);
+          want_chunks.push_back(pos);
+          ++want_chunks[0];
+        }
+      }
+      EXPECT_EQ(offsets[local_experts], local_slots) << what;
+      if (busy_rows > 0) EXPECT_GE(num_busy, 4) << what;  // the skew made busy experts
+      EXPECT_EQ(std::vector<int32_t>(chunks.begin(), chunks.begin() + want_chunks.size()), want_chunks) << what;
+    }
+  for (int32_t* d : {d_map, d_ids, d_counts, d_offsets, d_sorted, d_slot_expert, d_chunks, d_busy}) cudaFree(d);
+}
+
 // ---- fixtures ----------------------------------------------------------------------------------
 
 TEST(CudaFixtures, EveryFixtureMatchesTheCpuAndTorch) {
