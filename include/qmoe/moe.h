@@ -185,8 +185,7 @@ struct ForwardOptions {
   int prefill_tile2 = -1;
   // CUDA, decode path with skewed routing: experts with at least this many slots run on the 4-bit
   // register kernel, the rest on the decode kernel (the per-expert hybrid, config/gemm_plan.h).
-  // -1: the default (QMOE_HYBRID_ROWS, else the measured default_hybrid_busy_rows: 32 for layers
-  // with large experts, off for small ones), 0: off.
+  // -1: the default (QMOE_HYBRID_ROWS, else off: it pays on some shapes only, gemm_plan.h), 0: off.
   int hybrid_busy_rows = -1;
 };
 

@@ -625,10 +625,6 @@ int64_t hybrid_max_tokens(const MoeLayer& layer, const LayerGemmPlan& prefill_pl
   return max_tokens >= plan_repacked_copy_use(layer).from_tokens ? std::max<int64_t>(0, below) : 0;
 }
 
-int default_hybrid_busy_rows(const MoeLayer& layer) {
-  return int64_t{layer.hidden} * layer.inter >= kHybridMinWeights ? kHybridBusyRows : 0;
-}
-
 int hybrid_busy_rows(GroupedKernel g1, GroupedKernel g2, int64_t num_slots, int requested) {
   if (requested <= 0 || num_slots < requested) return 0;
   return dequantizes_in_registers(g1) && dequantizes_in_registers(g2) ? requested : 0;

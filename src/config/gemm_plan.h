@@ -328,19 +328,13 @@ LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64
 // holds their slots); 0 for layers without it or loaded for fewer tokens than the repacked copy
 // needs (plan_repacked_copy_use). hybrid_busy_rows: the threshold a forward of
 // `num_slots` slots uses, 0 for none: `requested` (ForwardOptions::hybrid_busy_rows, or
-// QMOE_HYBRID_ROWS, or default_hybrid_busy_rows) where the layer has the hybrid and some expert can
-// reach it.
+// QMOE_HYBRID_ROWS; off by default, bench/NOTES.md "Thirty-eighth session": at 32 slots it gave
+// DeepSeek-V3 and gpt-oss-120b 0.71-0.82 of the layer time at 128 skewed tokens but cost
+// Mixtral-8x7B 1.03-1.04x at 32 and the 7168 x 256 experts up to 1.18x, and a forward with it runs
+// without chained launches even where no expert is busy) where the layer has the hybrid and some
+// expert can reach it.
 int64_t hybrid_max_tokens(const MoeLayer& layer, const LayerGemmPlan& prefill_plan, int max_tokens);
 int hybrid_busy_rows(GroupedKernel g1, GroupedKernel g2, int64_t num_slots, int requested);
-// The default threshold (H200, skewed and mild routing, bench/NOTES.md "Thirty-eighth session"):
-// kHybridBusyRows where each projection holds at least kHybridMinWeights weights (DeepSeek-V3,
-// gpt-oss-120b, Mixtral-8x7B), so that a busy expert's weights converted once per 256 rows instead
-// of once per 32-slot chunk outweigh the register kernels' two extra launches (DeepSeek-V3 at 128
-// skewed tokens: 0.71-0.74 of the layer time); 0 for smaller experts, where the hybrid cost up to
-// 1.18x (DeepSeek-V3 TP8, 7168 x 256) or gained too little to pay under mild routing (Qwen3-30B-A3B).
-inline constexpr int kHybridBusyRows = 32;
-inline constexpr int64_t kHybridMinWeights = int64_t{1} << 22;
-int default_hybrid_busy_rows(const MoeLayer& layer);
 
 // The tensor-core kernel's shape: 8 warps per block, each owning kMmaTilesPerWarp tiles of 16 rows;
 // a step is 4 lanes x one 16-byte chunk of a row.

@@ -570,11 +570,11 @@ CudaMoeLayer::~CudaMoeLayer() = default;
 // The per-expert hybrid (gemm_plan.h hybrid_busy_rows): on the automatic path's decode forwards of
 // bf16 models with vLLM's rounding, where both GEMMs have the register kernel's repacked copy with
 // the fused activation and terms epilogues and the workspace holds the act rows. (Read once:
-// QMOE_HYBRID_ROWS, which replaces the default threshold, for A/B runs.)
+// QMOE_HYBRID_ROWS, the default threshold, for A/B runs.)
 int CudaMoeLayer::hybrid_busy_rows_of(int tokens, int kind, const ForwardOptions& options, const Selection& s) const {
   static const int env_hybrid_rows = [] {
     const char* env = std::getenv("QMOE_HYBRID_ROWS");
-    return env ? std::max(0, static_cast<int>(std::strtol(env, nullptr, 10))) : -1;
+    return env ? std::max(0, static_cast<int>(std::strtol(env, nullptr, 10))) : 0;
   }();
   const Impl& m = *impl_;
   const MoeLayer& L = *m.layer;
@@ -589,10 +589,8 @@ int CudaMoeLayer::hybrid_busy_rows_of(int tokens, int kind, const ForwardOptions
       static_cast<int64_t>(m.hybrid_rows.bytes()) >= 2 * num_slots * L.inter &&
       reinterpret_cast<uintptr_t>(m.sorted_rows.get()) % 16 == 0;
   if (!fits) return 0;
-  const int requested = options.hybrid_busy_rows >= 0 ? options.hybrid_busy_rows
-                        : env_hybrid_rows >= 0           ? env_hybrid_rows
-                                                         : default_hybrid_busy_rows(L);
-  return hybrid_busy_rows(reg1.kind, reg2.kind, num_slots, requested);
+  return hybrid_busy_rows(reg1.kind, reg2.kind, num_slots,
+                          options.hybrid_busy_rows >= 0 ? options.hybrid_busy_rows : env_hybrid_rows);
 }
 
 std::pair<std::string, std::string> CudaMoeLayer::forward_kernels(int tokens, DType hidden_dtype,

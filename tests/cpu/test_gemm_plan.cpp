@@ -850,20 +850,6 @@ TEST(GemmPlan, PerExpertHybridThresholdAndWorkspace) {
   EXPECT_EQ(hybrid_busy_rows(mx, mx, 4096, -1), 0);
   EXPECT_EQ(hybrid_busy_rows(GroupedKernel::kFp8, mx, 4096, 128), 0);
   EXPECT_EQ(hybrid_busy_rows(mx, GroupedKernel::kNone, 4096, 128), 0);
-  // The default: on for large experts only (the model shapes of qmoe bench, bench/NOTES.md).
-  auto shape = [](int hidden, int inter) {
-    MoeLayer layer;
-    layer.hidden = hidden;
-    layer.inter = inter;
-    return default_hybrid_busy_rows(layer);
-  };
-  EXPECT_EQ(shape(7168, 2048), 32);  // DeepSeek-V3
-  EXPECT_EQ(shape(2880, 2880), 32);  // gpt-oss-120b
-  EXPECT_EQ(shape(4096, 14336), 32);  // Mixtral-8x7B
-  EXPECT_EQ(shape(2048, 2048), 32);   // the smallest that takes it
-  EXPECT_EQ(shape(2048, 2047), 0);
-  EXPECT_EQ(shape(7168, 256), 0);  // DeepSeek-V3 / Kimi-K2 at TP8
-  EXPECT_EQ(shape(2048, 768), 0);  // Qwen3-30B-A3B
 
   const MoeLayer mxfp4 = synthetic_layer("mxfp4", {"small", 16, 4, 256, 128}, 7, 1);
   const LayerGemmPlan plan = plan_prefill_kernels(mxfp4);
