@@ -1543,6 +1543,29 @@ TEST(PrefillKernels, SchemesWithoutOneSayNotSupported) {
 
 // ---- routing bit for bit -----------------------------------------------------------------------
 
+// The grouping's outputs in device memory: counts [local experts] (the multi-launch path's, zeroed
+// by it), offsets [local experts + 1], sorted slots and slot experts [slots], and the chunks (their
+// count, then the list: GroupingParams::num_chunks, chunks).
+struct GroupingBuffers {
+  int32_t *counts, *offsets, *sorted, *slot_expert, *chunks;
+};
+cuda::GroupingParams grouping_params(const int32_t* ids, const int32_t* map, int num_slots, int num_experts,
+                                     int local_experts, const GroupingBuffers& b) {
+  cuda::GroupingParams g;
+  g.ids = ids;
+  g.expert_map = map;
+  g.num_slots = num_slots;
+  g.num_experts = num_experts;
+  g.num_local_experts = local_experts;
+  g.counts = b.counts;
+  g.expert_offsets = b.offsets;
+  g.sorted_slots = b.sorted;
+  g.slot_expert = b.slot_expert;
+  g.num_chunks = b.chunks;
+  g.chunks = b.chunks + 1;
+  return g;
+}
+
 TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
   REQUIRE_GPU();
   struct Case {
@@ -1617,18 +1640,8 @@ TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
       cudaMemset(d_ids, 0xFF, S * 4);      // poison: -1
       cudaMemset(d_weights, 0xFF, S * 4);  // poison: NaN
       p.num_tokens = T_small;
-      cuda::GroupingParams g;
-      g.ids = d_ids;
-      g.expert_map = d_map;
-      g.num_slots = S;
-      g.num_experts = E;
-      g.num_local_experts = E;
-      g.counts = d_counts;
-      g.expert_offsets = d_offsets;
-      g.sorted_slots = d_sorted;
-      g.slot_expert = d_slot_expert;
-      g.num_chunks = d_chunks;
-      g.chunks = d_chunks + 1;
+      const cuda::GroupingParams g =
+          grouping_params(d_ids, d_map, S, E, E, {d_counts, d_offsets, d_sorted, d_slot_expert, d_chunks});
       ASSERT_EQ(cuda::launch_routing_and_grouping(p, g, nullptr), cudaSuccess);
       std::vector<int32_t> ids_small(S), offsets(E + 1), sorted(S);
       std::vector<float> weights_small(S);
@@ -1706,18 +1719,8 @@ TEST(CudaGrouping, ManyExpertsOnBothPaths) {
       cudaMemset(d_slot_expert, 0xFF, S * 4);
       cudaMemset(d_chunks, 0xFF, (2 * max_chunks + 1) * 4);
       cudaMemset(d_busy, 0xFF, local_experts * 4);
-      cuda::GroupingParams g;
-      g.ids = d_ids;
-      g.expert_map = d_map;
-      g.num_slots = S;
-      g.num_experts = E;
-      g.num_local_experts = local_experts;
-      g.counts = d_counts;
-      g.expert_offsets = d_offsets;
-      g.sorted_slots = d_sorted;
-      g.slot_expert = d_slot_expert;
-      g.num_chunks = d_chunks;
-      g.chunks = d_chunks + 1;
+      cuda::GroupingParams g = grouping_params(d_ids, d_map, S, E, local_experts,
+                                               {d_counts, d_offsets, d_sorted, d_slot_expert, d_chunks});
       g.busy_rows = busy_rows;
       g.busy_counts = busy_rows > 0 ? d_busy : nullptr;
       ASSERT_EQ(cuda::launch_grouping(g, nullptr), cudaSuccess) << what;
