@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# For the next session (not run), carry [".gpu/y"]: branch wip/hybrid-chained (`d36c971`), which is
+# For the next session (not run), carry [".gpu/y"]: branch wip/hybrid-chained (`89b69d8`), which is
 # main plus branch wip/route-topk (the routing of decode batches by teams of warps, picks on order
 # keys with warp reductions) plus the hybrid's forward chained, its gather of the busy rows only and
 # `qmoe bench --max-tokens`. Rebuild and repack .gpu/y from that branch if .gpu/ did not survive:
