@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# For the next session (not run), carry [".gpu/y"]: branch wip/hybrid-chained (`89b69d8`), which is
-# main plus branch wip/route-topk (the routing of decode batches by teams of warps, picks on order
-# keys with warp reductions) plus the hybrid's forward chained, its gather of the busy rows only and
+# For the next session (not run), carry [".gpu/y"]: branch wip/hybrid-chained (`4fe6304`; .gpu/y
+# was built at `89b69d8`, which differs by the README only), which is main plus branch
+# wip/route-topk (the routing of decode batches by teams of warps, picks on order keys with warp
+# reductions) plus the hybrid's forward chained, its gather of the busy rows only and
 # `qmoe bench --max-tokens`. Rebuild and repack .gpu/y from that branch if .gpu/ did not survive:
 #   d=.gpu/y; mkdir -p $d; cp build-cuda/qmoe build-cuda/tests/qmoe_cuda_tests \
 #     $(ldd build-cuda/qmoe | awk '/libfmt/{print $3}') $d; strip $d/qmoe $d/qmoe_cuda_tests; xz -9 -T2 $d/*
