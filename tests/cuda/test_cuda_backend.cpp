@@ -1623,7 +1623,8 @@ TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
     // Decode batches route and group in one launch (up to 8 tokens; 9 takes the two kernels): the
     // first tokens' ids and weights (poisoned first), then the grouping checked against the ids
     // (each expert's segment holds exactly its slots; the chunks of the experts with slots, ascending).
-    for (const int T_small : {5, 8, 9}) {
+    // 1, 2, 3 and 5-8 tokens: teams of 32, 16, 8 and 4 warps per token.
+    for (const int T_small : {1, 2, 3, 5, 8, 9}) {
       const int S = T_small * c.top_k, E = c.experts;
       std::vector<int32_t> map(E);
       for (int e = 0; e < E; ++e) map[e] = e;
