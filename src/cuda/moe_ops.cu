@@ -26,7 +26,7 @@ constexpr int kThreads = 256;
 constexpr int kMaxTopK = 32;
 constexpr int kMaxGroups = 64;
 
-// ---- routing: one warp per token ------------------------------------------------------------------
+// ---- routing: a team of warps per token ------------------------------------------------------------
 
 constexpr int kRoutingWarps = 4;
 constexpr int kMaxExperts = 512;
@@ -409,8 +409,8 @@ __global__ void __launch_bounds__(kSmallGroupThreads) small_grouping_kernel(Grou
   group_in_block(p);
 }
 
-// Up to kFusedRoutingWarps tokens: routing (a warp per token) and grouping in one launch, one
-// launch less at 1-8 tokens (~2-4 us each on the H200).
+// Up to kFusedRoutingWarps tokens (launch_routing_and_grouping checks): routing (a team of warps
+// per token) and grouping in one launch, one launch less at 1-8 tokens (~2-4 us each on the H200).
 constexpr int kFusedRoutingWarps = 8;
 __global__ void __launch_bounds__(kSmallGroupThreads) route_and_group_kernel(RoutingParams rp, GroupingParams gp) {
   chain_start();

@@ -1580,6 +1580,13 @@ TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
       {384, 8, {Scoring::kSigmoid, true, 1, 1, 2.827f, false, false}, true},
       {160, 6, {Scoring::kSoftmax, true, 8, 3, 16.0f, false, false}, false},
       {16, 1, {Scoring::kSigmoid, false, 0, 0, 1.0f, true, true}, false},
+      // The limits and the rest of the variants: 512 experts; top-k = all 32 experts; Llama-4 with
+      // top-k > 1; softmax with a bias; 64 groups all kept.
+      {512, 8, {Scoring::kSigmoid, true, 0, 0, 1.0f, false, false}, true},
+      {32, 32, {Scoring::kSoftmax, true, 0, 0, 1.0f, false, false}, false},
+      {16, 3, {Scoring::kSigmoid, false, 0, 0, 1.0f, false, true}, false},
+      {64, 6, {Scoring::kSoftmax, false, 0, 0, 1.0f, false, false}, true},
+      {256, 8, {Scoring::kSigmoid, true, 64, 64, 1.0f, false, false}, true},
   };
   for (const Case& c : cases) {
     const int T = 333;
@@ -1587,6 +1594,12 @@ TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
     std::normal_distribution<float> d(0.0f, 2.0f);
     for (float& v : logits) v = d(rng());
     for (int t = 0; t < T; t += 7) logits[t * c.experts + 1] = logits[t * c.experts];  // exact ties
+    for (int t = 2; t < T; t += 13) {  // -0 and +0 on top (equal values: the lower index first)
+      float* row = logits.data() + t * c.experts;
+      for (int e = 0; e < c.experts; ++e) row[e] = -std::fabs(row[e]) - 1.0f;
+      row[2] = -0.0f;
+      row[3] = 0.0f;
+    }
     for (float& v : bias) v = 0.1f * d(rng());
     const routing::TopK want = routing::route(logits.data(), T, c.experts, c.top_k, c.cfg, c.bias ? bias.data() : nullptr);
 
