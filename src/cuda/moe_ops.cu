@@ -63,17 +63,19 @@ struct RoutingScratch {
 };
 
 // The threads that route one token: `size` threads (a multiple of 32), `rank` this thread's
-// index among them; they meet at named barrier `barrier` (1 + the token's slot in the block), or
-// at __syncwarp when they are one warp. The element-wise steps (scores, the choices and their
-// keys) spread over all of them; the steps that run in expert or pick order (the softmax's sum,
-// the group and top-k picks) run on the team's first warp.
+// index among them. A one-warp team meets at __syncwarp; larger teams are the block's teams of
+// route_and_group and meet at the block's barrier, so every team of the block runs the same steps
+// (a team without a token of its own routes the last token again and stores nothing). The
+// element-wise steps (scores, the choices and their keys) spread over the team; the steps that run
+// in expert or pick order (the softmax's sum, the group and top-k picks) run on its first warp.
 struct RoutingTeam {
-  int rank, size, barrier;
+  int rank, size;
+  bool store;  // whether this team writes the token's ids and weights
   __device__ void sync() const {
     if (size == 32)
       __syncwarp();
     else
-      asm volatile("bar.sync %0, %1;" ::"r"(barrier), "r"(size) : "memory");
+      __syncthreads();
   }
 };
 
@@ -136,7 +138,7 @@ __device__ void route_token(const RoutingParams& p, int t, RoutingScratch& scrat
     WarpPicker picker(keys, E, lane);
     for (int j = 0; j < p.top_k; ++j) {
       const int best = picker.pick();
-      if (lane == j) {
+      if (lane == j && team.store) {
         ids[j] = best;
         weights[j] = routing::router_sigmoid(row[best]);
       }
@@ -220,7 +222,7 @@ __device__ void route_token(const RoutingParams& p, int t, RoutingScratch& scrat
       my_w = w;
     }
   }
-  if (lane < p.top_k) {
+  if (lane < p.top_k && team.store) {
     if (p.renormalize && sum_w > 0.0f) my_w = div_rn(my_w, sum_w);
     if (p.routed_scaling_factor != 1.0f) my_w = mul_rn(my_w, p.routed_scaling_factor);
     ids[lane] = my_id;
@@ -233,7 +235,7 @@ __global__ void __launch_bounds__(kRoutingWarps * 32) routing_kernel(RoutingPara
   __shared__ RoutingScratch scratch[kRoutingWarps];
   const int warp = threadIdx.x / 32;
   const int t = blockIdx.x * kRoutingWarps + warp;
-  if (t < p.num_tokens) route_token(p, t, scratch[warp], {static_cast<int>(threadIdx.x % 32), 32, 0});
+  if (t < p.num_tokens) route_token(p, t, scratch[warp], {static_cast<int>(threadIdx.x % 32), 32, true});
 }
 
 // ---- grouping slots by local expert -----------------------------------------------------------
@@ -420,10 +422,9 @@ __global__ void __launch_bounds__(kSmallGroupThreads) route_and_group_kernel(Rou
   const int warps = blockDim.x / 32;
   int team_warps = warps;
   while (team_warps > 1 && team_warps * rp.num_tokens > warps) team_warps /= 2;
-  const int t = threadIdx.x / (32 * team_warps);
-  if (t < rp.num_tokens)
-    route_token(rp, t, scratch[t],
-                {static_cast<int>(threadIdx.x % (32 * team_warps)), 32 * team_warps, 1 + t});
+  const int team = threadIdx.x / (32 * team_warps), size = 32 * team_warps;
+  route_token(rp, min(team, rp.num_tokens - 1), scratch[team],
+              {static_cast<int>(threadIdx.x % size), size, team < rp.num_tokens});
   __syncthreads();  // the ids in global memory are visible to the whole block from here
   group_in_block(gp);
 }
