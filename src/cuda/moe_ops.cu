@@ -1032,6 +1032,7 @@ __global__ void gather_rows_kernel(GatherParams p) {
   const int r = blockIdx.x;
   if (r >= *p.total_rows) return;
   const int64_t slot = p.sorted_slots[r];
+  if (p.busy_counts != nullptr && p.busy_counts[p.slot_expert[slot]] == 0) return;
   const int64_t row = p.by_token ? slot / p.top_k : slot;
   if (p.in_scale)
     for (int64_t j = threadIdx.x; j < p.scales_per_row; j += blockDim.x)

@@ -555,6 +555,16 @@ TEST(RandomLayerEdges, HybridRunsBusyExpertsOnTheRegisterKernel) {
     EXPECT_TRUE(d.finite) << what << seed_note();
     EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, options, Comparison::kCudaVsReference, T)) << what << seed_note();
     EXPECT_EQ(0, std::memcmp(got.raw(), replay.raw(), got.size_bytes())) << what << ": replay differs";
+    // Its forward runs chained (the register kernels plainly inside the chain): the same bits as
+    // every kernel launched plainly.
+    if (cuda::chained_launches()) {
+      Tensor plain, plain_replay;
+      {
+        const cuda::ChainedLaunchScope unchained(false);
+        forward_eager_and_replayed(dev, x, logits, options, 1, &plain, &plain_replay);
+      }
+      EXPECT_EQ(0, std::memcmp(got.raw(), plain.raw(), got.size_bytes())) << what << ": chained differs from plain";
+    }
     options.hybrid_busy_rows = 0;
     EXPECT_EQ(dev.forward_kernels(T, DType::kBF16, options), std::make_pair(std::string("decode"), std::string("decode")))
         << what;
