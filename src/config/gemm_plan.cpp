@@ -328,7 +328,7 @@ bool grouped_tile_built(GroupedKernel kind, GroupedTile t) {
   if (kind == GroupedKernel::kNone) return false;
   if (kind == GroupedKernel::kInt4Int8Regs) return t == GroupedTile::kSmall;  // (int32 sums: 128-row tiles)
   if (dequantizes_in_registers(kind))
-    return t == GroupedTile::kSmall || t == GroupedTile::kWide || t == GroupedTile::kLarge || t == GroupedTile::kHuge;
+    return t != GroupedTile::kMedium;
   if (t == GroupedTile::kTiny || t == GroupedTile::kTiny48) return dequantizes_weights(kind);
   if (t == GroupedTile::kWide) return !dequantizes_weights(kind) && kind != GroupedKernel::kFp8Block;
   return t != GroupedTile::kHuge || !(dequantizes_weights(kind) || kind == GroupedKernel::kFp8Block);
@@ -340,7 +340,12 @@ bool grouped_tile_swapped(GroupedKernel kind, GroupedTile t) {
 }
 
 int register_tile_inputs(GroupedTile t) {
-  return t == GroupedTile::kSmall ? 128 : t == GroupedTile::kWide ? 192 : t == GroupedTile::kHuge ? 320 : 256;
+  return t == GroupedTile::kSmall    ? 128
+         : t == GroupedTile::kWide   ? 192
+         : t == GroupedTile::kHuge   ? 320
+         : t == GroupedTile::kTiny   ? 32
+         : t == GroupedTile::kTiny48 ? 64
+                                     : 256;
 }
 
 std::string tile_config(GroupedKernel kind, GroupedTile t) {

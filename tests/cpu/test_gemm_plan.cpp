@@ -520,14 +520,14 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kMxfp4Bf16, 2880), 0);
   for (int t = 0; t < kGroupedTiles; ++t) {
     const auto tile = static_cast<GroupedTile>(t);
-    EXPECT_EQ(grouped_tile_built(GroupedKernel::kMxfp4Bf16, tile),
-              tile == GroupedTile::kSmall || tile == GroupedTile::kWide || tile == GroupedTile::kLarge ||
-                  tile == GroupedTile::kHuge);
+    EXPECT_EQ(grouped_tile_built(GroupedKernel::kMxfp4Bf16, tile), tile != GroupedTile::kMedium);
     EXPECT_FALSE(grouped_tile_swapped(GroupedKernel::kMxfp4Bf16, tile));  // (no CUTLASS problem sizes)
   }
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kSmall), "persistent 128x128 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kWide), "persistent 128x192 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kLarge), "persistent 128x256 (weight rows x input rows)");
+  EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kTiny), "persistent 128x32 (weight rows x input rows)");
+  EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kTiny48), "persistent 128x64 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kMedium), "none");
   // (Each format its own switches, measured: 128 rows below a mean of 128, then 192 in a range
   // around 128-176 where the routing's spread leaves most experts within one such tile, then 256;
