@@ -63,14 +63,12 @@ struct RoutingScratch {
 };
 
 // The threads that route one token: `size` threads (a multiple of 32), `rank` this thread's
-// index among them. A one-warp team meets at __syncwarp; larger teams are the block's teams of
-// route_and_group and meet at the block's barrier, so every team of the block runs the same steps
-// (a team without a token of its own routes the last token again and stores nothing). The
-// element-wise steps (scores, the choices and their keys) spread over the team; the steps that run
-// in expert or pick order (the softmax's sum, the group and top-k picks) run on its first warp.
+// index among them. A one-warp team meets at __syncwarp; larger teams split route_and_group's
+// whole block, each with a token, and meet at the block's barrier. The element-wise steps (scores,
+// the choices and their keys) spread over the team; the steps that run in expert or pick order (the
+// softmax's sum, the group and top-k picks) run on its first warp.
 struct RoutingTeam {
   int rank, size;
-  bool store;  // whether this team writes the token's ids and weights
   __device__ void sync() const {
     if (size == 32)
       __syncwarp();
@@ -138,7 +136,7 @@ __device__ void route_token(const RoutingParams& p, int t, RoutingScratch& scrat
     WarpPicker picker(keys, E, lane);
     for (int j = 0; j < p.top_k; ++j) {
       const int best = picker.pick();
-      if (lane == j && team.store) {
+      if (lane == j) {
         ids[j] = best;
         weights[j] = routing::router_sigmoid(row[best]);
       }
@@ -222,7 +220,7 @@ __device__ void route_token(const RoutingParams& p, int t, RoutingScratch& scrat
       my_w = w;
     }
   }
-  if (lane < p.top_k && team.store) {
+  if (lane < p.top_k) {
     if (p.renormalize && sum_w > 0.0f) my_w = div_rn(my_w, sum_w);
     if (p.routed_scaling_factor != 1.0f) my_w = mul_rn(my_w, p.routed_scaling_factor);
     ids[lane] = my_id;
@@ -235,7 +233,7 @@ __global__ void __launch_bounds__(kRoutingWarps * 32) routing_kernel(RoutingPara
   __shared__ RoutingScratch scratch[kRoutingWarps];
   const int warp = threadIdx.x / 32;
   const int t = blockIdx.x * kRoutingWarps + warp;
-  if (t < p.num_tokens) route_token(p, t, scratch[warp], {static_cast<int>(threadIdx.x % 32), 32, true});
+  if (t < p.num_tokens) route_token(p, t, scratch[warp], {static_cast<int>(threadIdx.x % 32), 32});
 }
 
 // ---- grouping slots by local expert -----------------------------------------------------------
@@ -417,14 +415,13 @@ constexpr int kFusedRoutingWarps = 8;
 __global__ void __launch_bounds__(kSmallGroupThreads) route_and_group_kernel(RoutingParams rp, GroupingParams gp) {
   chain_start();
   __shared__ RoutingScratch scratch[kFusedRoutingWarps];  // 35 KB (+ 12 KB in group_in_block)
-  // A team of the block's warps per token (32 warps for 1 token, 16 for 2, 8 for 3-4, 4 for 5-8):
-  // a warp alone took ~3800 dependent instructions for a 384-expert token while the others waited.
-  const int warps = blockDim.x / 32;
-  int team_warps = warps;
-  while (team_warps > 1 && team_warps * rp.num_tokens > warps) team_warps /= 2;
-  const int team = threadIdx.x / (32 * team_warps), size = 32 * team_warps;
-  route_token(rp, min(team, rp.num_tokens - 1), scratch[team],
-              {static_cast<int>(threadIdx.x % size), size, team < rp.num_tokens});
+  // At 1-2 tokens the block's warps in one team per token (a warp alone took ~3800 dependent
+  // instructions for a 384-expert token while the others waited); from 3 tokens one warp per token
+  // (teams of 8 and 4 warps there were 1-3% slower in layer time at 8 tokens, H200, thirty-ninth
+  // session).
+  const int team_warps = rp.num_tokens <= 2 ? blockDim.x / 32 / rp.num_tokens : 1;
+  const int size = 32 * team_warps, team = threadIdx.x / size;
+  if (team < rp.num_tokens) route_token(rp, team, scratch[team], {static_cast<int>(threadIdx.x % size), size});
   __syncthreads();  // the ids in global memory are visible to the whole block from here
   group_in_block(gp);
 }
