@@ -102,6 +102,11 @@ int run_bench(const BenchArgs& args) {
     }
   }
   const std::vector<int> token_counts = token_counts_of(args.tokens);
+  const int largest = *std::max_element(token_counts.begin(), token_counts.end());
+  if (args.max_tokens != 0 && args.max_tokens < largest)
+    throw Error("--max-tokens " + std::to_string(args.max_tokens) + " is below the largest --tokens count (" +
+                std::to_string(largest) + ")");
+  const int max_tokens = args.max_tokens != 0 ? args.max_tokens : largest;
   SyntheticRouting routing;
   try {
     routing = parse_synthetic_routing(args.routing);
@@ -111,7 +116,6 @@ int run_bench(const BenchArgs& args) {
   if (cuda_device_count() == 0) throw NotSupported("qmoe bench: no CUDA device is available");
   const double copy_gbs = measure_copy_bandwidth_gbs();
   fmt::print("device-to-device copy bandwidth: {:.0f} GB/s; {} routing\n", copy_gbs, to_string(routing));
-  const int max_tokens = *std::max_element(token_counts.begin(), token_counts.end());
 
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   fmt::print("{:<16} {:<12} {:<9} {:>6} {:>11} {:>11} {:>10} {:>8} {:>9} {:>8}{}\n", "model", "scheme", "path", "tokens",
@@ -172,7 +176,8 @@ int run_bench(const BenchArgs& args) {
                                         {"layer_us", t.forward_us}, {"gemm_us", t.gemm_us()}, {"unique_weight_bytes", bytes},
                                         {"flops", flops}, {"tb_per_s", bytes / gemm_s / 1e12}, {"tflops", flops / gemm_s / 1e12},
                                         {"roofline_fraction", roofline}, {"copy_gbs", copy_gbs}, {"routing", to_string(routing)},
-                                        {"repacked_copy", args.repacked_copy}};
+                                        {"repacked_copy", args.repacked_copy},
+                                        {"max_tokens", max_tokens}};
           if (args.split_gemms) {
             row["gemm1_us"] = t.gemm1_us();
             row["gemm2_us"] = t.gemm2_us();

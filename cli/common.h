@@ -74,6 +74,7 @@ struct BenchArgs {
   bool f16 = false;  // f16 models (as_f16_model) with f16 hidden states
   bool split_gemms = false;  // also time GEMM1 and GEMM2 apart (one more graph per row)
   bool repacked_copy = true;  // CudaMoeLayer's: a repacked copy of 4-bit weights for the register kernel
+  int max_tokens = 0;  // the batch the layers are loaded for (CudaMoeLayer's max_tokens); 0: the largest of tokens
   std::string gemm_paths = "auto";  // comma list of auto, decode, prefill
   std::string json;
 };

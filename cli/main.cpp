@@ -90,6 +90,10 @@ int main(int argc, char** argv) {
                     "comma list of GEMM kernel paths to time: auto (by token count), decode, prefill, prefill:<tile> (0 medium, 1 large, 2 small, 3 huge, 4 tiny, 5 tiny48, 6 wide: GroupedTile in src/config/grouped_tile.h says what each is per kernel), prefill:<tile1>/<tile2> (GEMM1's and GEMM2's)");
   bench->add_flag("--no-repacked-copy", [&](int64_t) { bench_args.repacked_copy = false; },
                   "load the layers without a repacked copy of 4-bit weights (one copy of the weights)");
+  bench->add_option("--max-tokens", bench_args.max_tokens,
+                    "load the layers for batches of up to this many tokens (at least the largest --tokens; default: "
+                    "that), as an engine sized for its largest batch does: what the layer holds and plans depends on it")
+      ->check(CLI::Range(1, 1 << 20));
   bench->add_option("--json", bench_args.json, "write all rows (with per-expert token counts) to this file");
 
   try {

@@ -328,7 +328,7 @@ bool grouped_tile_built(GroupedKernel kind, GroupedTile t) {
   if (kind == GroupedKernel::kNone) return false;
   if (kind == GroupedKernel::kInt4Int8Regs) return t == GroupedTile::kSmall;  // (int32 sums: 128-row tiles)
   if (dequantizes_in_registers(kind))
-    return t == GroupedTile::kSmall || t == GroupedTile::kWide || t == GroupedTile::kLarge || t == GroupedTile::kHuge;
+    return t != GroupedTile::kMedium;
   if (t == GroupedTile::kTiny || t == GroupedTile::kTiny48) return dequantizes_weights(kind);
   if (t == GroupedTile::kWide) return !dequantizes_weights(kind) && kind != GroupedKernel::kFp8Block;
   return t != GroupedTile::kHuge || !(dequantizes_weights(kind) || kind == GroupedKernel::kFp8Block);
@@ -339,8 +339,15 @@ bool grouped_tile_swapped(GroupedKernel kind, GroupedTile t) {
   return dequantizes_weights(kind) || (t == GroupedTile::kWide && grouped_tile_built(kind, t));
 }
 
+// (kTiny and kTiny48 name the mixed-input kernels' 32- and 48-row tiles; on the register kernel
+// they are its 32- and 64-row ones.)
 int register_tile_inputs(GroupedTile t) {
-  return t == GroupedTile::kSmall ? 128 : t == GroupedTile::kWide ? 192 : t == GroupedTile::kHuge ? 320 : 256;
+  return t == GroupedTile::kSmall    ? 128
+         : t == GroupedTile::kWide   ? 192
+         : t == GroupedTile::kHuge   ? 320
+         : t == GroupedTile::kTiny   ? 32
+         : t == GroupedTile::kTiny48 ? 64
+                                     : 256;
 }
 
 std::string tile_config(GroupedKernel kind, GroupedTile t) {
@@ -383,6 +390,8 @@ GroupedTile plan_grouped_tile(GroupedKernel kind, int64_t num_slots, int num_exp
     const RegisterTileSwitches& s = kind == GroupedKernel::kNvfp4Bf16   ? kNvfp4Tiles
                                     : kind == GroupedKernel::kMxfp4Bf16 ? kMxfp4Tiles
                                                                         : kInt4RegsTiles;
+    if (rows_per_expert < s.until_32) return GroupedTile::kTiny;
+    if (rows_per_expert < s.until_64) return GroupedTile::kTiny48;
     if (rows_per_expert <= s.max_rows_for_128) return GroupedTile::kSmall;
     if (rows_per_expert < s.wide.from) return GroupedTile::kLarge;
     if (rows_per_expert < s.wide.until) return GroupedTile::kWide;

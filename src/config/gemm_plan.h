@@ -330,9 +330,10 @@ LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64
 // `num_slots` slots uses, 0 for none: `requested` (ForwardOptions::hybrid_busy_rows, or
 // QMOE_HYBRID_ROWS; off by default, bench/NOTES.md "Thirty-eighth session": at 32 slots it gave
 // DeepSeek-V3 and gpt-oss-120b 0.71-0.82 of the layer time at 128 skewed tokens but cost
-// Mixtral-8x7B 1.03-1.04x at 32 and the 7168 x 256 experts up to 1.18x, and a forward with it runs
-// without chained launches even where no expert is busy) where the layer has the hybrid and some
-// expert can reach it.
+// Mixtral-8x7B 1.03-1.04x at 32 and the 7168 x 256 experts up to 1.18x, measured with the whole
+// forward unchained; it is now chained, with its register kernels plain launches inside the chain
+// and its gather of the busy experts' rows only) where the layer has the hybrid and some expert can
+// reach it.
 int64_t hybrid_max_tokens(const MoeLayer& layer, const LayerGemmPlan& prefill_plan, int max_tokens);
 int hybrid_busy_rows(GroupedKernel g1, GroupedKernel g2, int64_t num_slots, int requested);
 

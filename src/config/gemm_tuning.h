@@ -156,8 +156,15 @@ inline constexpr int kGroupedMinRowsPerExpertDequantF16 = 128;
 // beats the decode kernels (GEMM us, same run, 6fdd5c2): Mixtral-8x7B 700 vs 715 at 24 rows, 926 vs
 // 677 at 32 (~25 interpolated); gpt-oss-120b 1392 vs 1482 at 16, 1793 vs 1500 at 24 (~18; in layer
 // µs ~20, below). Few experts (at most kInt4FewExperts) take the first.
-inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 25;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 17;
+// Thirty-ninth session: with the 32-row tile (RegisterTileSwitches below) the register kernel
+// beats the decode kernels from fewer rows. GEMM µs decode vs the 32-row tile at 8 and 16 rows per
+// expert, same call (bench/runs/2026-12-02_session39/narrow/), crossings interpolated: Mixtral-8x7B
+// 403 vs 529, 587 vs 522 (~13.3); DeepSeek-V3 3046 vs 4042, 4428 vs 4096 (~14.0); gpt-oss-120b 950
+// vs 1191, 1395 vs 1186 (~12.3); Qwen3-30B-A3B 191 vs 247, 270 vs 249 (~13.5). Hence 14 for the
+// few-expert, long and medium reductions (25, 17 and 19 before); the short one (the TP8 shapes) was
+// not measured and keeps 17.
+inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 14;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 14;
 // The same kernel on NVFP4 weight-only (kNvfp4Bf16; its decode kernels are slower than MXFP4's) and
 // on INT4 with bf16 scales (kInt4RegsBf16: then groups of 32, zero points), GEMM us decode vs prefill,
 // same call each, 02bce2d and a24922d (the same kernels; bench/runs/2026-11-30_w4_regs/), crossings
@@ -169,7 +176,12 @@ inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 17;
 //   719 at 32 (~25.3); Qwen3-30B-A3B g32 265 vs 322 at 16, 338 vs 319 at 24 (~22), asym g128 262 vs
 //   329 at 16, 336 vs 327 at 24 (~23.0); DeepSeek-V3 TP8 g32 649 vs 861 at 16, 1111 vs 886 at 32
 //   (~23.8); Kimi-K2 TP8 g32 1165 vs 1310 at 21.3, 1682 vs 1325 at 32 (~24.4).
-inline constexpr int kGroupedMinRowsPerExpertNvfp4FewExperts = 20;
+// Thirty-ninth session, the 32-row tile: Mixtral-8x7B decode vs it 426 vs 496 at 8 rows, 664 vs 483
+// at 16 (~10.2; GEMM µs, same call, bench/runs/2026-12-02_session39/narrow/), so 11 (20 before). The
+// many-expert values (12-13) stay: at 8 and 16 rows the decode kernels and the 32-row tile cross at
+// ~12-14 on DeepSeek-V3, gpt-oss-120b and Qwen3-30B-A3B, where the automatic path at 16 rows already
+// ran the 128-row tile.
+inline constexpr int kGroupedMinRowsPerExpertNvfp4FewExperts = 11;
 inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 12;
 // INT4 few experts, thirtieth session (the prefill kernel a little faster since; W4A16 g128 on the
 // register kernel from then): Mixtral-8x7B layer µs decode vs prefill, same call
@@ -228,7 +240,7 @@ inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 22;
 // Medium value 17 takes decode there, 1% slower at 16).
 inline constexpr int kRegsMinInterLongReduction = 2048;
 inline constexpr int kRegsMinInterMediumReduction = 512;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 19;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 14;
 inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 17;
 inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 13;
 inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 12;
@@ -326,20 +338,44 @@ inline constexpr int kInt4RegsOverMixedMinRowsShortReduction = 0;
 // ends at 920. NVFP4 (gaining less here too, as in the second range) gains on Mixtral and loses on
 // Qwen3-30B-A3B: no third range.
 //
+// Below them, since the thirty-ninth session, narrow tiles of 32 and 64 input rows (GroupedTile::kTiny,
+// kTiny48), whose rings hold 14 and 11 k-tiles of weights where the 128-row tile holds 6, and whose
+// TMA copies of input rows are a quarter and a half of the 128-row tile's (an expert of 16 rows
+// loaded 128). GEMM µs of the automatic path (then the decode kernels or a 128-row tile) / 32 / 64 /
+// 128 rows forced, same call, H200, layers loaded for 8192 tokens
+// (bench/runs/2026-12-02_session39/narrow/), at 8 / 16 / 32 / 48 / 64 rows per expert:
+// - MXFP4 Mixtral-8x7B: 8 rows 403 / 529 / 571 / 780, 16 587 / 522 / 567 / 701, 32 646 / 707 / 571
+//   / 649, 48 606 / 1036 / 576 / 603, 64 642 / 1254 / 830 / 641; DeepSeek-V3 16 4428 / 4096 / 4433
+//   / 4681, 32 4593 / 5810 / 4437 / 4799, 48 4638 / 8101 / 4502 / 4673; gpt-oss-120b 16 1395 / 1186
+//   / 1276 / 1336, 32 1335 / 1707 / 1282 / 1328, 48 1352 / 2323 / 1303 / 1346; Qwen3-30B-A3B 16
+//   270 / 249 / 266 / 279, 32 285 / 350 / 273 / 286, 48 288 / 478 / 272 / 286.
+// - NVFP4 Mixtral-8x7B: 8 rows 426 / 496 / 570 / 825, 16 664 / 483 / 556 / 699, 32 594 / 653 / 560
+//   / 593, 48 564 / 953 / 566 / 551; DeepSeek-V3 16 4003 / 3841 / 4373 / 4428, 32 4009 / 5331 /
+//   4280 / 4388; gpt-oss-120b 16 1210 / 1101 / 1258 / 1207, 32 1191 / 1581 / 1269 / 1190;
+//   Qwen3-30B-A3B 16 259 / 240 / 268 / 261, 32 263 / 332 / 277 / 262.
+// - INT4 (W4A16 g128, whose automatic path runs CUTLASS's mixed-input kernel there): 16 rows
+//   Mixtral 570 / 624 / 706 (32 / 64 / 128), DeepSeek-V3 4316 / 4744 / 4529, Qwen3-30B-A3B 266 /
+//   287 / 260.
+// So 32 rows up to a mean of 26 for every format (an expert past 32 rows takes a second tile: with
+// ~sqrt(mean) of spread, about a fifth of them at a mean of 28), then 64 rows up to 56 for MXFP4
+// only (NVFP4 and INT4 run their 128-row tiles as well or better from 32 rows, and their narrow
+// instances' wgmmas are serialized, ptxas C7513).
 // Mean rows per expert from `from` up to `until` (excluded); {} (empty): none.
 struct RowRange {
   int from = 0, until = 0;
 };
-// The register kernel's tiles of one 4-bit format by mean rows per expert: 128 input rows up to
-// max_rows_for_128 (included), 256 below wide.from, 192 in `wide`, then 256 but 320 in each `huge`.
+// The register kernel's tiles of one 4-bit format by mean rows per expert: 32 input rows below
+// until_32, 64 below until_64 (none where it is not above until_32), 128 up to max_rows_for_128
+// (included), 256 below wide.from, 192 in `wide`, then 256 but 320 in each `huge`.
 struct RegisterTileSwitches {
   int max_rows_for_128;
   RowRange wide;
   RowRange huge[3];
+  int until_32, until_64;
 };
-inline constexpr RegisterTileSwitches kInt4RegsTiles{118, {0, 168}, {{244, 312}, {504, 624}, {768, 920}}};
-inline constexpr RegisterTileSwitches kMxfp4Tiles{119, {126, 180}, {{244, 312}, {504, 624}, {768, 920}}};
-inline constexpr RegisterTileSwitches kNvfp4Tiles{121, {0, 168}, {{244, 312}, {528, 592}, {}}};
+inline constexpr RegisterTileSwitches kInt4RegsTiles{118, {0, 168}, {{244, 312}, {504, 624}, {768, 920}}, 26, 0};
+inline constexpr RegisterTileSwitches kMxfp4Tiles{119, {126, 180}, {{244, 312}, {504, 624}, {768, 920}}, 26, 56};
+inline constexpr RegisterTileSwitches kNvfp4Tiles{121, {0, 168}, {{244, 312}, {528, 592}, {}}, 26, 0};
 // Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,
 // 128 x 48 below kInt4MinRowsForSmall, then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880
 // us against 5945 and 8639 for the larger ones, 93addc3), 128 x 192 in clusters of 2 up to 256, then

@@ -659,7 +659,9 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   const int busy_rows = hybrid_busy_rows_of(tokens, kind, options, chosen);
   const PrefillGemm &reg1 = m.prefill1, &reg2 = m.prefill2;  // (the hybrid's register kernels)
   const bool hybrid = busy_rows > 0;
-  const cuda::ChainedLaunchScope chained(!prefill1 && !prefill2 && !hybrid);
+  // (The hybrid's register kernels are plain launches inside the chain: a plain kernel starts after
+  // its predecessor completes and never releases early, which keeps launch.cuh's protocol.)
+  const cuda::ChainedLaunchScope chained(!prefill1 && !prefill2);
 
   cuda::RoutingParams rp;
   rp.logits = router_logits;
@@ -718,7 +720,7 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   // The prefill GEMMs: the input rows in expert order (codes as fp8 e4m3), then the grouped GEMM
   // writing its rows in the same order.
   auto gather_rows = [&](const PrefillGemm& g, const uint16_t* codes, const float* scales, bool by_token,
-                         int64_t cols) {
+                         int64_t cols, bool busy_only = false) {
     cuda::GatherParams gr;
     gr.in16 = codes;
     gr.in_scale = scales;
@@ -735,6 +737,10 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
     gr.scales_per_row = std::max<int64_t>(1, grouped_scales_per_row(g.kind, cols));
     gr.a_rows = m.sorted_rows.get();
     gr.a_scale_rows = m.sorted_scales.get<float>();
+    if (busy_only) {
+      gr.busy_counts = m.busy_counts.get<int32_t>();
+      gr.slot_expert = gp.slot_expert;
+    }
     check(cuda::launch_gather_rows(gr, stream), "prefill gather");
   };
   auto finish_rows = [&](const PrefillGemm& g, float* d) {
@@ -923,14 +929,14 @@ void CudaMoeLayer::run(const void* hidden, DType hidden_dtype, const float* rout
   }
   else if (gemm1) check(grouped_gemm(g1, k1, x16, {x_scale, in1.act_group}, kind == 0, plan.w13_has_g_idx, tokens, stream), "gemm1");
   // The hybrid's busy experts on the register kernel, in 256-row tiles (the default tile: their rows
-  // are unknown on the host, and many where the layer's mean is few): every sorted row gathered
-  // (the kernel reads the busy experts' only), the activation's bf16 rows (its fused epilogue) into
-  // the hybrid piece; the decode kernels above and below take the other experts (the grouping gave
-  // the busy ones no chunks).
+  // are unknown on the host, and many where the layer's mean is few): the busy experts' sorted rows
+  // gathered (the kernel reads no others), the activation's bf16 rows (its fused epilogue) into the
+  // hybrid piece; the decode kernels above and below take the other experts (the grouping gave the
+  // busy ones no chunks).
   constexpr int kHybridTile = static_cast<int>(GroupedTile::kLarge);
   uint16_t* hybrid_terms = hybrid ? reinterpret_cast<uint16_t*>(m.sorted_rows.get()) : nullptr;  // (GEMM2's, below)
   if (gemm1 && hybrid) {
-    gather_rows(reg1, x16, x_scale, true, H);
+    gather_rows(reg1, x16, x_scale, true, H, true);
     run_prefill(reg1, kHybridTile, m.sorted_rows.get(), nullptr, m.hybrid_rows.get<uint16_t>(), nullptr,
                 m.busy_counts.get<int32_t>());
   }

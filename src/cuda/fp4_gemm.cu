@@ -34,11 +34,12 @@ constexpr int kThreads = 384;        // producer warpgroup + two consumers
 // 320-row stages take two copies of 160 (the kernel's loads and the host's tensor map agree on it).
 constexpr int box_rows(int n) { return n > 256 ? n / 2 : n; }
 
-// N: input rows per tile (wgmma's n; 320 as n = 256 and 64).
+// N: input rows per tile (wgmma's n; 320 as n = 256 and 64). The narrow tiles (32, 64: a few input
+// rows per expert) stage few input bytes, so their rings hold more k-tiles of weights in flight.
 template <int N>
 struct TileShape {
   static constexpr int kInputBytes = N * kInputRowBytes;
-  static constexpr int kStages = N == 320 ? 4 : N == 256 ? 5 : 6;
+  static constexpr int kStages = N == 320 ? 4 : N == 256 ? 5 : N >= 128 ? 6 : N == 64 ? 11 : 14;
   static constexpr int kBoxRows = box_rows(N);
 };
 
@@ -69,7 +70,7 @@ struct alignas(1024) Stage {
 // less room, 64 at a time.
 template <int N>
 struct TermsTile {
-  static constexpr int kRows = N == 128 ? 128 : 64;
+  static constexpr int kRows = N == 128 ? 128 : N < 64 ? N : 64;
   alignas(128) uint16_t rows[2][kRows][64];
 };
 // One tile as the producer warpgroup's second warp publishes it to the consumers (TileMap's walk),
@@ -186,11 +187,13 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
   namespace gmma = cute::SM90::GMMA;
   constexpr gmma::Major kK = gmma::Major::K;
   using Mma = std::conditional_t<
-      N == 64, gmma::MMA_64x64x16_F32BF16BF16_RS<kK, kK>,
-      std::conditional_t<N == 128, gmma::MMA_64x128x16_F32BF16BF16_RS<kK, kK>,
-                         std::conditional_t<N == 192, gmma::MMA_64x192x16_F32BF16BF16_RS<kK, kK>,
-                                            gmma::MMA_64x256x16_F32BF16BF16_RS<kK, kK>>>>;
-  static_assert(N == 64 || N == 128 || N == 192 || N == 256);
+      N == 32, gmma::MMA_64x32x16_F32BF16BF16_RS<kK, kK>,
+      std::conditional_t<
+          N == 64, gmma::MMA_64x64x16_F32BF16BF16_RS<kK, kK>,
+          std::conditional_t<N == 128, gmma::MMA_64x128x16_F32BF16BF16_RS<kK, kK>,
+                             std::conditional_t<N == 192, gmma::MMA_64x192x16_F32BF16BF16_RS<kK, kK>,
+                                                gmma::MMA_64x256x16_F32BF16BF16_RS<kK, kK>>>>>;
+  static_assert(N == 32 || N == 64 || N == 128 || N == 192 || N == 256);
   [&]<size_t... I>(std::index_sequence<I...>) {
     Mma::fma(a[0], a[1], a[2], a[3], desc, d[I]..., static_cast<gmma::ScaleOut>(accumulate));
   }(std::make_index_sequence<N / 2>{});
@@ -591,7 +594,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr bool kMoveRegisters = N >= 192;
   // MXFP4's k-loop per width (above) up to 256-row tiles; its narrow k-loop: half the tile (64 for
   // 192-row tiles: wgmma_rs has no n of 96).
-  constexpr bool kLoopPerWidth = Format::kLoopPerWidth && N <= 256;
+  constexpr bool kLoopPerWidth = Format::kLoopPerWidth && N >= 128 && N <= 256;
   constexpr int kNarrow = N == 192 ? 64 : N / 2;
   extern __shared__ uint8_t smem_raw[];
   Storage& s = *reinterpret_cast<Storage*>(
@@ -741,9 +744,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (quarters == 3) on(std::integral_constant<int, 192>{});
         else if (quarters == 2) on(std::integral_constant<int, 128>{});
         else on(std::integral_constant<int, 64>{});
-      } else {
+      } else if constexpr (N == 128) {
         if (quarters >= 2) on(std::integral_constant<int, 128>{});
         else on(std::integral_constant<int, 64>{});
+      } else {
+        on(std::integral_constant<int, N>{});  // (the narrow tiles: one width)
       }
     };
     // One k-tile: convert its codes into `a` while the previous k-tile's MMAs run (their registers
@@ -1152,7 +1157,8 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
   const bool int8_inputs = takes_int8_inputs(p.format);
   // (int8 inputs: 128-row tiles only, as the int32 sums take a second accumulator set.)
   const int tile_k = int8_inputs ? Int4Int8Scales<false>::kTileK : Bf16Mma::kTileK;
-  if (n_tile != 128 && ((n_tile != 192 && n_tile != 256 && n_tile != 320) || int8_inputs)) return cudaErrorInvalidValue;
+  if (n_tile != 128 && ((n_tile != 32 && n_tile != 64 && n_tile != 192 && n_tile != 256 && n_tile != 320) || int8_inputs))
+    return cudaErrorInvalidValue;
   if (p.n <= 0 || p.k <= 0 || p.k % tile_k != 0 || p.experts < 0 || p.experts > kMaxFp4GemmExperts)
     return cudaErrorInvalidValue;
   if (int8_inputs && (p.x_scale == nullptr || p.scale_group <= 0 || p.scale_group % tile_k != 0 ||
@@ -1186,7 +1192,9 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
   if (p.format == W4Format::kInt4Int8) return launch_tiles<128, Int4Int8Scales<false>>(map, p, stream);
   // The format's instance of the tile's input rows.
   auto by_tile = [&]<class Format>() {
-    return n_tile == 128   ? launch_tiles<128, Format>(map, p, stream)
+    return n_tile == 32    ? launch_tiles<32, Format>(map, p, stream)
+           : n_tile == 64  ? launch_tiles<64, Format>(map, p, stream)
+           : n_tile == 128 ? launch_tiles<128, Format>(map, p, stream)
            : n_tile == 192 ? launch_tiles<192, Format>(map, p, stream)
            : n_tile == 256 ? launch_tiles<256, Format>(map, p, stream)
                            : launch_tiles<320, Format>(map, p, stream);

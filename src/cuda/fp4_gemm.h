@@ -118,7 +118,7 @@ struct Fp4GemmParams {
   int experts = 0;        // at most kMaxFp4GemmExperts
   int n = 0, k = 0;       // weight rows and columns (k a multiple of 64)
   int total_rows = 0;     // rows of x (at least expert_offsets[experts])
-  int tile_inputs = 256;  // input rows per tile: 128, 192, 256 or 320 (kInt4Int8: 128; k a multiple of 128)
+  int tile_inputs = 256;  // input rows per tile: 32, 64, 128, 192, 256 or 320 (kInt4Int8: 128; k a multiple of 128)
   const float* const* bias = nullptr;  // [experts] device pointers to [n] fp32 added to D (null: none)
   W4Format format = W4Format::kMxfp4;
   const float* global_scales = nullptr;  // NVFP4: [experts] (device); D = sum / global_scale (+ bias)

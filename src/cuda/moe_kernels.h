@@ -229,6 +229,10 @@ struct GatherParams {
   int out_kind = 0;  // 0: 16-bit as is, 1: fp8 e4m3, 2: int8, 3: f16 codes as bf16 values
   void* a_rows = nullptr;
   float* a_scale_rows = nullptr;
+  // The hybrid (GroupingParams::busy_rows): only the rows of experts with busy_counts > 0 (the
+  // register kernel reads no others); slot_expert gives each slot's local expert.
+  const int32_t* busy_counts = nullptr;
+  const int32_t* slot_expert = nullptr;
 };
 cudaError_t launch_gather_rows(const GatherParams& p, cudaStream_t stream);
 

@@ -26,7 +26,7 @@ constexpr int kThreads = 256;
 constexpr int kMaxTopK = 32;
 constexpr int kMaxGroups = 64;
 
-// ---- routing: one warp per token ------------------------------------------------------------------
+// ---- routing: a team of warps per token ------------------------------------------------------------
 
 constexpr int kRoutingWarps = 4;
 constexpr int kMaxExperts = 512;
@@ -55,56 +55,128 @@ __device__ int warp_argmax(const float* v, int n, int lane) {
   return best_i;
 }
 
-// Shared memory of one routing warp.
+// Shared memory of one token's routing team.
 struct RoutingScratch {
   float score[kMaxExperts], choice[kMaxExperts], group[kMaxGroups];
+  float part[32];  // each warp's partial maximum of the logits (softmax)
+  float total;     // the softmax's sum
 };
 
-// Token t's top-k ids and weights, by one warp (lane: its lane).
-__device__ void route_token(const RoutingParams& p, int t, RoutingScratch& scratch, int lane) {
+// The threads that route one token: `size` threads (a multiple of 32), `rank` this thread's
+// index among them. A one-warp team meets at __syncwarp; larger teams split route_and_group's
+// whole block, each with a token, and meet at the block's barrier. The element-wise steps (scores,
+// the choices and their keys) spread over the team; the steps that run in expert or pick order (the
+// softmax's sum, the group and top-k picks) run on its first warp.
+struct RoutingTeam {
+  int rank, size;
+  __device__ void sync() const {
+    if (size == 32)
+      __syncwarp();
+    else
+      __syncthreads();
+  }
+};
+
+// An order-preserving key of a choice for the warp's unsigned reductions: a larger key is a larger
+// value; -0 and +0 tie (equal values, as the CPU's comparison sees them); NaN is below every number
+// and 0 is no expert, so neither wins while a number is left.
+__device__ uint32_t order_key(float v) {
+  if (v != v) return 1u;
+  uint32_t bits = __float_as_uint(v);
+  if (bits == 0x80000000u) bits = 0;
+  return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+}
+
+// The best remaining expert of keys[0..n) by (larger key, then lower index), for a warp whose lanes
+// hold the best key and index of their strided experts (lane, lane + 32, ...): two warp
+// reductions pick it, then its lane drops it from the keys and rescans its experts. Every lane
+// gets the pick.
+struct WarpPicker {
+  uint32_t* keys;  // [n] in shared memory
+  int n, lane;
+  uint32_t best_key = 0;
+  int best_i = 0;
+  __device__ WarpPicker(uint32_t* keys_, int n_, int lane_) : keys(keys_), n(n_), lane(lane_) { rescan(); }
+  __device__ void rescan() {
+    best_key = 0;
+    best_i = lane;
+    for (int i = lane; i < n; i += 32)
+      if (keys[i] > best_key) {  // (ascending i: the lower index keeps a tie)
+        best_key = keys[i];
+        best_i = i;
+      }
+  }
+  __device__ int pick() {
+    const uint32_t top = __reduce_max_sync(0xffffffffu, best_key);
+    const int winner = static_cast<int>(__reduce_min_sync(0xffffffffu, best_key == top ? best_i : 0x7fffffff));
+    if (best_i == winner && best_key == top) {
+      keys[winner] = 0;
+      rescan();
+    }
+    __syncwarp();
+    return winner;
+  }
+};
+
+// Token t's top-k ids and weights, by its team.
+__device__ void route_token(const RoutingParams& p, int t, RoutingScratch& scratch, const RoutingTeam& team) {
   const int E = p.num_experts;
   const float* row = p.logits + static_cast<int64_t>(t) * E;
   int32_t* ids = p.ids + static_cast<int64_t>(t) * p.top_k;
   float* weights = p.weights + static_cast<int64_t>(t) * p.top_k;
   float* score = scratch.score;
-  float* choice = scratch.choice;
+  uint32_t* keys = reinterpret_cast<uint32_t*>(scratch.choice);  // the choices' order keys, for the picks
+  const int r = team.rank, lane = r % 32;
+  const bool first_warp = r < 32;
 
   if (p.custom_llama4) {  // top-k over the raw logits, weight = sigmoid(logit)
-    for (int e = lane; e < E; e += 32) choice[e] = row[e];
-    __syncwarp();
+    for (int e = r; e < E; e += team.size) keys[e] = order_key(row[e]);
+    team.sync();
+    if (!first_warp) return;
+    WarpPicker picker(keys, E, lane);
     for (int j = 0; j < p.top_k; ++j) {
-      const int best = warp_argmax(choice, E, lane);
-      __syncwarp();
-      if (lane == 0) {
+      const int best = picker.pick();
+      if (lane == j) {
         ids[j] = best;
         weights[j] = routing::router_sigmoid(row[best]);
-        choice[best] = -INFINITY;
       }
-      __syncwarp();
     }
     return;
   }
 
   if (p.scoring == 1) {
-    for (int e = lane; e < E; e += 32) score[e] = routing::router_sigmoid(row[e]);
+    for (int e = r; e < E; e += team.size) score[e] = routing::router_sigmoid(row[e]);
   } else {
     float max_logit = -INFINITY;
-    for (int e = lane; e < E; e += 32) max_logit = fmaxf(max_logit, row[e]);
+    for (int e = r; e < E; e += team.size) max_logit = fmaxf(max_logit, row[e]);
     for (int o = 16; o > 0; o >>= 1) max_logit = fmaxf(max_logit, __shfl_xor_sync(0xffffffffu, max_logit, o));
-    for (int e = lane; e < E; e += 32) score[e] = routing::router_exp(add_rn(row[e], -max_logit));
-    __syncwarp();
-    float sum = 0.0f;  // summed in expert order, exactly as the CPU does
-    if (lane == 0)
+    if (lane == 0) scratch.part[r / 32] = max_logit;
+    team.sync();
+    for (int w = 0; w < team.size / 32; ++w) max_logit = fmaxf(max_logit, scratch.part[w]);
+    for (int e = r; e < E; e += team.size) score[e] = routing::router_exp(add_rn(row[e], -max_logit));
+    team.sync();
+    if (r == 0) {  // summed in expert order, exactly as the CPU does
+      float sum = 0.0f;
       for (int e = 0; e < E; ++e) sum = add_rn(sum, score[e]);
-    sum = __shfl_sync(0xffffffffu, sum, 0);
-    __syncwarp();
-    for (int e = lane; e < E; e += 32) score[e] = div_rn(score[e], sum);
+      scratch.total = sum;
+    }
+    team.sync();
+    const float sum = scratch.total;
+    for (int e = r; e < E; e += team.size) score[e] = div_rn(score[e], sum);
   }
-  __syncwarp();
-  for (int e = lane; e < E; e += 32) choice[e] = p.correction_bias ? add_rn(score[e], p.correction_bias[e]) : score[e];
-  __syncwarp();
+  const bool grouped = p.num_expert_group > 1 || p.topk_group > 1;
+  float* choice = scratch.choice;  // the choices as values (group selection), then as keys
+  for (int e = r; e < E; e += team.size) {
+    const float c = p.correction_bias ? add_rn(score[e], p.correction_bias[e]) : score[e];
+    if (grouped)
+      choice[e] = c;
+    else
+      keys[e] = order_key(c);
+  }
+  team.sync();
+  if (!first_warp) return;
 
-  if (p.num_expert_group > 1 || p.topk_group > 1) {
+  if (grouped) {
     const int groups = p.num_expert_group, per_group = E / groups;
     float* group = scratch.group;
     for (int g = lane; g < groups; g += 32) {
@@ -130,25 +202,23 @@ __device__ void route_token(const RoutingParams& p, int t, RoutingScratch& scrat
       __syncwarp();
     }
     for (int e = lane; e < E; e += 32)
-      if (!((kept >> (e / per_group)) & 1)) choice[e] = -INFINITY;
+      keys[e] = (kept >> (e / per_group)) & 1 ? order_key(choice[e]) : order_key(-INFINITY);
     __syncwarp();
   }
 
   // Lane j keeps the j-th choice (top_k <= 32), so the weights are scaled in registers and stored
   // once (a read back of global memory by one lane cost a round trip per choice).
+  WarpPicker picker(keys, E, lane);
   float sum_w = 0.0f, my_w = 0.0f;
   int my_id = -1;
   for (int j = 0; j < p.top_k; ++j) {
-    const int best = warp_argmax(choice, E, lane);
+    const int best = picker.pick();
     const float w = score[best];
     sum_w = add_rn(sum_w, w);  // (every lane sums the same weights in the same order)
     if (lane == j) {
       my_id = best;
       my_w = w;
     }
-    __syncwarp();  // every lane has read `choice` before lane 0 overwrites it
-    if (lane == 0) choice[best] = -INFINITY;
-    __syncwarp();
   }
   if (lane < p.top_k) {
     if (p.renormalize && sum_w > 0.0f) my_w = div_rn(my_w, sum_w);
@@ -163,7 +233,7 @@ __global__ void __launch_bounds__(kRoutingWarps * 32) routing_kernel(RoutingPara
   __shared__ RoutingScratch scratch[kRoutingWarps];
   const int warp = threadIdx.x / 32;
   const int t = blockIdx.x * kRoutingWarps + warp;
-  if (t < p.num_tokens) route_token(p, t, scratch[warp], threadIdx.x % 32);
+  if (t < p.num_tokens) route_token(p, t, scratch[warp], {static_cast<int>(threadIdx.x % 32), 32});
 }
 
 // ---- grouping slots by local expert -----------------------------------------------------------
@@ -339,14 +409,19 @@ __global__ void __launch_bounds__(kSmallGroupThreads) small_grouping_kernel(Grou
   group_in_block(p);
 }
 
-// Up to kFusedRoutingWarps tokens: routing (a warp per token) and grouping in one launch, one
-// launch less at 1-8 tokens (~2-4 us each on the H200).
+// Up to kFusedRoutingWarps tokens (launch_routing_and_grouping checks): routing (a team of warps
+// per token) and grouping in one launch, one launch less at 1-8 tokens (~2-4 us each on the H200).
 constexpr int kFusedRoutingWarps = 8;
 __global__ void __launch_bounds__(kSmallGroupThreads) route_and_group_kernel(RoutingParams rp, GroupingParams gp) {
   chain_start();
-  __shared__ RoutingScratch scratch[kFusedRoutingWarps];  // 34 KB (+ 12 KB in group_in_block)
-  const int warp = threadIdx.x / 32;
-  if (warp < rp.num_tokens) route_token(rp, warp, scratch[warp], threadIdx.x % 32);
+  __shared__ RoutingScratch scratch[kFusedRoutingWarps];  // 35 KB (+ 12 KB in group_in_block)
+  // At 1-2 tokens the block's warps in one team per token (a warp alone took ~3800 dependent
+  // instructions for a 384-expert token while the others waited); from 3 tokens one warp per token
+  // (teams of 8 and 4 warps there were 1-3% slower in layer time at 8 tokens, H200, thirty-ninth
+  // session).
+  const int team_warps = rp.num_tokens <= 2 ? blockDim.x / 32 / rp.num_tokens : 1;
+  const int size = 32 * team_warps, team = threadIdx.x / size;
+  if (team < rp.num_tokens) route_token(rp, team, scratch[team], {static_cast<int>(threadIdx.x % size), size});
   __syncthreads();  // the ids in global memory are visible to the whole block from here
   group_in_block(gp);
 }
@@ -954,6 +1029,7 @@ __global__ void gather_rows_kernel(GatherParams p) {
   const int r = blockIdx.x;
   if (r >= *p.total_rows) return;
   const int64_t slot = p.sorted_slots[r];
+  if (p.busy_counts != nullptr && p.busy_counts[p.slot_expert[slot]] == 0) return;
   const int64_t row = p.by_token ? slot / p.top_k : slot;
   if (p.in_scale)
     for (int64_t j = threadIdx.x; j < p.scales_per_row; j += blockDim.x)

@@ -163,6 +163,12 @@ TEST(Cli, BenchRejectsBadTokenCountsModelsAndSchemesBeforeAnyWork) {
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("--schemes: unknown synthetic scheme 'w4a16_g7'"));
   EXPECT_THAT(r.out, HasSubstr("w4a16_g128"));  // (the known ones listed)
+  r = run_cli("bench --models qwen3-30b-a3b --tokens 1,64 --max-tokens 32");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--max-tokens 32 is below the largest --tokens count (64)"));
+  r = run_cli("bench --models qwen3-30b-a3b --tokens 1 --max-tokens 0");
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--max-tokens"));
   r = run_cli("bench --models qwen3-30b-a3b --tokens 1 --routing zipf");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("--routing: unknown routing 'zipf' (uniform, skewed, mild, balanced)"));

@@ -520,14 +520,14 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(grouped_scales_per_row(GroupedKernel::kMxfp4Bf16, 2880), 0);
   for (int t = 0; t < kGroupedTiles; ++t) {
     const auto tile = static_cast<GroupedTile>(t);
-    EXPECT_EQ(grouped_tile_built(GroupedKernel::kMxfp4Bf16, tile),
-              tile == GroupedTile::kSmall || tile == GroupedTile::kWide || tile == GroupedTile::kLarge ||
-                  tile == GroupedTile::kHuge);
+    EXPECT_EQ(grouped_tile_built(GroupedKernel::kMxfp4Bf16, tile), tile != GroupedTile::kMedium);
     EXPECT_FALSE(grouped_tile_swapped(GroupedKernel::kMxfp4Bf16, tile));  // (no CUTLASS problem sizes)
   }
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kSmall), "persistent 128x128 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kWide), "persistent 128x192 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kLarge), "persistent 128x256 (weight rows x input rows)");
+  EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kTiny), "persistent 128x32 (weight rows x input rows)");
+  EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kTiny48), "persistent 128x64 (weight rows x input rows)");
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kMedium), "none");
   // (Each format its own switches, measured: 128 rows below a mean of 128, then 192 in a range
   // around 128-176 where the routing's spread leaves most experts within one such tile, then 256;
@@ -539,6 +539,15 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
     EXPECT_LT(w.wide.from, 132);
     EXPECT_GT(w.wide.until, 160);
     auto tile_at = [&](int64_t slots) { return plan_grouped_tile(kind, slots, 128, 4096); };
+    // 32 input rows below until_32 rows per expert, then 64 below until_64 (MXFP4 only), then 128.
+    EXPECT_EQ(tile_at(128), GroupedTile::kTiny);
+    EXPECT_EQ(tile_at(int64_t{w.until_32} * 128 - 1), GroupedTile::kTiny);
+    EXPECT_EQ(tile_at(int64_t{w.until_32} * 128), w.until_64 > w.until_32 ? GroupedTile::kTiny48 : GroupedTile::kSmall);
+    EXPECT_EQ(w.until_64 > w.until_32, kind == GroupedKernel::kMxfp4Bf16);
+    if (w.until_64 > w.until_32) {
+      EXPECT_EQ(tile_at(int64_t{w.until_64} * 128 - 1), GroupedTile::kTiny48);
+      EXPECT_EQ(tile_at(int64_t{w.until_64} * 128), GroupedTile::kSmall);
+    }
     EXPECT_EQ(tile_at(int64_t{w.max_rows_for_128} * 128), GroupedTile::kSmall);
     EXPECT_EQ(tile_at(int64_t{w.max_rows_for_128} * 128 + 1),
               w.wide.from > w.max_rows_for_128 ? GroupedTile::kLarge : GroupedTile::kWide);
@@ -572,8 +581,8 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge), "persistent 128x320 (weight rows x input rows)");
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), (int64_t{kGroupedMinRowsPerExpertMxfp4LongReduction} * 128 + 3) / 4);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), int64_t{kGroupedMinRowsPerExpertMxfp4FewExperts} * 4);
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), 100);  // Mixtral-8x7B: 25 rows per expert
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), 544);  // gpt-oss-120b: 17
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), 56);   // Mixtral-8x7B: 14 rows per expert
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), 448);  // gpt-oss-120b: 14
   // NVFP4 as vLLM's weight-only layers scale it (fp32 products: not rounded to the scale dtype), fp8
   // scales per 16 in order: the same kernel; rounded to bf16, the dequantized path.
   GemmLayout nvfp4 = layout_of_scheme("nvfp4a16");
@@ -595,9 +604,9 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
     EXPECT_EQ(grouped_tile_built(GroupedKernel::kNvfp4Bf16, tile), grouped_tile_built(GroupedKernel::kMxfp4Bf16, tile));
     EXPECT_EQ(tile_config(GroupedKernel::kNvfp4Bf16, tile), tile_config(GroupedKernel::kMxfp4Bf16, tile));
   }
-  // Measured crossovers: 20 rows per expert for few experts; with many, 12 for long reductions (13 /
+  // Measured crossovers: 11 rows per expert for few experts; with many, 12 for long reductions (13 /
   // 12 for medium / short ones: RegisterKernelSwitchFollowsTheReduction).
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2, 14336), 80);     // Mixtral-8x7B
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2, 14336), 44);     // Mixtral-8x7B
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 128, 4, 2880), 384);  // gpt-oss-120b: 12
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 129, 4, 2880), 387);  // (12 * 129 / 4 rounded up)
   // The repacked copy: rows padded to 128, codes and scales (gpt-oss-120b's w2: 2880 x 2880; NVFP4's
@@ -1024,12 +1033,12 @@ TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
 TEST(GemmPlan, RegisterKernelSwitchFollowsTheReduction) {
   const GroupedKernel mx = GroupedKernel::kMxfp4Bf16, nv = GroupedKernel::kNvfp4Bf16;
   const GroupedKernel int4 = GroupedKernel::kInt4RegsBf16;
-  // gpt-oss-120b (128 experts, top-4, intermediate 2880): 17, 12 and 16 rows per expert.
-  EXPECT_EQ(grouped_min_tokens(mx, 128, 4, 2880), 17 * 128 / 4);
+  // gpt-oss-120b (128 experts, top-4, intermediate 2880): 14, 12 and 16 rows per expert.
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 4, 2880), 14 * 128 / 4);
   EXPECT_EQ(grouped_min_tokens(nv, 128, 4, 2880), 12 * 128 / 4);
   EXPECT_EQ(grouped_min_tokens(int4, 128, 4, 2880), 16 * 128 / 4);
-  // Qwen3-30B-A3B (128, top-8, 768): 19, 13 and 17.
-  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, 768), 19 * 128 / 8);
+  // Qwen3-30B-A3B (128, top-8, 768): 14, 13 and 17.
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, 768), 14 * 128 / 8);
   EXPECT_EQ(grouped_min_tokens(nv, 128, 8, 768), 13 * 128 / 8);
   EXPECT_EQ(grouped_min_tokens(int4, 128, 8, 768), 17 * 128 / 8);
   // DeepSeek-V3 and Kimi-K2 at TP8 (256 / 384, top-8, 256): 17, 12 and 16.
@@ -1037,10 +1046,13 @@ TEST(GemmPlan, RegisterKernelSwitchFollowsTheReduction) {
   EXPECT_EQ(grouped_min_tokens(nv, 384, 8, 256), 12 * 384 / 8);
   EXPECT_EQ(grouped_min_tokens(int4, 256, 8, 256), 16 * 256 / 8);
   // The tier edges: kRegsMinInterLongReduction and kRegsMinInterMediumReduction belong to the longer tier.
-  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, kRegsMinInterLongReduction), grouped_min_tokens(mx, 128, 8, 2880));
-  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, kRegsMinInterLongReduction - 1), grouped_min_tokens(mx, 128, 8, 768));
-  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, kRegsMinInterMediumReduction), grouped_min_tokens(mx, 128, 8, 768));
-  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, kRegsMinInterMediumReduction - 1), grouped_min_tokens(mx, 128, 8, 256));
+  // (NVFP4's three values differ at both edges.)
+  EXPECT_EQ(grouped_min_tokens(nv, 128, 8, kRegsMinInterLongReduction), grouped_min_tokens(nv, 128, 8, 2880));
+  EXPECT_EQ(grouped_min_tokens(nv, 128, 8, kRegsMinInterLongReduction - 1), grouped_min_tokens(nv, 128, 8, 768));
+  EXPECT_NE(grouped_min_tokens(nv, 128, 8, kRegsMinInterLongReduction - 1), grouped_min_tokens(nv, 128, 8, 2880));
+  EXPECT_EQ(grouped_min_tokens(nv, 128, 8, kRegsMinInterMediumReduction), grouped_min_tokens(nv, 128, 8, 768));
+  EXPECT_EQ(grouped_min_tokens(nv, 128, 8, kRegsMinInterMediumReduction - 1), grouped_min_tokens(nv, 128, 8, 256));
+  EXPECT_NE(grouped_min_tokens(nv, 128, 8, kRegsMinInterMediumReduction - 1), grouped_min_tokens(nv, 128, 8, 768));
   // Few experts (Mixtral-8x7B): one switch whatever the reduction.
   for (int inter : {256, 768, 14336}) {
     EXPECT_EQ(grouped_min_tokens(mx, 8, 2, inter), kGroupedMinRowsPerExpertMxfp4FewExperts * 4);
@@ -1457,21 +1469,30 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(f.w13.prefill, to_string(GroupedKernel::kMxfp4Bf16));
   EXPECT_EQ(f.w13.prefill_from_tokens, grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 4, 128));
   expect_exact_switches(f.w13, GroupedKernel::kMxfp4Bf16, mxfp4, mxfp4.hidden);
-  // (128, 256, 192 in its range, then 256, 320 in its ranges, 256 after each.)
-  ASSERT_EQ(f.w13.tiles.size(), 10u);
-  EXPECT_EQ(f.w13.tiles[1].first, int64_t{kMxfp4Tiles.max_rows_for_128} * 8 / 4 + 1);
-  EXPECT_EQ(f.w13.tiles[2].first, int64_t{kMxfp4Tiles.wide.from} * 8 / 4);
-  EXPECT_EQ(f.w13.tiles[2].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kWide));
-  EXPECT_EQ(f.w13.tiles[3].first, int64_t{kMxfp4Tiles.wide.until} * 8 / 4);
-  EXPECT_EQ(f.w13.tiles[4].first, int64_t{kMxfp4Tiles.huge[0].from} * 8 / 4);
-  EXPECT_EQ(f.w13.tiles[4].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge));
-  EXPECT_EQ(f.w13.tiles[5].first, int64_t{kMxfp4Tiles.huge[0].until} * 8 / 4);
-  EXPECT_EQ(f.w13.tiles[6].first, int64_t{kMxfp4Tiles.huge[1].from} * 8 / 4);
-  EXPECT_EQ(f.w13.tiles[6].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge));
-  EXPECT_EQ(f.w13.tiles[7].first, int64_t{kMxfp4Tiles.huge[1].until} * 8 / 4);
-  EXPECT_EQ(f.w13.tiles[8].first, int64_t{kMxfp4Tiles.huge[2].from} * 8 / 4);
-  EXPECT_EQ(f.w13.tiles[8].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge));
-  EXPECT_EQ(f.w13.tiles[9].first, int64_t{kMxfp4Tiles.huge[2].until} * 8 / 4);
+  // (32 and 64 from its crossover, then 128, 256, 192 in its range, then 256, 320 in its ranges, 256
+  // after each.)
+  ASSERT_EQ(f.w13.tiles.size(), 12u);
+  EXPECT_EQ(f.w13.tiles[0].first, f.w13.prefill_from_tokens);
+  EXPECT_LT(f.w13.prefill_from_tokens, int64_t{kMxfp4Tiles.until_32} * 8 / 4);
+  EXPECT_EQ(f.w13.tiles[0].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kTiny));
+  EXPECT_EQ(f.w13.tiles[1].first, int64_t{kMxfp4Tiles.until_32} * 8 / 4);
+  EXPECT_EQ(f.w13.tiles[1].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kTiny48));
+  EXPECT_EQ(f.w13.tiles[2].first, int64_t{kMxfp4Tiles.until_64} * 8 / 4);
+  EXPECT_EQ(f.w13.tiles[2].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kSmall));
+  const auto& g = f.w13.tiles;
+  EXPECT_EQ(g[3].first, int64_t{kMxfp4Tiles.max_rows_for_128} * 8 / 4 + 1);
+  EXPECT_EQ(g[4].first, int64_t{kMxfp4Tiles.wide.from} * 8 / 4);
+  EXPECT_EQ(g[4].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kWide));
+  EXPECT_EQ(g[5].first, int64_t{kMxfp4Tiles.wide.until} * 8 / 4);
+  EXPECT_EQ(g[6].first, int64_t{kMxfp4Tiles.huge[0].from} * 8 / 4);
+  EXPECT_EQ(g[6].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge));
+  EXPECT_EQ(g[7].first, int64_t{kMxfp4Tiles.huge[0].until} * 8 / 4);
+  EXPECT_EQ(g[8].first, int64_t{kMxfp4Tiles.huge[1].from} * 8 / 4);
+  EXPECT_EQ(g[8].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge));
+  EXPECT_EQ(g[9].first, int64_t{kMxfp4Tiles.huge[1].until} * 8 / 4);
+  EXPECT_EQ(g[10].first, int64_t{kMxfp4Tiles.huge[2].from} * 8 / 4);
+  EXPECT_EQ(g[10].second, tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge));
+  EXPECT_EQ(g[11].first, int64_t{kMxfp4Tiles.huge[2].until} * 8 / 4);
   EXPECT_EQ(f.dequant_workspace_bytes, 0);
   EXPECT_EQ(f.repacked_weight_bytes, 8 * (repacked(GroupedKernel::kMxfp4Bf16, 256, 256) + repacked(GroupedKernel::kMxfp4Bf16, 256, 128)));
   MoeLayer mxfp4_one_local = mxfp4;

@@ -555,6 +555,16 @@ TEST(RandomLayerEdges, HybridRunsBusyExpertsOnTheRegisterKernel) {
     EXPECT_TRUE(d.finite) << what << seed_note();
     EXPECT_LE(d.rel_l2, tolerance_rel_l2(layer, options, Comparison::kCudaVsReference, T)) << what << seed_note();
     EXPECT_EQ(0, std::memcmp(got.raw(), replay.raw(), got.size_bytes())) << what << ": replay differs";
+    // Its forward runs chained (the register kernels plainly inside the chain): the same bits as
+    // every kernel launched plainly.
+    if (cuda::chained_launches()) {
+      Tensor plain, plain_replay;
+      {
+        const cuda::ChainedLaunchScope unchained(false);
+        forward_eager_and_replayed(dev, x, logits, options, 1, &plain, &plain_replay);
+      }
+      EXPECT_EQ(0, std::memcmp(got.raw(), plain.raw(), got.size_bytes())) << what << ": chained differs from plain";
+    }
     options.hybrid_busy_rows = 0;
     EXPECT_EQ(dev.forward_kernels(T, DType::kBF16, options), std::make_pair(std::string("decode"), std::string("decode")))
         << what;
@@ -1580,6 +1590,13 @@ TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
       {384, 8, {Scoring::kSigmoid, true, 1, 1, 2.827f, false, false}, true},
       {160, 6, {Scoring::kSoftmax, true, 8, 3, 16.0f, false, false}, false},
       {16, 1, {Scoring::kSigmoid, false, 0, 0, 1.0f, true, true}, false},
+      // The limits and the rest of the variants: 512 experts; top-k = all 32 experts; Llama-4 with
+      // top-k > 1; softmax with a bias; 64 groups all kept.
+      {512, 8, {Scoring::kSigmoid, true, 0, 0, 1.0f, false, false}, true},
+      {32, 32, {Scoring::kSoftmax, true, 0, 0, 1.0f, false, false}, false},
+      {16, 3, {Scoring::kSigmoid, false, 0, 0, 1.0f, false, true}, false},
+      {64, 6, {Scoring::kSoftmax, false, 0, 0, 1.0f, false, false}, true},
+      {256, 8, {Scoring::kSigmoid, true, 64, 64, 1.0f, false, false}, true},
   };
   for (const Case& c : cases) {
     const int T = 333;
@@ -1587,6 +1604,12 @@ TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
     std::normal_distribution<float> d(0.0f, 2.0f);
     for (float& v : logits) v = d(rng());
     for (int t = 0; t < T; t += 7) logits[t * c.experts + 1] = logits[t * c.experts];  // exact ties
+    for (int t = 2; t < T; t += 13) {  // -0 and +0 on top (equal values: the lower index first)
+      float* row = logits.data() + t * c.experts;
+      for (int e = 0; e < c.experts; ++e) row[e] = -std::fabs(row[e]) - 1.0f;
+      row[2] = -0.0f;
+      row[3] = 0.0f;
+    }
     for (float& v : bias) v = 0.1f * d(rng());
     const routing::TopK want = routing::route(logits.data(), T, c.experts, c.top_k, c.cfg, c.bias ? bias.data() : nullptr);
 
@@ -1623,7 +1646,8 @@ TEST(CudaRouting, IdsAndWeightsAreIdenticalToTheCpu) {
     // Decode batches route and group in one launch (up to 8 tokens; 9 takes the two kernels): the
     // first tokens' ids and weights (poisoned first), then the grouping checked against the ids
     // (each expert's segment holds exactly its slots; the chunks of the experts with slots, ascending).
-    for (const int T_small : {5, 8, 9}) {
+    // 1, 2, 3 and 5-8 tokens: teams of 32, 16, 8 and 4 warps per token.
+    for (const int T_small : {1, 2, 3, 5, 8, 9}) {
       const int S = T_small * c.top_k, E = c.experts;
       std::vector<int32_t> map(E);
       for (int e = 0; e < E; ++e) map[e] = e;

@@ -396,7 +396,7 @@ void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, st
       }
   }
 
-  for (int tile_inputs : {128, 192, 256, 320}) {
+  for (int tile_inputs : {32, 64, 128, 192, 256, 320}) {
     p.tile_inputs = tile_inputs;
     const Launched run = launch_and_compare(p, d, total, want);
     const double rel_l2 = run.rel_l2;
