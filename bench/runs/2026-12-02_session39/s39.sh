@@ -107,6 +107,21 @@ case ${1:-} in
         echo "dec r$r $b rc $? ($((SECONDS - start)) s)"
       done
     done ;;
-  *) echo "s39.sh: check, route, narrow, ab, verify, ab2, route2 or ab3"; exit 2 ;;
+  twocta)  # branch wip/narrow-2cta: the 32- and 64-row tiles at two CTAs per SM
+    f='Fp4Mainloop.*:Int4Mainloop.*:PrefillKernels.EveryTileMatchesTheCpuBackend:W4Prefill.*'
+    timeout 200 $d/qmoe_cuda_tests --gtest_filter="$f" > $o/twocta_tests.log 2>&1
+    echo "tests rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/twocta_tests.log
+    grep -h "Failure" -A6 $o/twocta_tests.log | head -20
+    nb() {  # models tokens
+      (( SECONDS - start > 250 )) && { echo "skip $1"; return; }
+      timeout 100 $d/qmoe bench --rotations 2 --replays 5 --max-tokens 8192 --gemm-paths auto,prefill:4,prefill:5 \
+        --models $1 --schemes w4a16_g128,mxfp4,nvfp4a16 --tokens $2 > $o/twocta_$1.log 2>&1
+      echo "$1 rc $? ($((SECONDS - start)) s)"
+    }
+    nb mixtral-8x7b 1,32,64,96,128
+    nb qwen3-30b-a3b 256,384
+    nb gpt-oss-120b 512,768
+    nb deepseek-v3 512,768 ;;
+  *) echo "s39.sh: check, route, narrow, ab, verify, ab2, route2, ab3 or twocta"; exit 2 ;;
 esac
 tar czf $OUT/s_$1.tgz -C $OUT s && rm -rf $o
