@@ -1,6 +1,6 @@
 // 4-bit (MXFP4, NVFP4 weight-only, INT4 with bf16 scales) grouped GEMM dequantizing in registers
-// (cuda/fp4_gemm.h). Persistent CTAs, one per SM, walk tiles of (128 weight rows, N = 128, 192, 256 or
-// 320 input rows, expert): a producer thread streams 64-deep k-tiles through shared-memory stages with
+// (cuda/fp4_gemm.h). Persistent CTAs, one per SM, walk tiles of (128 weight rows, N = 32, 64, 128, 192,
+// 256 or 320 input rows, expert): a producer thread streams 64-deep k-tiles through shared-memory stages with
 // TMA (the bf16 input rows, 128-byte swizzled) and bulk copies (the repacked codes and scales); two
 // consumer warpgroups each convert their 64 weight rows' codes to bf16 registers (one k-tile while
 // the previous one's MMAs run) and run wgmma m64nNk16 with A from registers. W4A8 with int8 inputs

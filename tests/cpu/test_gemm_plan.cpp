@@ -1462,7 +1462,7 @@ TEST(GemmPlan, CudaPlanSummary) {
   one_local.expert_map = {0, -1, -1, -1, -1, -1, -1, -1};
   EXPECT_EQ(summarize_cuda_plan(one_local, 0).dequant_workspace_bytes, n.dequant_workspace_bytes);
   EXPECT_EQ(n.repacked_weight_bytes, 0);
-  // MXFP4: its own kernel from its crossover, 128, 256, 192 then 256 input rows; its repacked weights for
+  // MXFP4: its own kernel from its crossover, 32, 64, 128, 256, 192 then 256 input rows; its repacked weights for
   // every expert (also from a layer loaded with only expert 0 local), no workspace.
   const MoeLayer mxfp4 = synthetic_layer("mxfp4", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1);
   const CudaPlanSummary f = summarize_cuda_plan(mxfp4, 0);
