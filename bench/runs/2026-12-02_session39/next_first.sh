@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# For the next session (not run), carry [".gpu/y"] built from main (`f807223`; code as `e2c9c7a`).
-# Rebuild and repack .gpu/y if .gpu/ did not survive:
+# For the next session (not run). Packs left in .gpu/ (ignored by git): .gpu/y = main's qmoe and
+# tests (built at `f807223`, code as `e2c9c7a`), .gpu/yq its qmoe alone; .gpu/p = branch
+# wip/paired-halves `d18a1f4`'s qmoe and tests, .gpu/pq its qmoe alone.
+# Rebuild and repack them if .gpu/ did not survive (for .gpu/p from the branch; the *q packs hold
+# qmoe.xz and libfmt.so.9.xz only):
 #   d=.gpu/y; mkdir -p $d; cp build-cuda/qmoe build-cuda/tests/qmoe_cuda_tests \
 #     $(ldd build-cuda/qmoe | awk '/libfmt/{print $3}') $d; strip $d/qmoe $d/qmoe_cuda_tests; xz -9 -T2 $d/*
 #   next_first.sh ncu    why the register kernel's 32-row tile streams at ~0.3-0.4 of copy at 16 rows
