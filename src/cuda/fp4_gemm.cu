@@ -392,16 +392,18 @@ struct Int4Int8Scales {
 
 // ---- kernels --------------------------------------------------------------------------------------
 
-// One repack thread's place: the block's tile (rt * col_tiles + kt: row tile rt, column tile kt of
-// 64 x 64), the thread's first row m and its index t in the warpgroup (fp4_gemm.h's order).
+// One repack thread's place: the block's tile's slot in the repacked buffers (the block is tile
+// rt * col_tiles + kt: row tile rt, column tile kt of 64 x 64; its slot puts the two row tiles of a
+// 128-row pair side by side, fp4_gemm.h), the thread's first row m and its index t in the
+// warpgroup (fp4_gemm.h's order).
 struct RepackThread {
   int64_t tile, kt, m;
   int t;
 };
 __device__ __forceinline__ RepackThread repack_thread(int64_t cols) {
-  const int64_t col_tiles = cols / 64, tile = blockIdx.x;
+  const int64_t col_tiles = cols / 64, rt = blockIdx.x / col_tiles, kt = blockIdx.x % col_tiles;
   const int t = threadIdx.x;
-  return {tile, tile % col_tiles, tile / col_tiles * 64 + 16 * (t / 32) + t % 32 / 4, t};
+  return {(rt / 2 * col_tiles + kt) * 2 + rt % 2, kt, rt * 64 + 16 * (t / 32) + t % 32 / 4, t};
 }
 // The source row of fragment row f (-1: padding, zero weights): f itself up to `rows`, or with
 // gate_up_inter > 0 its row of the interleaved w13 (fp4_gemm.h).
@@ -652,11 +654,17 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int box = 0; box < N / Shape::kBoxRows; ++box)
             tma_load_2d(s.stage[i].inputs + box * Shape::kBoxRows * kInputRowBytes, &x_map, kt * kTileK,
                         input_row + box * Shape::kBoxRows, &s.full[i]);
+          if constexpr (Format::kInt8Mma) {
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int64_t code_tile = static_cast<int64_t>(tile.weight_tile * 2 + half) * k_tiles + kt;
-            bulk_load(s.stage[i].codes[half], codes + code_tile * (kCodeBytes / 4), kCodeBytes, &s.full[i]);
-            bulk_load(s.stage[i].scales[half], scales + code_tile * Format::kWords, kScaleBytes, &s.full[i]);
+            for (int half = 0; half < 2; ++half) {
+              const int64_t code_tile = static_cast<int64_t>(tile.weight_tile * 2 + half) * k_tiles + kt;
+              bulk_load(s.stage[i].codes[half], codes + code_tile * (kCodeBytes / 4), kCodeBytes, &s.full[i]);
+              bulk_load(s.stage[i].scales[half], scales + code_tile * Format::kWords, kScaleBytes, &s.full[i]);
+            }
+          } else {  // (both consumers' tiles side by side: one copy each of codes and scales)
+            const int64_t pair = (static_cast<int64_t>(tile.weight_tile) * k_tiles + kt) * 2;
+            bulk_load(s.stage[i].codes[0], codes + pair * (kCodeBytes / 4), 2 * kCodeBytes, &s.full[i]);
+            bulk_load(s.stage[i].scales[0], scales + pair * Format::kWords, 2 * kScaleBytes, &s.full[i]);
           }
         }
       }

@@ -37,13 +37,15 @@ inline constexpr int kMaxFp4GemmExperts = 1024;
 
 // An expert's MXFP4 weight [rows, cols] (codes [rows, cols / 2] bytes, the even column in the low
 // nibble; e8m0 scales [rows, cols / 32]) rearranged into wgmma's register-A fragment order, per
-// 64 x 64 tile (row tile rt, column tile kt), tiles row-major, rows padded to fp4_frag_rows(rows):
-//   codes  [rows / 64][cols / 64][128 threads][4 k16 steps] 32-bit words: element j of the thread's
+// 64 x 64 tile (row tile rt, column tile kt), rows padded to fp4_frag_rows(rows), the tiles of a
+// 128-row pair side by side (tile (rt, kt) at ((rt / 2) (cols / 64) + kt) 2 + rt % 2: a k-tile of the
+// kernel's 128 weight rows is one copy of codes and one of scales):
+//   codes  [rows / 128][cols / 64][2][128 threads][4 k16 steps] 32-bit words: element j of the thread's
 //          register a_r in bits 16 j + {0, 3, 6, 13}[r] .. + 2 (magnitude) and 16 j + {9, 12, 10, 11}[r]
 //          (sign), so shifts put them where bf16 has them (a0: row m, columns k, k+1; a1: row m + 8; a2:
 //          row m, columns k + 8, k + 9; a3: row m + 8, columns k + 8, k + 9; thread t of the
 //          warpgroup: m = 16 (t / 32) + t % 32 / 4, k = 16 step + 2 (t % 4));
-//   scales [rows / 64][cols / 64][32] 32-bit words, word t / 4 for thread t: bytes (m, group 0),
+//   scales [rows / 128][cols / 64][2][32] 32-bit words, word t / 4 for thread t: bytes (m, group 0),
 //          (m + 8, group 0), (m, group 1), (m + 8, group 1) of the tile's two groups of 32 columns.
 // cols a multiple of 64; frag_codes holds fp4_frag_rows(rows) * cols / 2 bytes, frag_scales
 // fp4_frag_rows(rows) * cols / 32, as many bytes as the checkpoint's.
@@ -52,8 +54,8 @@ cudaError_t launch_repack_mxfp4(const uint8_t* codes, const uint8_t* scales, int
                                 cudaStream_t stream);
 // The same for NVFP4 (codes as above; fp8 e4m3 scales [rows, cols / 16]), weight-only as vLLM scales
 // it (e2m1 * fp8(s), the global scale applied to the sums):
-//   scales [rows / 64][cols / 64][32 thread quads][4 k16 steps] 32-bit words, word (t / 4, step) for
-//          thread t: bf16(fp8(s) * 2^119) of row m's group `step` in bits 0-15, of row m + 8's in 16-31.
+//   scales [rows / 128][cols / 64][2][32 thread quads][4 k16 steps] 32-bit words, word (t / 4, step)
+//          for thread t: bf16(fp8(s) * 2^119) of row m's group `step` in bits 0-15, of row m + 8's in 16-31.
 // frag_scales holds fp4_frag_rows(rows) * cols / 8 bytes (twice the checkpoint's).
 cudaError_t launch_repack_nvfp4(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
                                 int64_t gate_up_inter, uint32_t* frag_codes, uint32_t* frag_scales,
@@ -63,9 +65,9 @@ cudaError_t launch_repack_nvfp4(const uint8_t* codes, const uint8_t* scales, int
 // int8 zero points of the same shape (null: symmetric; each in [-8, 7]), as the CPU's
 // RNE_bf16((q - z) * s):
 //   codes  as MXFP4's, with element j of register a_r (u = q + 8) in bits 16 j + 4 r .. + 3;
-//   scales [rows / 64][cols / 64][32 thread quads][4 k16 steps] 32-bit words: the bf16 scale of row
-//          m's group at that step in bits 0-15, of row m + 8's in 16-31; then, with zero points, as
-//          many words of bf16(136 + z) in the same order.
+//   scales [rows / 128][cols / 64][2][32 thread quads][4 k16 steps] 32-bit words: the bf16 scale of
+//          row m's group at that step in bits 0-15, of row m + 8's in 16-31; with zero points each
+//          tile's words are followed by as many words of bf16(136 + z) in the same order.
 // frag_scales holds fp4_frag_scale_bytes(kInt4 or kInt4Zero, rows, cols).
 cudaError_t launch_repack_int4(const int32_t* codes, const uint16_t* scales, const int8_t* zero_points, int64_t rows,
                                int64_t cols, int64_t group, int64_t gate_up_inter, uint32_t* frag_codes,
