@@ -181,14 +181,24 @@ inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 14;
 // many-expert values (12-13) stay: at 8 and 16 rows the decode kernels and the 32-row tile cross at
 // ~12-14 on DeepSeek-V3, gpt-oss-120b and Qwen3-30B-A3B, where the automatic path at 16 rows already
 // ran the 128-row tile.
-inline constexpr int kGroupedMinRowsPerExpertNvfp4FewExperts = 11;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 12;
+// Fortieth session, the narrow tiles without serialized wgmmas (fp4_gemm.cu): GEMM µs decode vs the
+// 32-row tile, same call, two rounds (bench/runs/2026-12-02_session40/narrow_ab/), crossings
+// interpolated: NVFP4 Mixtral-8x7B 385 vs 407 at 6 rows, 424 vs 402 at 8 (~7.0); DeepSeek-V3 2478
+// vs 3147 at 4, 3220 vs 3087 at 8 (~7.3); Qwen3-30B-A3B 150 vs 201 at 4, 203 vs 198 at 8 (~7.6).
+// INT4 (kInt4RegsBf16): g32 Mixtral-8x7B 386 vs 447 at 8, 469 vs 446 at 12 (~10.9); DeepSeek-V3
+// 2934 vs 3366 at 8, 3609 vs 3390 at 12 (~10.7); Qwen3-30B-A3B 183 vs 210 at 8, 231 vs 211 at 12
+// (~10.2); g128 (faster decode kernels) Mixtral-8x7B 363 vs 449 at 8, 444 vs 446 at 12 (~12.1).
+// Hence NVFP4 7 (few experts), 8 (long and medium reductions); INT4 12 (one switch for g32 and
+// g128: g32 gives up ~2-4% at 11-12 rows). The short reduction (the TP8 shapes) was not measured
+// and keeps its values.
+inline constexpr int kGroupedMinRowsPerExpertNvfp4FewExperts = 7;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 8;
 // INT4 few experts, thirtieth session (the prefill kernel a little faster since; W4A16 g128 on the
 // register kernel from then): Mixtral-8x7B layer µs decode vs prefill, same call
 // (bench/runs/2026-12-01_session30/grid/switch.txt): g128 642.8 vs 670.9 at 20 rows, 682.1 vs 652.5
 // at 22 (~21); g32 672.7 vs 674.8 at 20, 715.3 vs 662.7 at 22 (~20); with the switch at 21, g128
 // 661.6 vs 677.7 at 21, 679.5 vs 660.5 at 22 (bench/runs/2026-12-01_session30/verify/switch.txt).
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 22;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 12;
 // With many experts the MXFP4 and NVFP4 switches move with GEMM2's reduction, the layer's
 // intermediate size per partition: the register kernel runs k in 64-column tiles, so with a short k
 // its pipeline's fill and drain weigh more (w2 of the TP8 shapes: 4 k-tiles), while the decode
@@ -242,10 +252,10 @@ inline constexpr int kRegsMinInterLongReduction = 2048;
 inline constexpr int kRegsMinInterMediumReduction = 512;
 inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 14;
 inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 17;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 13;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 8;
 inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 12;
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsLongReduction = 16;
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsMediumReduction = 17;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsLongReduction = 12;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsMediumReduction = 12;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 16;
 // W4A16 with groups of >= 64 or channel scales has two prefill kernels: CUTLASS's mixed-input kernel
 // on the checkpoint's codes beats the decode kernels from kGroupedMinRowsPerExpertInt4(FewExperts)
@@ -263,8 +273,15 @@ inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 16;
 //   register kernel's own switch);
 // - DeepSeek-V3 TP8 (256): the mixed-input kernel never wins: 14 rows 679 / 675 / 718, 16 726 / 678
 //   / 727, 24 929 / 706 / 805, 48 1749 / 790 / 1087. So no range of its own there (0).
-inline constexpr int kInt4RegsOverMixedMinRowsFewExperts = 38;
-inline constexpr int kInt4RegsOverMixedMinRowsLongReduction = 38;
+// Fortieth session: the register kernel's 64-row tile (now planned from 26 rows for INT4) beats the
+// mixed-input kernel's 128 x 48 tile at 32-48 rows, GEMM µs W4A16 g128 Mixtral-8x7B 535 (the
+// automatic path, mixed-input) vs 475 at 32 rows; at 16-24 rows the 32-row tile and the mixed-input
+// kernel are within ~1% (451 vs 446, 453 vs 447; bench/runs/2026-12-02_session40/narrow_ab/). Hence
+// 26, the narrow tiles' own switch, for few experts; the long reduction (DeepSeek-V3, W4A16 g128 not
+// re-measured: g32's 32-row tile 3368 / 3490 µs at 16 / 24 rows against the mixed-input kernel's
+// 3599 / 3801 in the thirty-first session) takes the same.
+inline constexpr int kInt4RegsOverMixedMinRowsFewExperts = 26;
+inline constexpr int kInt4RegsOverMixedMinRowsLongReduction = 26;
 inline constexpr int kInt4RegsOverMixedMinRowsMediumReduction = kGroupedMinRowsPerExpertInt4RegsMediumReduction;
 inline constexpr int kInt4RegsOverMixedMinRowsShortReduction = 0;
 // The register kernel's tiles (kMxfp4Bf16, kNvfp4Bf16, kInt4RegsBf16; RegisterTileSwitches below):
@@ -358,8 +375,19 @@ inline constexpr int kInt4RegsOverMixedMinRowsShortReduction = 0;
 //   287 / 260.
 // So 32 rows up to a mean of 26 for every format (an expert past 32 rows takes a second tile: with
 // ~sqrt(mean) of spread, about a fifth of them at a mean of 28), then 64 rows up to 56 for MXFP4
-// only (NVFP4 and INT4 run their 128-row tiles as well or better from 32 rows, and their narrow
-// instances' wgmmas are serialized, ptxas C7513).
+// (NVFP4 and INT4 ran their 128-row tiles as well or better from 32 rows then: their narrow
+// instances' wgmmas were serialized, ptxas C7513).
+// Fortieth session: without the serialized wgmmas (fp4_gemm.cu's narrow k-loop) NVFP4's and INT4's
+// narrow tiles run 0.75-0.85 of their earlier time, and their 64-row tile wins at 32-48 rows too.
+// GEMM µs 32 / 64 / 128 rows forced, same call, two rounds (bench/runs/2026-12-02_session40/
+// narrow_ab/), at 24 / 32 / 48 / 64 rows per expert:
+// - NVFP4 Mixtral-8x7B: 24 rows 397 / 439 / 606, 32 532 / 440 / 565, 48 778 / 448 / 524, 64 945 /
+//   643 / 570; DeepSeek-V3 32 4365 / 3631 / 4185, 48 6123 / 3858 / 3998; Qwen3-30B-A3B 32 277 / 227
+//   / 246, 48 378 / 230 / 248, 64 447 / 308 / 273.
+// - INT4 g32 Mixtral-8x7B: 32 rows 598 / 477 / 597, 48 870 / 479 / 554, 64 1056 / 691 / 602;
+//   DeepSeek-V3 32 4796 / 3850 / 4437, 48 6673 / 4040 / 4449; Qwen3-30B-A3B 32 293 / 231 / 253, 48
+//   399 / 229 / 253, 64 479 / 317 / 281.
+// Hence 64 rows up to 56 for every format (MXFP4's measured crossing), 32 below 26 as before.
 // Mean rows per expert from `from` up to `until` (excluded); {} (empty): none.
 struct RowRange {
   int from = 0, until = 0;
@@ -373,9 +401,9 @@ struct RegisterTileSwitches {
   RowRange huge[3];
   int until_32, until_64;
 };
-inline constexpr RegisterTileSwitches kInt4RegsTiles{118, {0, 168}, {{244, 312}, {504, 624}, {768, 920}}, 26, 0};
+inline constexpr RegisterTileSwitches kInt4RegsTiles{118, {0, 168}, {{244, 312}, {504, 624}, {768, 920}}, 26, 56};
 inline constexpr RegisterTileSwitches kMxfp4Tiles{119, {126, 180}, {{244, 312}, {504, 624}, {768, 920}}, 26, 56};
-inline constexpr RegisterTileSwitches kNvfp4Tiles{121, {0, 168}, {{244, 312}, {528, 592}, {}}, 26, 0};
+inline constexpr RegisterTileSwitches kNvfp4Tiles{121, {0, 168}, {{244, 312}, {528, 592}, {}}, 26, 56};
 // Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,
 // 128 x 48 below kInt4MinRowsForSmall, then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880
 // us against 5945 and 8639 for the larger ones, 93addc3), 128 x 192 in clusters of 2 up to 256, then

@@ -779,9 +779,22 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     };
     uint32_t a_even[4][4], a_odd[4][4];  // alternate k-tiles' registers (static indices: unrolled by 2)
-    for (int kt = 0; kt < k_tiles; kt += 2) {
-      mma_tile(kt, a_even, a_odd);
-      if (kt + 1 < k_tiles) mma_tile(kt + 1, a_odd, a_even);
+    int kt = 0;
+    if constexpr (N <= 64) {
+      // The narrow tiles take an odd count's last k-tile after the loop: with it inside (under
+      // `kt + 1 < k_tiles`), ptxas sees a path that converts into a_even while a_even's MMAs run
+      // and serializes every wgmma of their instances (C7513), at half their rate. (The wider
+      // tiles keep it inside: taken out, ptxas serializes some of theirs for registers, C7512.)
+      for (; kt + 1 < k_tiles; kt += 2) {
+        mma_tile(kt, a_even, a_odd);
+        mma_tile(kt + 1, a_odd, a_even);
+      }
+      if (kt < k_tiles) mma_tile(kt, a_even, a_odd);
+    } else {
+      for (; kt < k_tiles; kt += 2) {
+        mma_tile(kt, a_even, a_odd);
+        if (kt + 1 < k_tiles) mma_tile(kt + 1, a_odd, a_even);
+      }
     }
     wgmma_wait_all();
     keep_registers(a_even);

@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
 # Fortieth session's device calls (run from the repository root on the H200):
 #   s40.sh profile suite   BIN=m (carry [".gpu/m"]: main with wip/paired-halves merged, qmoe and tests)
+#   s40.sh narrow_tests    BIN=n (carry [".gpu/n"]: the narrow tiles' k-loop without the serialized
+#                          wgmmas, qmoe and tests)
+#   s40.sh narrow_ab       carry [".gpu/nq", ".gpu/mq"] (qmoe alone of both)
+#   s40.sh suite short     BIN=n2 (carry [".gpu/n2"]: the narrow k-loop and the planner's new switches)
+#   s40.sh plan_ab         carry [".gpu/n2q", ".gpu/mq"]
 # profile: Nsight Compute's full set and per-instruction stall samples of the register kernel's
 #   32-row tile (the narrow tile that streams at ~0.4 of copy at 16 rows per expert), NVFP4 A16 and
 #   MXFP4 on Mixtral-8x7B at 64 tokens (tile forced: prefill:4).
 # suite: the GPU tests (tools/gpu_test.sh, tests only).
+# narrow_tests: the register kernel's tests (every tile and format), the prefill, W4, repacked-copy
+#   and random-layer edge tests; memcheck of the kernel tests; a quick bench at Mixtral-8x7B 64 tokens.
+# narrow_ab: main (mq) against the branch (nq), two alternated rounds: GEMM / layer µs at 4-64 rows
+#   per expert on the automatic path and forced onto the decode kernels and the 32-, 64- and 128-row
+#   tiles (prefill:4, :5, :2), 4-bit formats, four shapes (the planner's switches are re-measured).
 set -u
 d=.gpu/${BIN:-m}; tools/gpu_unpack.sh $d
 export QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$d
@@ -28,6 +38,56 @@ for part in "$@"; do
     suite)
       QMOE_GPU_TEST_PARTS=tests timeout $((590 - SECONDS)) tools/gpu_test.sh $d $o > $o/suite.log 2>&1
       echo "suite rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST|^\[==" $o/gpu_tests.log | tail -8 ;;
+    narrow_tests)
+      f='Fp4Mainloop.*:Int4Mainloop.*:Int4Int8Mainloop.*:PrefillKernels.*:W4Prefill.*:RepackedCopy.*:RandomLayerEdges.*'
+      timeout 300 $d/qmoe_cuda_tests --gtest_filter="$f" > $o/narrow_tests.log 2>&1
+      echo "tests rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/narrow_tests.log
+      timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $d/qmoe_cuda_tests \
+        --gtest_filter='Fp4Mainloop.*:Int4Mainloop.*' > $o/narrow_memcheck.log 2>&1
+      echo "memcheck rc $? ($((SECONDS - start)) s)"; tail -1 $o/narrow_memcheck.log
+      timeout 60 $d/qmoe bench --rotations 2 --replays 5 --max-tokens 8192 --models mixtral-8x7b \
+        --schemes w4a16_g32,mxfp4,nvfp4a16 --tokens 64 --gemm-paths auto,prefill:4 > $o/narrow_quick.log 2>&1
+      echo "bench rc $? ($((SECONDS - start)) s)"; grep mixtral $o/narrow_quick.log ;;
+    narrow_ab)
+      tools/gpu_unpack.sh .gpu/nq .gpu/mq
+      ab() {  # label binary model tokens schemes
+        (( SECONDS - start > 540 )) && { echo "skip $1 $2"; return; }
+        LD_LIBRARY_PATH=$PWD/.gpu/$2 timeout 120 .gpu/$2/qmoe bench --rotations 2 --replays 5 --max-tokens 8192 \
+          --models $3 --schemes $5 --tokens $4 --gemm-paths auto,decode,prefill:4,prefill:5,prefill:2 > $o/$1.$2.log 2>&1
+        echo "$1 $2 rc $? ($((SECONDS - start)) s)"
+      }
+      for r in 1 2; do
+        for b in mq nq; do
+          ab mix_r$r $b mixtral-8x7b 16,24,32,48,64,96,128,192,256 w4a16_g32,w4a16_g128,mxfp4,nvfp4a16
+          ab q3_r$r $b qwen3-30b-a3b 64,128,192,256,384,512,768,1024 w4a16_g32,mxfp4,nvfp4a16
+          ab ds_r$r $b deepseek-v3 128,256,384,512,768,1024,1536 w4a16_g32,mxfp4,nvfp4a16
+          ab oss_r$r $b gpt-oss-120b 128,256,512,768,1024 mxfp4
+        done
+      done ;;
+    short)  # the short reduction's switches (the TP8 shapes), not measured in narrow_ab
+      LD_LIBRARY_PATH=$PWD/$d timeout 120 $d/qmoe bench --rotations 2 --replays 5 --max-tokens 8192 \
+        --models deepseek-v3-tp8 --schemes w4a16_g32,nvfp4a16 --tokens 256,384,512,768 \
+        --gemm-paths auto,decode,prefill:4 > $o/short_ds.log 2>&1
+      echo "short ds rc $? ($((SECONDS - start)) s)"
+      LD_LIBRARY_PATH=$PWD/$d timeout 120 $d/qmoe bench --rotations 2 --replays 5 --max-tokens 8192 \
+        --models kimi-k2-tp8 --schemes w4a16_g32 --tokens 384,576,768,1152 \
+        --gemm-paths auto,decode,prefill:4 > $o/short_kimi.log 2>&1
+      echo "short kimi rc $? ($((SECONDS - start)) s)" ;;
+    plan_ab)  # main (mq) against the narrow k-loop and the new switches (n2q), automatic path, two rounds
+      tools/gpu_unpack.sh .gpu/n2q .gpu/mq
+      pab() {  # label binary model tokens schemes
+        (( SECONDS - start > 400 )) && { echo "skip $1 $2"; return; }
+        LD_LIBRARY_PATH=$PWD/.gpu/$2 timeout 120 .gpu/$2/qmoe bench --rotations 2 --replays 5 --max-tokens 8192 \
+          --models $3 --schemes $5 --tokens $4 --gemm-paths auto > $o/$1.$2.log 2>&1
+        echo "$1 $2 rc $? ($((SECONDS - start)) s)"
+      }
+      for r in 1 2; do
+        for b in mq n2q; do
+          pab mix_r$r $b mixtral-8x7b 16,24,28,32,48,64,96,128,160,192,256 w4a16_g32,w4a16_g128,nvfp4a16
+          pab q3_r$r $b qwen3-30b-a3b 128,192,256,384,512,768 w4a16_g32,w4a16_g128,nvfp4a16
+          pab ds_r$r $b deepseek-v3 256,384,512,768,1024,1536 w4a16_g32,w4a16_g128,nvfp4a16
+        done
+      done ;;
     *) echo "s40.sh: unknown part $part"; exit 2 ;;
   esac
 done
