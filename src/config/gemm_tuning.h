@@ -189,8 +189,10 @@ inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 14;
 // 2934 vs 3366 at 8, 3609 vs 3390 at 12 (~10.7); Qwen3-30B-A3B 183 vs 210 at 8, 231 vs 211 at 12
 // (~10.2); g128 (faster decode kernels) Mixtral-8x7B 363 vs 449 at 8, 444 vs 446 at 12 (~12.1).
 // Hence NVFP4 7 (few experts), 8 (long and medium reductions); INT4 12 (one switch for g32 and
-// g128: g32 gives up ~2-4% at 11-12 rows). The short reduction (the TP8 shapes) was not measured
-// and keeps its values.
+// g128: g32 gives up ~2-4% at 11-12 rows). The short reduction (the TP8 shapes; s40.sh `short`):
+// NVFP4 DeepSeek-V3 TP8 474 vs 481 at 8 rows, 567 vs 480 at 12 (~8.3); INT4 g32 DeepSeek-V3 TP8 423
+// vs 500 at 8, 511 vs 501 at 12 (~11.6), Kimi-K2 TP8 635 vs 755 at 8, 782 vs 757 at 12 (~11.4):
+// NVFP4 9, INT4 12.
 inline constexpr int kGroupedMinRowsPerExpertNvfp4FewExperts = 7;
 inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 8;
 // INT4 few experts, thirtieth session (the prefill kernel a little faster since; W4A16 g128 on the
@@ -253,10 +255,10 @@ inline constexpr int kRegsMinInterMediumReduction = 512;
 inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 14;
 inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 17;
 inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 8;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 12;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 9;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsLongReduction = 12;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsMediumReduction = 12;
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 16;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 12;
 // W4A16 with groups of >= 64 or channel scales has two prefill kernels: CUTLASS's mixed-input kernel
 // on the checkpoint's codes beats the decode kernels from kGroupedMinRowsPerExpertInt4(FewExperts)
 // rows per expert, the register kernel on the repacked copy only from more rows, and it beats

@@ -482,9 +482,9 @@ TEST(GemmPlan, Int4RegistersPrefillKernel) {
   EXPECT_TRUE(dequantizes_in_registers(GroupedKernel::kInt4RegsBf16));
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt4RegsBf16));
   // Measured crossovers: 12 rows per expert for few experts; with many, by GEMM2's reduction (12 / 12
-  // / 16: RegisterKernelSwitchFollowsTheReduction).
+  // / 12: RegisterKernelSwitchFollowsTheReduction).
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336), 48);    // Mixtral-8x7B
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 384, 8, 256), 768);  // Kimi-K2 TP8
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 384, 8, 256), 576);  // Kimi-K2 TP8
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 128, 8, 768), 192);  // Qwen3-30B-A3B
   // Its copy: codes, bf16 scales as words (4 bytes per 32 weights), zero points as many again.
   EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128), 256 * 64 + 256 * 16);
@@ -602,7 +602,7 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
     EXPECT_EQ(grouped_tile_built(GroupedKernel::kNvfp4Bf16, tile), grouped_tile_built(GroupedKernel::kMxfp4Bf16, tile));
     EXPECT_EQ(tile_config(GroupedKernel::kNvfp4Bf16, tile), tile_config(GroupedKernel::kMxfp4Bf16, tile));
   }
-  // Measured crossovers: 7 rows per expert for few experts; with many, 8 for long reductions (8 / 12
+  // Measured crossovers: 7 rows per expert for few experts; with many, 8 for long reductions (8 / 9
   // for medium / short ones: RegisterKernelSwitchFollowsTheReduction).
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2, 14336), 28);     // Mixtral-8x7B
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 128, 4, 2880), 256);  // gpt-oss-120b: 8
@@ -1039,10 +1039,10 @@ TEST(GemmPlan, RegisterKernelSwitchFollowsTheReduction) {
   EXPECT_EQ(grouped_min_tokens(mx, 128, 8, 768), 14 * 128 / 8);
   EXPECT_EQ(grouped_min_tokens(nv, 128, 8, 768), 8 * 128 / 8);
   EXPECT_EQ(grouped_min_tokens(int4, 128, 8, 768), 12 * 128 / 8);
-  // DeepSeek-V3 and Kimi-K2 at TP8 (256 / 384, top-8, 256): 17, 12 and 16.
+  // DeepSeek-V3 and Kimi-K2 at TP8 (256 / 384, top-8, 256): 17, 9 and 12.
   EXPECT_EQ(grouped_min_tokens(mx, 256, 8, 256), 17 * 256 / 8);
-  EXPECT_EQ(grouped_min_tokens(nv, 384, 8, 256), 12 * 384 / 8);
-  EXPECT_EQ(grouped_min_tokens(int4, 256, 8, 256), 16 * 256 / 8);
+  EXPECT_EQ(grouped_min_tokens(nv, 384, 8, 256), 9 * 384 / 8);
+  EXPECT_EQ(grouped_min_tokens(int4, 256, 8, 256), 12 * 256 / 8);
   // The tier edges: kRegsMinInterLongReduction and kRegsMinInterMediumReduction belong to the longer tier.
   // (NVFP4's values differ at the medium edge; since the fortieth session no format's long and
   // medium values differ, so the long edge is checked for equality only.)

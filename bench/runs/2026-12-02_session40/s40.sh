@@ -6,6 +6,8 @@
 #   s40.sh narrow_ab       carry [".gpu/nq", ".gpu/mq"] (qmoe alone of both)
 #   s40.sh suite short     BIN=n2 (carry [".gpu/n2"]: the narrow k-loop and the planner's new switches)
 #   s40.sh plan_ab         carry [".gpu/n2q", ".gpu/mq"]
+#   s40.sh short_ab        carry [".gpu/n3q", ".gpu/n2q"] (n3q: the short reduction's switches moved,
+#                          NVFP4 12 -> 9, INT4 16 -> 12)
 # profile: Nsight Compute's full set and per-instruction stall samples of the register kernel's
 #   32-row tile (the narrow tile that streams at ~0.4 of copy at 16 rows per expert), NVFP4 A16 and
 #   MXFP4 on Mixtral-8x7B at 64 tokens (tile forced: prefill:4).
@@ -86,6 +88,18 @@ for part in "$@"; do
           pab mix_r$r $b mixtral-8x7b 16,24,28,32,48,64,96,128,160,192,256 w4a16_g32,w4a16_g128,nvfp4a16
           pab q3_r$r $b qwen3-30b-a3b 128,192,256,384,512,768 w4a16_g32,w4a16_g128,nvfp4a16
           pab ds_r$r $b deepseek-v3 256,384,512,768,1024,1536 w4a16_g32,w4a16_g128,nvfp4a16
+        done
+      done ;;
+    short_ab)
+      tools/gpu_unpack.sh .gpu/n3q .gpu/n2q
+      for r in 1 2; do
+        for b in n2q n3q; do
+          LD_LIBRARY_PATH=$PWD/.gpu/$b timeout 60 .gpu/$b/qmoe bench --rotations 2 --replays 5 --max-tokens 8192 \
+            --models deepseek-v3-tp8 --schemes w4a16_g32,nvfp4a16 --tokens 256,288,320,352,384,448 --gemm-paths auto \
+            > $o/sds_r$r.$b.log 2>&1; echo "ds $b rc $?"
+          LD_LIBRARY_PATH=$PWD/.gpu/$b timeout 60 .gpu/$b/qmoe bench --rotations 2 --replays 5 --max-tokens 8192 \
+            --models kimi-k2-tp8 --schemes w4a16_g32 --tokens 480,528,576,672 --gemm-paths auto \
+            > $o/skimi_r$r.$b.log 2>&1; echo "kimi $b rc $? ($((SECONDS - start)) s)"
         done
       done ;;
     *) echo "s40.sh: unknown part $part"; exit 2 ;;
