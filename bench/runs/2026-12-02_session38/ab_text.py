@@ -16,7 +16,7 @@ def load(pat):
 A,B=load(pa),load(pb)
 lr=[];gr=[]
 for k in A:
-    if k not in B: continue
+    if k not in B or not A[k]["layer"] or not B[k]["layer"]: continue  # (rows that failed to parse)
     la,lb=st.median(A[k]["layer"]),st.median(B[k]["layer"]); ga,gb=st.median(A[k]["gemm"]),st.median(B[k]["gemm"])
     spread=max(A[k]["layer"])/min(A[k]["layer"])
     lr.append(lb/la); gr.append(gb/ga)
