@@ -7,7 +7,12 @@
 #   s40.sh suite short     BIN=n2 (carry [".gpu/n2"]: the narrow k-loop and the planner's new switches)
 #   s40.sh plan_ab         carry [".gpu/n2q", ".gpu/mq"]
 #   s40.sh short_ab        carry [".gpu/n3q", ".gpu/n2q"] (n3q: the short reduction's switches moved,
-#                          NVFP4 12 -> 9, INT4 16 -> 12)
+#                          NVFP4 12 -> 9, INT4 16 -> 12; main's tip)
+# For the next session (not run): BIN=b s40.sh narrow_tests (carry [".gpu/b"]: branch
+#   wip/mxfp4-tile-branch `3e87028`, qmoe and tests), then s40.sh branch_ab (carry [".gpu/bq",
+#   ".gpu/n3q"]), and short_ab above. Rebuild the packs if .gpu/ did not survive (d=.gpu/X; mkdir -p
+#   $d; cp build-cuda/qmoe build-cuda/tests/qmoe_cuda_tests $(ldd build-cuda/qmoe | awk '/libfmt/{print
+#   $3}') $d; strip $d/qmoe*; xz -9 -T2 $d/*; the *q packs hold qmoe.xz and libfmt.so.9.xz only).
 # profile: Nsight Compute's full set and per-instruction stall samples of the register kernel's
 #   32-row tile (the narrow tile that streams at ~0.4 of copy at 16 rows per expert), NVFP4 A16 and
 #   MXFP4 on Mixtral-8x7B at 64 tokens (tile forced: prefill:4).
@@ -100,6 +105,23 @@ for part in "$@"; do
           LD_LIBRARY_PATH=$PWD/.gpu/$b timeout 60 .gpu/$b/qmoe bench --rotations 2 --replays 5 --max-tokens 8192 \
             --models kimi-k2-tp8 --schemes w4a16_g32 --tokens 480,528,576,672 --gemm-paths auto \
             > $o/skimi_r$r.$b.log 2>&1; echo "kimi $b rc $? ($((SECONDS - start)) s)"
+        done
+      done ;;
+    branch_ab)  # main's tip (n3q) against the branch (bq): narrow rows with forced paths, prefill rows
+      tools/gpu_unpack.sh .gpu/bq .gpu/n3q
+      bab() {  # label binary model tokens schemes paths
+        (( SECONDS - start > 500 )) && { echo "skip $1 $2"; return; }
+        LD_LIBRARY_PATH=$PWD/.gpu/$2 timeout 120 .gpu/$2/qmoe bench --rotations 2 --replays 5 --max-tokens 8192 \
+          --models $3 --schemes $5 --tokens $4 --gemm-paths $6 > $o/$1.$2.log 2>&1
+        echo "$1 $2 rc $? ($((SECONDS - start)) s)"
+      }
+      for r in 1 2; do
+        for b in n3q bq; do
+          bab mixn_r$r $b mixtral-8x7b 48,64,96,128,192 mxfp4,nvfp4a16,w4a16_g32 auto,prefill:4,prefill:5
+          bab mixp_r$r $b mixtral-8x7b 512,1024,4096,8192 mxfp4,nvfp4a16,w4a16_g128 auto
+          bab dsp_r$r $b deepseek-v3 512,1024,4096,8192 mxfp4,nvfp4a16,w4a16_g128 auto
+          bab q3_r$r $b qwen3-30b-a3b 192,256,512,4096 mxfp4,nvfp4a16 auto
+          bab oss_r$r $b gpt-oss-120b 512,1024,4096 mxfp4 auto
         done
       done ;;
     *) echo "s40.sh: unknown part $part"; exit 2 ;;
