@@ -256,23 +256,34 @@ __device__ __forceinline__ void unpack_step(uint32_t w, uint32_t (&a)[4]) {
   a[3] = ((w >> 7) & kMagnitude) | ((w << 4) & kSign);
 }
 
-// A k16 step's registers a[r] = bf16(e2m1 * 2^(e - 127)), formats.h's dequant_mxfp4 bit for bit: the
-// product is exact but for overflow, so its one rounding matches the CPU's. e_m: the scale code of
-// row m (a0, a2), e_m8 of row m + 8 (a1, a3). (Written so: with one branch per k-tile, or the
-// multiply after the branch, ptxas serializes the wgmmas.)
-__device__ __forceinline__ void convert_step(uint32_t word, uint32_t e_m, uint32_t e_m8, uint32_t (&a)[4]) {
-  unpack_step(word, a);
-  if (e_m < 128 && e_m8 < 128) {
-    // One multiply by 2^(e - 1): exponent field e + 126.
-    const uint32_t s_m = (e_m + 126) * 0x00800080u, s_m8 = (e_m8 + 126) * 0x00800080u;
+// A k-tile's registers a[step][r] = bf16(e2m1 * 2^(e - 127)), formats.h's dequant_mxfp4 bit for bit:
+// each product is exact but for overflow, so its one rounding matches the CPU's. `sw`: the exponents
+// of rows m and m + 8 (a0 / a2 and a1 / a3) for the tile's two groups of 32 columns (steps 0-1, 2-3).
+// One branch per k-tile: with every exponent below 128 (scales below 2) one multiply by 2^(e - 1)
+// (exponent field e + 126) per register; otherwise 2^126 first, then 2^(e - 127) (code 0: the
+// subnormal 2^-127; 255: infinity, as the CPU), the same exact products for exponents below 128.
+__device__ __forceinline__ void convert_mxfp4_tile(const uint32_t (&w)[4], uint32_t sw, uint32_t (&a)[4][4]) {
 #pragma unroll
-    for (int r = 0; r < 4; ++r) a[r] = mul_bf16x2(a[r], r % 2 == 0 ? s_m : s_m8);
+  for (int step = 0; step < 4; ++step) unpack_step(w[step], a[step]);
+  uint32_t s[4];  // (m, group 0), (m + 8, group 0), (m, group 1), (m + 8, group 1)
+  if ((sw & 0x80808080u) == 0) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) s[j] = (((sw >> (8 * j)) & 0xFFu) + 126) * 0x00800080u;
   } else {
-    // 2^126 first, then 2^(e - 127) (code 0: the subnormal 2^-127; 255: infinity, as the CPU).
-    const uint32_t s_m = (e_m ? e_m << 7 : 0x40u) * 0x00010001u, s_m8 = (e_m8 ? e_m8 << 7 : 0x40u) * 0x00010001u;
 #pragma unroll
-    for (int r = 0; r < 4; ++r) a[r] = mul_bf16x2(mul_bf16x2(a[r], 0x7E807E80u), r % 2 == 0 ? s_m : s_m8);
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t e = (sw >> (8 * j)) & 0xFFu;
+      s[j] = (e ? e << 7 : 0x40u) * 0x00010001u;
+    }
+#pragma unroll
+    for (int step = 0; step < 4; ++step)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) a[step][r] = mul_bf16x2(a[step][r], 0x7E807E80u);
   }
+#pragma unroll
+  for (int step = 0; step < 4; ++step)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a[step][r] = mul_bf16x2(a[step][r], s[(step < 2 ? 0 : 2) + r % 2]);
 }
 
 // The scale formats: what a thread loads of a k-tile's scales and how its codes become bf16s.
@@ -286,11 +297,7 @@ struct Mxfp4Scales : Bf16Mma {
   // `tile`: the shared address of the consumer's scale words; t: the thread in the warpgroup.
   static __device__ __forceinline__ Loaded load(uint32_t tile, int t) { return lds32(tile + 4 * (t / 4)); }
   static __device__ __forceinline__ void convert(const uint32_t (&w)[4], Loaded sw, uint32_t (&a)[4][4]) {
-#pragma unroll
-    for (int step = 0; step < 4; ++step) {
-      const uint32_t shift = step < 2 ? 0 : 16;  // steps 0-1: the tile's first group of 32 columns
-      convert_step(w[step], (sw >> shift) & 0xFFu, (sw >> (shift + 8)) & 0xFFu, a[step]);
-    }
+    convert_mxfp4_tile(w, sw, a);
   }
 };
 // NVFP4 as vLLM's weight-only layers scale it: e2m1 * fp8(s) (exactly a bf16) in the GEMM, the sum
@@ -770,7 +777,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const typename Format::Loaded sw = Format::load(smem_addr(&s.stage[i].scales[consumer][0]), t);
         const uint32_t w[4] = {words.x, words.y, words.z, words.w};
         Format::convert(w, sw, a);
-        __syncwarp();  // convert_step branches per thread; the .aligned wgmma instructions need the warp whole
+        __syncwarp();  // the MXFP4 conversion branches per thread; the .aligned wgmma instructions need the warp whole
         mma(a, i, kt == 0);
         wgmma_wait_one();
         keep_registers(previous);
@@ -779,21 +786,23 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     };
     uint32_t a_even[4][4], a_odd[4][4];  // alternate k-tiles' registers (static indices: unrolled by 2)
-    int kt = 0;
+    // An odd count's last k-tile must not run under `kt + 1 < k_tiles` inside the loop: ptxas then
+    // sees a path from its skip to the back edge that converts into a_even while a_even's MMAs run,
+    // and serializes every wgmma of the instance (C7513). The narrow tiles take it after the loop;
+    // the wider ones leave the loop by a `break` (a copy after the loop costs them registers, C7512).
+    // (The `break` form on the narrow tiles measured 1-4% slower for INT4.)
     if constexpr (N <= 64) {
-      // The narrow tiles take an odd count's last k-tile after the loop: with it inside (under
-      // `kt + 1 < k_tiles`), ptxas sees a path that converts into a_even while a_even's MMAs run
-      // and serializes every wgmma of their instances (C7513), at half their rate. (The wider
-      // tiles keep it inside: taken out, ptxas serializes some of theirs for registers, C7512.)
+      int kt = 0;
       for (; kt + 1 < k_tiles; kt += 2) {
         mma_tile(kt, a_even, a_odd);
         mma_tile(kt + 1, a_odd, a_even);
       }
       if (kt < k_tiles) mma_tile(kt, a_even, a_odd);
     } else {
-      for (; kt < k_tiles; kt += 2) {
+      for (int kt = 0; kt < k_tiles; kt += 2) {
         mma_tile(kt, a_even, a_odd);
-        if (kt + 1 < k_tiles) mma_tile(kt + 1, a_odd, a_even);
+        if (kt + 1 == k_tiles) break;
+        mma_tile(kt + 1, a_odd, a_even);
       }
     }
     wgmma_wait_all();
