@@ -163,8 +163,15 @@ inline constexpr int kGroupedMinRowsPerExpertDequantF16 = 128;
 // vs 1191, 1395 vs 1186 (~12.3); Qwen3-30B-A3B 191 vs 247, 270 vs 249 (~13.5). Hence 14 for the
 // few-expert, long and medium reductions (25, 17 and 19 before); the short one (the TP8 shapes) was
 // not measured and keeps 17.
-inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 14;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 14;
+// Forty-first session: MXFP4's conversion tests a k-tile's scales once (fp4_gemm.cu,
+// convert_mxfp4_tile), and its 32-row tile got ~18% faster. GEMM µs decode vs the 32-row tile at 8
+// and 12 rows per expert, same call (bench/runs/2026-12-02_session41/ab/paths.txt), crossings
+// interpolated: Mixtral-8x7B 402 vs 418, 483 vs 416 (~8.8); DeepSeek-V3 3042 vs 3171, 3708 vs 3214
+// (~8.8); Qwen3-30B-A3B 189 vs 199, 240 vs 200 (~8.8); gpt-oss-120b 731 vs 935 at 4, 950 vs 934 at 8
+// (~7.7). Hence 9 for the few-expert, long and medium reductions (14 before; at 8 rows gpt-oss-120b
+// loses 1.7% on decode). The short reduction (the TP8 shapes) was not measured and keeps 17.
+inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 9;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 9;
 // The same kernel on NVFP4 weight-only (kNvfp4Bf16; its decode kernels are slower than MXFP4's) and
 // on INT4 with bf16 scales (kInt4RegsBf16: then groups of 32, zero points), GEMM us decode vs prefill,
 // same call each, 02bce2d and a24922d (the same kernels; bench/runs/2026-11-30_w4_regs/), crossings
@@ -252,7 +259,7 @@ inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 12;
 // Medium value 17 takes decode there, 1% slower at 16).
 inline constexpr int kRegsMinInterLongReduction = 2048;
 inline constexpr int kRegsMinInterMediumReduction = 512;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 14;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 9;
 inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 17;
 inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 8;
 inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 9;

@@ -579,8 +579,8 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge), "persistent 128x320 (weight rows x input rows)");
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), (int64_t{kGroupedMinRowsPerExpertMxfp4LongReduction} * 128 + 3) / 4);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), int64_t{kGroupedMinRowsPerExpertMxfp4FewExperts} * 4);
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), 56);   // Mixtral-8x7B: 14 rows per expert
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), 448);  // gpt-oss-120b: 14
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), 36);   // Mixtral-8x7B: 9 rows per expert
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), 288);  // gpt-oss-120b: 9
   // NVFP4 as vLLM's weight-only layers scale it (fp32 products: not rounded to the scale dtype), fp8
   // scales per 16 in order: the same kernel; rounded to bf16, the dequantized path.
   GemmLayout nvfp4 = layout_of_scheme("nvfp4a16");
@@ -1031,12 +1031,12 @@ TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
 TEST(GemmPlan, RegisterKernelSwitchFollowsTheReduction) {
   const GroupedKernel mx = GroupedKernel::kMxfp4Bf16, nv = GroupedKernel::kNvfp4Bf16;
   const GroupedKernel int4 = GroupedKernel::kInt4RegsBf16;
-  // gpt-oss-120b (128 experts, top-4, intermediate 2880): 14, 8 and 12 rows per expert.
-  EXPECT_EQ(grouped_min_tokens(mx, 128, 4, 2880), 14 * 128 / 4);
+  // gpt-oss-120b (128 experts, top-4, intermediate 2880): 9, 8 and 12 rows per expert.
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 4, 2880), 9 * 128 / 4);
   EXPECT_EQ(grouped_min_tokens(nv, 128, 4, 2880), 8 * 128 / 4);
   EXPECT_EQ(grouped_min_tokens(int4, 128, 4, 2880), 12 * 128 / 4);
-  // Qwen3-30B-A3B (128, top-8, 768): 14, 8 and 12.
-  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, 768), 14 * 128 / 8);
+  // Qwen3-30B-A3B (128, top-8, 768): 9, 8 and 12.
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, 768), 9 * 128 / 8);
   EXPECT_EQ(grouped_min_tokens(nv, 128, 8, 768), 8 * 128 / 8);
   EXPECT_EQ(grouped_min_tokens(int4, 128, 8, 768), 12 * 128 / 8);
   // DeepSeek-V3 and Kimi-K2 at TP8 (256 / 384, top-8, 256): 17, 9 and 12.
