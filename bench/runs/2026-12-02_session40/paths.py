@@ -23,5 +23,6 @@ for m,s,t in keys:
     g=lambda p: N.get((m,s,p,t),nan)
     v={"dec":g("decode"),"t32":g("prefill:4"),"t64":g("prefill:5"),"t128":g("prefill:2")}
     vv={k:x for k,x in v.items() if x==x}
+    if not vv: continue  # (a row measured on the automatic path only)
     best=min(vv,key=lambda x:vv[x])
     print(f"{m:14s} {s:11s} {t:5d} {t*E[m][0]/E[m][1]:4.0f} | {v['dec']:7.1f} {v['t32']:7.1f} {v['t64']:7.1f} {v['t128']:7.1f} | {g('auto'):8.1f} {M.get((m,s,'auto',t),nan):8.1f} {best:4s} {vv[best]/g('auto'):.2f}")
