@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The next session's new device calls (run from the repository root on the H200). Packs (ignored,
+# .gpu/): p = main `c3908c8`'s qmoe and tests (MXFP4's conversion and switch), pq = its qmoe alone,
+# mcq = `aa6e99d`'s qmoe (the conversion with the old switch, 14 rows per expert). With them:
+#   BIN=p bash bench/runs/2026-12-02_session41/s41.sh suite        carry [".gpu/p"]
+#   BIN=p bash bench/runs/2026-12-02_session40/s40.sh profile      carry [".gpu/p"] (ncu, 32-row tile)
+#   BIN=p bash bench/runs/2026-12-02_session41/s42.sh int4_race sustained   carry [".gpu/p"]
+#   bash bench/runs/2026-12-02_session41/s42.sh plan_ab short      carry [".gpu/pq", ".gpu/mcq"]
+# int4_race: racecheck of the INT4 register-kernel tests (the forty-first session's runs stopped
+#   inside Fp4Mainloop's NVFP4 cases).
+# sustained: Mixtral-8x7B MXFP4, NVFP4 A16 and W4A16 g128 at 4096 / 8192 tokens, 400 replays, with
+#   nvidia-smi sampling clocks and power (issue 4's 650 TFLOP/s under the power cap).
+# plan_ab: the automatic path of mcq (switch 14) against pq (9), MXFP4 at 6-16 rows per expert.
+# short: MXFP4 on the TP8 shapes (short reduction, switch 17, never measured on the 32-row tile):
+#   decode against the 32-row tile at 6-20 rows per expert (pq).
+set -u
+d=.gpu/${BIN:-p}
+o=$OUT/s42; mkdir -p $o
+start=$SECONDS
+bench() {  # label pack model tokens schemes paths
+  (( SECONDS - start > 540 )) && { echo "skip $1"; return; }
+  LD_LIBRARY_PATH=$PWD/.gpu/$2 timeout 120 .gpu/$2/qmoe bench --rotations 2 --replays 5 --max-tokens 8192 \
+    --models $3 --tokens $4 --schemes $5 --gemm-paths $6 > $o/$1.$2.log 2>&1
+  echo "$1 $2 rc $? ($((SECONDS - start)) s)"
+}
+for part in "$@"; do
+  case $part in
+    int4_race)
+      tools/gpu_unpack.sh $d
+      QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$d timeout 300 compute-sanitizer --tool racecheck \
+        $d/qmoe_cuda_tests --gtest_filter='Int4Mainloop.*:Int4Int8Mainloop.*' > $o/int4_race.log 2>&1
+      echo "int4_race rc $? ($((SECONDS - start)) s)"; grep -E "RACECHECK SUMMARY|PASSED|FAILED" $o/int4_race.log
+      echo "hazard lines: $(grep -c 'Race reported' $o/int4_race.log)" ;;
+    sustained)
+      tools/gpu_unpack.sh $d
+      for s in mxfp4 nvfp4a16 w4a16_g128; do
+        for tokens in 4096 8192; do
+          nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_event_reasons.active --format=csv,noheader \
+            -lms 50 > $o/smi_${s}_$tokens.csv 2>&1 &
+          mon=$!
+          LD_LIBRARY_PATH=$PWD/$d timeout 60 $d/qmoe bench --models mixtral-8x7b --schemes $s --tokens $tokens \
+            --rotations 2 --replays 400 > $o/sustained_${s}_$tokens.log 2>&1
+          kill $mon; wait $mon 2>/dev/null
+          echo "sustained $s $tokens ($((SECONDS - start)) s): $(grep -h mixtral $o/sustained_${s}_$tokens.log)"
+          awk -F', ' '$2+0 > 400 {n++; c += $2; w += $3} END {if (n) printf "  %d busy samples, %.0f MHz, %.0f W\n", n, c/n, w/n}' \
+            $o/smi_${s}_$tokens.csv
+        done
+      done ;;
+    plan_ab)
+      tools/gpu_unpack.sh .gpu/pq .gpu/mcq
+      for r in 1 2; do
+        for b in mcq pq; do
+          bench mix_r$r $b mixtral-8x7b 24,32,36,40,44,48,56,64 mxfp4 auto
+          bench ds_r$r $b deepseek-v3 256,288,320,352,384,448,512 mxfp4 auto
+          bench q3_r$r $b qwen3-30b-a3b 128,144,160,176,192,224,256 mxfp4 auto
+          bench oss_r$r $b gpt-oss-120b 256,288,320,384,448,512 mxfp4 auto
+        done
+      done ;;
+    short)
+      tools/gpu_unpack.sh .gpu/pq
+      bench short_ds pq deepseek-v3-tp8 192,256,320,384,448,512,640 mxfp4 auto,decode,prefill:4
+      bench short_kimi pq kimi-k2-tp8 288,384,480,576,672,768,960 mxfp4 auto,decode,prefill:4 ;;
+    *) echo "s42.sh: unknown part $part"; exit 2 ;;
+  esac
+done
+tar czf $OUT/s42_$(IFS=_; echo "$*").tgz -C $OUT s42 && rm -rf $o
