@@ -6,11 +6,17 @@
 #   BIN=p bash bench/runs/2026-12-02_session40/s40.sh profile      carry [".gpu/p"] (ncu, 32-row tile)
 #   BIN=p bash bench/runs/2026-12-02_session41/s42.sh int4_race sustained   carry [".gpu/p"]
 #   bash bench/runs/2026-12-02_session41/s42.sh plan_ab short      carry [".gpu/pq", ".gpu/mcq"]
+# Branch wip/narrow-2cta-regs (`2dce0b4`: the 32-row tile at two CTAs per SM; packs tc = qmoe and
+# tests, tcq = qmoe alone):
+#   BIN=tc bash bench/runs/2026-12-02_session40/s40.sh narrow_tests carry [".gpu/tc"]
+#   bash bench/runs/2026-12-02_session41/s42.sh tc_ab              carry [".gpu/tcq", ".gpu/pq"]
 # int4_race: racecheck of the INT4 register-kernel tests (the forty-first session's runs stopped
 #   inside Fp4Mainloop's NVFP4 cases).
 # sustained: Mixtral-8x7B MXFP4, NVFP4 A16 and W4A16 g128 at 4096 / 8192 tokens, 400 replays, with
 #   nvidia-smi sampling clocks and power (issue 4's 650 TFLOP/s under the power cap).
 # plan_ab: the automatic path of mcq (switch 14) against pq (9), MXFP4 at 6-16 rows per expert.
+# tc_ab: main (pq) against the branch (tcq), two rounds: the 32-row tile forced and the automatic
+#   path at 8-24 rows per expert, the three 4-bit register formats, four shapes.
 # short: MXFP4 on the TP8 shapes (short reduction, switch 17, never measured on the 32-row tile):
 #   decode against the 32-row tile at 6-20 rows per expert (pq).
 set -u
@@ -60,6 +66,16 @@ for part in "$@"; do
       tools/gpu_unpack.sh .gpu/pq
       bench short_ds pq deepseek-v3-tp8 192,256,320,384,448,512,640 mxfp4 auto,decode,prefill:4
       bench short_kimi pq kimi-k2-tp8 288,384,480,576,672,768,960 mxfp4 auto,decode,prefill:4 ;;
+    tc_ab)
+      tools/gpu_unpack.sh .gpu/tcq .gpu/pq
+      for r in 1 2; do
+        for b in pq tcq; do
+          bench mix_r$r $b mixtral-8x7b 32,48,64,96 mxfp4,nvfp4a16,w4a16_g32 auto,prefill:4
+          bench ds_r$r $b deepseek-v3 256,384,512,768 mxfp4,nvfp4a16,w4a16_g32 auto,prefill:4
+          bench q3_r$r $b qwen3-30b-a3b 128,192,256,384 mxfp4,nvfp4a16,w4a16_g32 auto,prefill:4
+          bench oss_r$r $b gpt-oss-120b 256,384,512,768 mxfp4,nvfp4a16 auto,prefill:4
+        done
+      done ;;
     *) echo "s42.sh: unknown part $part"; exit 2 ;;
   esac
 done
