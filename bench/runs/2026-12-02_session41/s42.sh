@@ -6,17 +6,20 @@
 #   BIN=p bash bench/runs/2026-12-02_session40/s40.sh profile      carry [".gpu/p"] (ncu, 32-row tile)
 #   BIN=p bash bench/runs/2026-12-02_session41/s42.sh int4_race sustained   carry [".gpu/p"]
 #   bash bench/runs/2026-12-02_session41/s42.sh plan_ab short      carry [".gpu/pq", ".gpu/mcq"]
-# Branch wip/narrow-2cta-regs (`2dce0b4`: the 32-row tile at two CTAs per SM; packs tc = qmoe and
-# tests, tcq = qmoe alone):
-#   BIN=tc bash bench/runs/2026-12-02_session40/s40.sh narrow_tests carry [".gpu/tc"]
-#   bash bench/runs/2026-12-02_session41/s42.sh tc_ab              carry [".gpu/tcq", ".gpu/pq"]
+# Two branches, each built and CPU-tested, never run: wip/narrow-2cta-regs (`2dce0b4`: the 32-row
+# tile at two CTAs per SM; packs tc = qmoe and tests, tcq = qmoe alone) and wip/scale-halves
+# (`84233b7`: NVFP4's and INT4's scale halves by operand selectors, no PRMTs; packs sh, shq):
+#   BINS="tc sh" bash bench/runs/2026-12-02_session41/s42.sh tests      carry [".gpu/tc", ".gpu/sh"]
+#   NEW="tcq shq" bash bench/runs/2026-12-02_session41/s42.sh branch_ab carry [".gpu/pq", ".gpu/tcq", ".gpu/shq"]
 # int4_race: racecheck of the INT4 register-kernel tests (the forty-first session's runs stopped
 #   inside Fp4Mainloop's NVFP4 cases).
 # sustained: Mixtral-8x7B MXFP4, NVFP4 A16 and W4A16 g128 at 4096 / 8192 tokens, 400 replays, with
 #   nvidia-smi sampling clocks and power (issue 4's 650 TFLOP/s under the power cap).
 # plan_ab: the automatic path of mcq (switch 14) against pq (9), MXFP4 at 6-16 rows per expert.
-# tc_ab: main (pq) against the branch (tcq), two rounds: the 32-row tile forced and the automatic
-#   path at 8-24 rows per expert, the three 4-bit register formats, four shapes.
+# tests: per pack in BINS, the register kernel's, prefill, W4, repacked-copy and random-layer edge
+#   tests, then memcheck of the kernel tests.
+# branch_ab: main (pq) against each pack in NEW, two rounds: the 32-row tile forced and the
+#   automatic path at 8-24 rows per expert, the three 4-bit register formats, four shapes.
 # short: MXFP4 on the TP8 shapes (short reduction, switch 17, never measured on the 32-row tile):
 #   decode against the 32-row tile at 6-20 rows per expert (pq).
 set -u
@@ -66,10 +69,21 @@ for part in "$@"; do
       tools/gpu_unpack.sh .gpu/pq
       bench short_ds pq deepseek-v3-tp8 192,256,320,384,448,512,640 mxfp4 auto,decode,prefill:4
       bench short_kimi pq kimi-k2-tp8 288,384,480,576,672,768,960 mxfp4 auto,decode,prefill:4 ;;
-    tc_ab)
-      tools/gpu_unpack.sh .gpu/tcq .gpu/pq
+    tests)
+      for b in ${BINS:-tc sh}; do
+        tools/gpu_unpack.sh .gpu/$b
+        f='Fp4Mainloop.*:Int4Mainloop.*:Int4Int8Mainloop.*:PrefillKernels.*:W4Prefill.*:RepackedCopy.*:RandomLayerEdges.*'
+        QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/.gpu/$b timeout 240 .gpu/$b/qmoe_cuda_tests \
+          --gtest_filter="$f" > $o/tests_$b.log 2>&1
+        echo "tests $b rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/tests_$b.log
+        QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/.gpu/$b timeout 100 compute-sanitizer --tool memcheck \
+          --error-exitcode 9 .gpu/$b/qmoe_cuda_tests --gtest_filter='Fp4Mainloop.*:Int4Mainloop.*' > $o/memcheck_$b.log 2>&1
+        echo "memcheck $b rc $? ($((SECONDS - start)) s)"; tail -1 $o/memcheck_$b.log
+      done ;;
+    branch_ab)
+      tools/gpu_unpack.sh .gpu/pq; for b in ${NEW:-tcq shq}; do tools/gpu_unpack.sh .gpu/$b; done
       for r in 1 2; do
-        for b in pq tcq; do
+        for b in pq ${NEW:-tcq shq}; do
           bench mix_r$r $b mixtral-8x7b 32,48,64,96 mxfp4,nvfp4a16,w4a16_g32 auto,prefill:4
           bench ds_r$r $b deepseek-v3 256,384,512,768 mxfp4,nvfp4a16,w4a16_g32 auto,prefill:4
           bench q3_r$r $b qwen3-30b-a3b 128,192,256,384 mxfp4,nvfp4a16,w4a16_g32 auto,prefill:4
