@@ -32,4 +32,16 @@ inline std::string seed_note() {
          " replays this run)";
 }
 
+// QMOE_TEST_SANITIZER_SUBSET=1: the register kernel's tests run a subset that compute-sanitizer's
+// racecheck finishes within one device call (every format, tile and k-loop path on exact data and
+// the smaller cases; tools/gpu_test.sh sets it for QMOE_RACECHECK_KERNELS=1). The tests print what
+// they leave out.
+inline bool sanitizer_subset() {
+  static const bool subset = [] {
+    const char* v = std::getenv("QMOE_TEST_SANITIZER_SUBSET");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return subset;
+}
+
 }  // namespace qmoe::test

@@ -436,6 +436,21 @@ std::vector<Case> cases() {
           Case{128, 64, forty},             Case{200, 128, {50, 0, 70}}};
 }
 
+// Under QMOE_TEST_SANITIZER_SUBSET (test::sanitizer_subset): whether to skip this data kind or case,
+// saying so once per test.
+bool outside_subset(Data data, const Case& c, const char* test) {
+  if (!test::sanitizer_subset()) return false;
+  static std::string said;
+  if (said != test) {
+    std::printf("    %s: sanitizer subset (QMOE_TEST_SANITIZER_SUBSET=1): exact data only, cases of at most "
+                "2^26 weight-row products\n", test);
+    said = test;
+  }
+  int64_t rows = 0;
+  for (int r : c.rows) rows += r;
+  return data != Data::kExact || int64_t{c.n} * c.k * rows > (int64_t{1} << 26);
+}
+
 TEST(Fp4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
   REQUIRE_GPU();
   std::mt19937_64 rng(test::test_seed());
@@ -443,6 +458,7 @@ TEST(Fp4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
     for (Data data : {Data::kExact, Data::kRandom, Data::kTiny, Data::kMixed}) {
       if (data == Data::kMixed && format == cuda::W4Format::kNvfp4) continue;
       for (const Case& c : cases()) {
+        if (outside_subset(data, c, "Fp4Mainloop")) continue;
         run_case(c, data, format, 32, rng);
         if (data == Data::kExact || data == Data::kRandom) run_case(c, data, format, 32, rng, true);
       }
@@ -458,6 +474,7 @@ TEST(Int4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
     for (Data data : {Data::kExact, Data::kRandom, Data::kTiny})
       for (const Case& c : cases())
         for (int64_t group : {int64_t{16}, int64_t{32}, int64_t{48}, int64_t{128}, int64_t{c.k}}) {
+          if (outside_subset(data, c, "Int4Mainloop")) continue;
           int64_t rows = 0;
           for (int r : c.rows) rows += r;
           if (c.k % group != 0 || (group == 128 && c.k == 128) ||
@@ -589,6 +606,7 @@ TEST(Int4Int8Mainloop, MatchesExactIntegerSums) {
     if (c.k % 128 == 0) int8_cases.push_back(c);
   for (Data data : {Data::kExact, Data::kRandom})
     for (const Case& c : int8_cases) {
+      if (outside_subset(data, c, "Int4Int8Mainloop")) continue;
       std::vector<int64_t> groups{128};  // (per row: k itself, when not 128 or 256 already)
       if (c.k % 256 == 0) groups.push_back(256);
       if (c.k % 384 == 0 && c.k > 384) groups.push_back(384);  // (groups of an odd 3 k-tiles, round the ring)

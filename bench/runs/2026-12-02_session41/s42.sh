@@ -4,15 +4,16 @@
 # mcq = `aa6e99d`'s qmoe (the conversion with the old switch, 14 rows per expert). With them:
 #   BIN=p bash bench/runs/2026-12-02_session41/s41.sh suite        carry [".gpu/p"]
 #   BIN=p bash bench/runs/2026-12-02_session40/s40.sh profile      carry [".gpu/p"] (ncu, 32-row tile)
-#   BIN=p bash bench/runs/2026-12-02_session41/s42.sh int4_race sustained   carry [".gpu/p"]
+#   BIN=p bash bench/runs/2026-12-02_session41/s42.sh kernel_race sustained carry [".gpu/p"]
 #   bash bench/runs/2026-12-02_session41/s42.sh plan_ab short      carry [".gpu/pq", ".gpu/mcq"]
 # Two branches, each built and CPU-tested, never run: wip/narrow-2cta-regs (`2dce0b4`: the 32-row
 # tile at two CTAs per SM; packs tc = qmoe and tests, tcq = qmoe alone) and wip/scale-halves
 # (`84233b7`: NVFP4's and INT4's scale halves by operand selectors, no PRMTs; packs sh, shq):
 #   BINS="tc sh" bash bench/runs/2026-12-02_session41/s42.sh tests      carry [".gpu/tc", ".gpu/sh"]
 #   NEW="tcq shq" bash bench/runs/2026-12-02_session41/s42.sh branch_ab carry [".gpu/pq", ".gpu/tcq", ".gpu/shq"]
-# int4_race: racecheck of the INT4 register-kernel tests (the forty-first session's runs stopped
-#   inside Fp4Mainloop's NVFP4 cases).
+# kernel_race: racecheck of the register kernel's tests in their sanitizer subset
+#   (QMOE_TEST_SANITIZER_SUBSET=1; the forty-first session's runs of the whole tests stopped inside
+#   Fp4Mainloop's NVFP4 cases).
 # sustained: Mixtral-8x7B MXFP4, NVFP4 A16 and W4A16 g128 at 4096 / 8192 tokens, 400 replays, with
 #   nvidia-smi sampling clocks and power (issue 4's 650 TFLOP/s under the power cap).
 # plan_ab: the automatic path of mcq (switch 14) against pq (9), MXFP4 at 6-16 rows per expert.
@@ -34,12 +35,13 @@ bench() {  # label pack model tokens schemes paths
 }
 for part in "$@"; do
   case $part in
-    int4_race)
+    kernel_race)
       tools/gpu_unpack.sh $d
-      QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$d timeout 300 compute-sanitizer --tool racecheck \
-        $d/qmoe_cuda_tests --gtest_filter='Int4Mainloop.*:Int4Int8Mainloop.*' > $o/int4_race.log 2>&1
-      echo "int4_race rc $? ($((SECONDS - start)) s)"; grep -E "RACECHECK SUMMARY|PASSED|FAILED" $o/int4_race.log
-      echo "hazard lines: $(grep -c 'Race reported' $o/int4_race.log)" ;;
+      QMOE_TEST_SANITIZER_SUBSET=1 QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$d timeout 400 \
+        compute-sanitizer --tool racecheck $d/qmoe_cuda_tests \
+        --gtest_filter='Fp4Mainloop.*:Int4Mainloop.*:Int4Int8Mainloop.*' > $o/kernel_race.log 2>&1
+      echo "kernel_race rc $? ($((SECONDS - start)) s)"; grep -E "RACECHECK SUMMARY|PASSED|FAILED" $o/kernel_race.log
+      echo "hazard lines: $(grep -c 'Race reported' $o/kernel_race.log)" ;;
     sustained)
       tools/gpu_unpack.sh $d
       for s in mxfp4 nvfp4a16 w4a16_g128; do
