@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The next session's new device calls (run from the repository root on the H200). Packs (ignored,
-# .gpu/): p = main `c3908c8`'s qmoe and tests (MXFP4's conversion and switch), pq = its qmoe alone,
-# mcq = `aa6e99d`'s qmoe (the conversion with the old switch, 14 rows per expert). With them:
+# .gpu/): p = main's qmoe and tests at `13b1fab` (the kernels and planner of `c3908c8`: MXFP4's
+# conversion and switch; the tests' sanitizer subset), pq = its qmoe alone, mcq = `aa6e99d`'s qmoe
+# (the conversion with the old switch, 14 rows per expert). With them:
 #   BIN=p bash bench/runs/2026-12-02_session41/s41.sh suite        carry [".gpu/p"]
 #   BIN=p bash bench/runs/2026-12-02_session40/s40.sh profile      carry [".gpu/p"] (ncu, 32-row tile)
 #   BIN=p bash bench/runs/2026-12-02_session41/s42.sh kernel_race sustained carry [".gpu/p"]
