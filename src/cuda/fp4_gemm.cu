@@ -233,12 +233,12 @@ __device__ __forceinline__ __nv_bfloat162 as_bf16x2(uint32_t bits) {
   memcpy(&v, &bits, sizeof(v));
   return v;
 }
-__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
-  const __nv_bfloat162 p = __hmul2_rn(as_bf16x2(a), as_bf16x2(b));
+__device__ __forceinline__ uint32_t bits_of(__nv_bfloat162 v) {
   uint32_t bits;
-  memcpy(&bits, &p, sizeof(bits));
+  memcpy(&bits, &v, sizeof(bits));
   return bits;
 }
+__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) { return bits_of(__hmul2_rn(as_bf16x2(a), as_bf16x2(b))); }
 
 // The bit positions of register a_r's two codes in a k16 step's word (fp4_gemm.h), per 16-bit half
 // (element j in half j): magnitude (3 bits) and sign. Chosen so that shifts move them onto a bf16's
@@ -316,9 +316,10 @@ struct Nvfp4Scales : Bf16Mma {
 #pragma unroll
     for (int step = 0; step < 4; ++step) {
       unpack_step(w[step], a[step]);
-      const uint32_t s_m = __byte_perm(s[step], 0, 0x1010), s_m8 = __byte_perm(s[step], 0, 0x3232);
+      // (Each half broadcast by the multiply's operand selector, not by a PRMT.)
+      const __nv_bfloat162 s2 = as_bf16x2(s[step]), s_m = __low2bfloat162(s2), s_m8 = __high2bfloat162(s2);
 #pragma unroll
-      for (int r = 0; r < 4; ++r) a[step][r] = mul_bf16x2(a[step][r], r % 2 == 0 ? s_m : s_m8);
+      for (int r = 0; r < 4; ++r) a[step][r] = bits_of(__hmul2_rn(as_bf16x2(a[step][r]), r % 2 == 0 ? s_m : s_m8));
     }
   }
 };
@@ -346,16 +347,15 @@ struct Int4Scales : Bf16Mma {
     const uint32_t o[4] = {l.offsets.x, l.offsets.y, l.offsets.z, l.offsets.w};
 #pragma unroll
     for (int step = 0; step < 4; ++step) {
-      const uint32_t s_m = __byte_perm(s[step], 0, 0x1010), s_m8 = __byte_perm(s[step], 0, 0x3232);
-      const uint32_t o_m = kZeroPoints ? __byte_perm(o[step], 0, 0x1010) : 0x43084308u;  // bf16 136
-      const uint32_t o_m8 = kZeroPoints ? __byte_perm(o[step], 0, 0x3232) : 0x43084308u;
+      // (Each half broadcast by the multiply's and subtraction's operand selectors, not by PRMTs.)
+      const __nv_bfloat162 s2 = as_bf16x2(s[step]), s_m = __low2bfloat162(s2), s_m8 = __high2bfloat162(s2);
+      const __nv_bfloat162 o2 = as_bf16x2(kZeroPoints ? o[step] : 0x43084308u);  // (bf16 136)
+      const __nv_bfloat162 o_m = __low2bfloat162(o2), o_m8 = __high2bfloat162(o2);
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const uint32_t v = ((w[step] >> (4 * r)) & 0x000F000Fu) | 0x43004300u;
-        const __nv_bfloat162 q = __hsub2_rn(as_bf16x2(v), as_bf16x2(r % 2 == 0 ? o_m : o_m8));
-        uint32_t q_bits;
-        memcpy(&q_bits, &q, sizeof(q_bits));
-        a[step][r] = mul_bf16x2(q_bits, r % 2 == 0 ? s_m : s_m8);
+        const __nv_bfloat162 q = __hsub2_rn(as_bf16x2(v), r % 2 == 0 ? o_m : o_m8);
+        a[step][r] = bits_of(__hmul2_rn(q, r % 2 == 0 ? s_m : s_m8));
       }
     }
   }
