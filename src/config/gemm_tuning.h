@@ -169,7 +169,10 @@ inline constexpr int kGroupedMinRowsPerExpertDequantF16 = 128;
 // interpolated: Mixtral-8x7B 402 vs 418, 483 vs 416 (~8.8); DeepSeek-V3 3042 vs 3171, 3708 vs 3214
 // (~8.8); Qwen3-30B-A3B 189 vs 199, 240 vs 200 (~8.8); gpt-oss-120b 731 vs 935 at 4, 950 vs 934 at 8
 // (~7.7). Hence 9 for the few-expert, long and medium reductions (14 before; at 8 rows gpt-oss-120b
-// loses 1.7% on decode). The short reduction (the TP8 shapes) was not measured and keeps 17.
+// loses 1.7% on decode). Forty-second session, the short reduction (the TP8 shapes, 17 before),
+// GEMM µs decode vs the 32-row tile, same call (bench/runs/2026-12-02_session42/short/): DeepSeek-V3
+// TP8 444 vs 476 at 8 rows, 486 vs 476 at 10 (~9.5); Kimi-K2 TP8 663 vs 716 at 8, 719 vs 716 at 10
+// (~10). Hence 10 (at 12-16 rows the 32-row tile took 0.73-0.90 of decode's GEMM µs).
 inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 9;
 inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 9;
 // The same kernel on NVFP4 weight-only (kNvfp4Bf16; its decode kernels are slower than MXFP4's) and
@@ -260,7 +263,7 @@ inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 12;
 inline constexpr int kRegsMinInterLongReduction = 2048;
 inline constexpr int kRegsMinInterMediumReduction = 512;
 inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 9;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 17;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 10;
 inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 8;
 inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 9;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsLongReduction = 12;

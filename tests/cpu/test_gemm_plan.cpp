@@ -1039,8 +1039,8 @@ TEST(GemmPlan, RegisterKernelSwitchFollowsTheReduction) {
   EXPECT_EQ(grouped_min_tokens(mx, 128, 8, 768), 9 * 128 / 8);
   EXPECT_EQ(grouped_min_tokens(nv, 128, 8, 768), 8 * 128 / 8);
   EXPECT_EQ(grouped_min_tokens(int4, 128, 8, 768), 12 * 128 / 8);
-  // DeepSeek-V3 and Kimi-K2 at TP8 (256 / 384, top-8, 256): 17, 9 and 12.
-  EXPECT_EQ(grouped_min_tokens(mx, 256, 8, 256), 17 * 256 / 8);
+  // DeepSeek-V3 and Kimi-K2 at TP8 (256 / 384, top-8, 256): 10, 9 and 12.
+  EXPECT_EQ(grouped_min_tokens(mx, 256, 8, 256), 10 * 256 / 8);
   EXPECT_EQ(grouped_min_tokens(nv, 384, 8, 256), 9 * 384 / 8);
   EXPECT_EQ(grouped_min_tokens(int4, 256, 8, 256), 12 * 256 / 8);
   // The tier edges: kRegsMinInterLongReduction and kRegsMinInterMediumReduction belong to the longer tier.
