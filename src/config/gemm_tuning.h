@@ -172,7 +172,9 @@ inline constexpr int kGroupedMinRowsPerExpertDequantF16 = 128;
 // loses 1.7% on decode). Forty-second session, the short reduction (the TP8 shapes, 17 before),
 // GEMM µs decode vs the 32-row tile, same call (bench/runs/2026-12-02_session42/short/): DeepSeek-V3
 // TP8 444 vs 476 at 8 rows, 486 vs 476 at 10 (~9.5); Kimi-K2 TP8 663 vs 716 at 8, 719 vs 716 at 10
-// (~10). Hence 10 (at 12-16 rows the 32-row tile took 0.73-0.90 of decode's GEMM µs).
+// (~10); at exactly 10 rows the automatic paths of both switches, same call (short_ab/), were even
+// on DeepSeek-V3 TP8 (557.1 vs 556.6 layer µs) and decode 1% faster on Kimi-K2 TP8 (816.5 vs 826.3).
+// Hence 11 (at 12-16 rows the 32-row tile took 0.73-0.90 of decode's GEMM µs).
 inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 9;
 inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 9;
 // The same kernel on NVFP4 weight-only (kNvfp4Bf16; its decode kernels are slower than MXFP4's) and
@@ -203,14 +205,30 @@ inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 9;
 // NVFP4 DeepSeek-V3 TP8 474 vs 481 at 8 rows, 567 vs 480 at 12 (~8.3); INT4 g32 DeepSeek-V3 TP8 423
 // vs 500 at 8, 511 vs 501 at 12 (~11.6), Kimi-K2 TP8 635 vs 755 at 8, 782 vs 757 at 12 (~11.4):
 // NVFP4 9, INT4 12.
+// Forty-second session, after NVFP4's and INT4's scale halves moved into the multiply's operand
+// selectors (their 32-row tile 3-10% faster): layer µs decode vs the 32-row tile, same calls
+// (bench/runs/2026-12-02_session42/paths/crossings.txt), crossings interpolated:
+// - NVFP4: Mixtral-8x7B 405 vs 410 at 6 rows, 445 vs 406 at 8 (~6.2); DeepSeek-V3 2661 vs 3177 at 5,
+//   at 6 a tie in two calls (3013 vs 3004, 3018 vs 3027), 3288 vs 3018 at 8; gpt-oss-120b 840 vs 912
+//   at 5, 962 vs 898 at 6 (~5.5); Qwen3-30B-A3B 209 vs 214 at 6, 230 vs 216 at 8 (~6.5); DeepSeek-V3
+//   TP8 512 vs 531 at 7, 537 vs 532 at 8 (~7.8). Hence 7 (few experts, unchanged), 6 (long), 7
+//   (medium), 8 (short).
+// - INT4 g32 / asymmetric g128 (kInt4RegsBf16 without the mixed-input kernel below it): Mixtral-8x7B
+//   g32 414 vs 419 at 9, 444 vs 423 at 10 (~9.2), asym 411 vs 432 at 9, 435 vs 429 at 10 (~9.8);
+//   DeepSeek-V3 g32 3172 vs 3237 at 9, 3350 vs 3233 at 10 (~9.4); gpt-oss-120b g32 923 vs 929 at 7,
+//   970 vs 927 at 8 (~7.1); Qwen3-30B-A3B g32 208 vs 214 at 8, 220 vs 218 at 9 (~8.8), asym 224 vs 226
+//   at 10, 263 vs 226 at 12 (~10.1); DeepSeek-V3 TP8 g32 535 vs 548 at 10, 564 vs 558 at 11 (~10.7).
+//   Hence 10 (few experts), 9 (long: DeepSeek-V3 gives up 2% at 9 rows, gpt-oss-120b 4.6% at 8), 10
+//   (medium). The short reduction keeps 12: there W4A16 g128, whose decode kernels are faster, takes
+//   the same switch (kInt4RegsOverMixedMinRowsShortReduction is 0) and was not measured.
 inline constexpr int kGroupedMinRowsPerExpertNvfp4FewExperts = 7;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 8;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 6;
 // INT4 few experts, thirtieth session (the prefill kernel a little faster since; W4A16 g128 on the
 // register kernel from then): Mixtral-8x7B layer µs decode vs prefill, same call
 // (bench/runs/2026-12-01_session30/grid/switch.txt): g128 642.8 vs 670.9 at 20 rows, 682.1 vs 652.5
 // at 22 (~21); g32 672.7 vs 674.8 at 20, 715.3 vs 662.7 at 22 (~20); with the switch at 21, g128
 // 661.6 vs 677.7 at 21, 679.5 vs 660.5 at 22 (bench/runs/2026-12-01_session30/verify/switch.txt).
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 12;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 10;
 // With many experts the MXFP4 and NVFP4 switches move with GEMM2's reduction, the layer's
 // intermediate size per partition: the register kernel runs k in 64-column tiles, so with a short k
 // its pipeline's fill and drain weigh more (w2 of the TP8 shapes: 4 k-tiles), while the decode
@@ -263,11 +281,11 @@ inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 12;
 inline constexpr int kRegsMinInterLongReduction = 2048;
 inline constexpr int kRegsMinInterMediumReduction = 512;
 inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 9;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 10;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 8;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 9;
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsLongReduction = 12;
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsMediumReduction = 12;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 11;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 7;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 8;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsLongReduction = 9;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsMediumReduction = 10;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 12;
 // W4A16 with groups of >= 64 or channel scales has two prefill kernels: CUTLASS's mixed-input kernel
 // on the checkpoint's codes beats the decode kernels from kGroupedMinRowsPerExpertInt4(FewExperts)
@@ -294,7 +312,9 @@ inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 12;
 // 3599 / 3801 in the thirty-first session) takes the same.
 inline constexpr int kInt4RegsOverMixedMinRowsFewExperts = 26;
 inline constexpr int kInt4RegsOverMixedMinRowsLongReduction = 26;
-inline constexpr int kInt4RegsOverMixedMinRowsMediumReduction = kGroupedMinRowsPerExpertInt4RegsMediumReduction;
+// (W4A16 g128 on a medium reduction: the register kernel from 12 rows, the switch measured for INT4
+// on the fortieth session's kernels; g32's moved to 10 in the forty-second, g128's was not measured.)
+inline constexpr int kInt4RegsOverMixedMinRowsMediumReduction = 12;
 inline constexpr int kInt4RegsOverMixedMinRowsShortReduction = 0;
 // The register kernel's tiles (kMxfp4Bf16, kNvfp4Bf16, kInt4RegsBf16; RegisterTileSwitches below):
 // 128 input rows up to a mean of max_rows_for_128 rows per expert, then 256 (192 in a range,

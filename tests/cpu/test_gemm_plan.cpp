@@ -481,11 +481,11 @@ TEST(GemmPlan, Int4RegistersPrefillKernel) {
   EXPECT_EQ(plan_grouped_kernel(k96, false, GemmInput{}, mma), GroupedKernel::kDequantBf16);
   EXPECT_TRUE(dequantizes_in_registers(GroupedKernel::kInt4RegsBf16));
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt4RegsBf16));
-  // Measured crossovers: 12 rows per expert for few experts; with many, by GEMM2's reduction (12 / 12
+  // Measured crossovers: 10 rows per expert for few experts; with many, by GEMM2's reduction (9 / 10
   // / 12: RegisterKernelSwitchFollowsTheReduction).
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336), 48);    // Mixtral-8x7B
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336), 40);    // Mixtral-8x7B
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 384, 8, 256), 576);  // Kimi-K2 TP8
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 128, 8, 768), 192);  // Qwen3-30B-A3B
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 128, 8, 768), 160);  // Qwen3-30B-A3B
   // Its copy: codes, bf16 scales as words (4 bytes per 32 weights), zero points as many again.
   EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128), 256 * 64 + 256 * 16);
   EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128, true), 256 * 64 + 256 * 32);
@@ -602,11 +602,11 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
     EXPECT_EQ(grouped_tile_built(GroupedKernel::kNvfp4Bf16, tile), grouped_tile_built(GroupedKernel::kMxfp4Bf16, tile));
     EXPECT_EQ(tile_config(GroupedKernel::kNvfp4Bf16, tile), tile_config(GroupedKernel::kMxfp4Bf16, tile));
   }
-  // Measured crossovers: 7 rows per expert for few experts; with many, 8 for long reductions (8 / 9
+  // Measured crossovers: 7 rows per expert for few experts; with many, 6 for long reductions (7 / 8
   // for medium / short ones: RegisterKernelSwitchFollowsTheReduction).
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2, 14336), 28);     // Mixtral-8x7B
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 128, 4, 2880), 256);  // gpt-oss-120b: 8
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 129, 4, 2880), 258);  // (8 * 129 / 4 rounded up)
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 128, 4, 2880), 192);  // gpt-oss-120b: 6
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 129, 4, 2880), 194);  // (6 * 129 / 4 rounded up)
   // The repacked copy: rows padded to 128, codes and scales (gpt-oss-120b's w2: 2880 x 2880; NVFP4's
   // scales are bf16 words, 4 bytes per 32 weights).
   EXPECT_EQ(repacked(GroupedKernel::kNvfp4Bf16, 256, 128), 256 * 64 + 256 * 16);
@@ -1031,23 +1031,23 @@ TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
 TEST(GemmPlan, RegisterKernelSwitchFollowsTheReduction) {
   const GroupedKernel mx = GroupedKernel::kMxfp4Bf16, nv = GroupedKernel::kNvfp4Bf16;
   const GroupedKernel int4 = GroupedKernel::kInt4RegsBf16;
-  // gpt-oss-120b (128 experts, top-4, intermediate 2880): 9, 8 and 12 rows per expert.
+  // gpt-oss-120b (128 experts, top-4, intermediate 2880): 9, 6 and 9 rows per expert.
   EXPECT_EQ(grouped_min_tokens(mx, 128, 4, 2880), 9 * 128 / 4);
-  EXPECT_EQ(grouped_min_tokens(nv, 128, 4, 2880), 8 * 128 / 4);
-  EXPECT_EQ(grouped_min_tokens(int4, 128, 4, 2880), 12 * 128 / 4);
-  // Qwen3-30B-A3B (128, top-8, 768): 9, 8 and 12.
+  EXPECT_EQ(grouped_min_tokens(nv, 128, 4, 2880), 6 * 128 / 4);
+  EXPECT_EQ(grouped_min_tokens(int4, 128, 4, 2880), 9 * 128 / 4);
+  // Qwen3-30B-A3B (128, top-8, 768): 9, 7 and 10.
   EXPECT_EQ(grouped_min_tokens(mx, 128, 8, 768), 9 * 128 / 8);
-  EXPECT_EQ(grouped_min_tokens(nv, 128, 8, 768), 8 * 128 / 8);
-  EXPECT_EQ(grouped_min_tokens(int4, 128, 8, 768), 12 * 128 / 8);
-  // DeepSeek-V3 and Kimi-K2 at TP8 (256 / 384, top-8, 256): 10, 9 and 12.
-  EXPECT_EQ(grouped_min_tokens(mx, 256, 8, 256), 10 * 256 / 8);
-  EXPECT_EQ(grouped_min_tokens(nv, 384, 8, 256), 9 * 384 / 8);
+  EXPECT_EQ(grouped_min_tokens(nv, 128, 8, 768), 7 * 128 / 8);
+  EXPECT_EQ(grouped_min_tokens(int4, 128, 8, 768), 10 * 128 / 8);
+  // DeepSeek-V3 and Kimi-K2 at TP8 (256 / 384, top-8, 256): 11, 8 and 12.
+  EXPECT_EQ(grouped_min_tokens(mx, 256, 8, 256), 11 * 256 / 8);
+  EXPECT_EQ(grouped_min_tokens(nv, 384, 8, 256), 8 * 384 / 8);
   EXPECT_EQ(grouped_min_tokens(int4, 256, 8, 256), 12 * 256 / 8);
   // The tier edges: kRegsMinInterLongReduction and kRegsMinInterMediumReduction belong to the longer tier.
-  // (NVFP4's values differ at the medium edge; since the fortieth session no format's long and
-  // medium values differ, so the long edge is checked for equality only.)
+  // (NVFP4's three values differ since the forty-second session.)
   EXPECT_EQ(grouped_min_tokens(nv, 128, 8, kRegsMinInterLongReduction), grouped_min_tokens(nv, 128, 8, 2880));
   EXPECT_EQ(grouped_min_tokens(nv, 128, 8, kRegsMinInterLongReduction - 1), grouped_min_tokens(nv, 128, 8, 768));
+  EXPECT_NE(grouped_min_tokens(nv, 128, 8, kRegsMinInterLongReduction - 1), grouped_min_tokens(nv, 128, 8, 2880));
   EXPECT_EQ(grouped_min_tokens(nv, 128, 8, kRegsMinInterMediumReduction), grouped_min_tokens(nv, 128, 8, 768));
   EXPECT_EQ(grouped_min_tokens(nv, 128, 8, kRegsMinInterMediumReduction - 1), grouped_min_tokens(nv, 128, 8, 256));
   EXPECT_NE(grouped_min_tokens(nv, 128, 8, kRegsMinInterMediumReduction - 1), grouped_min_tokens(nv, 128, 8, 768));
