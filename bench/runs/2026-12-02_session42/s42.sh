@@ -6,8 +6,9 @@
 # `2dce0b4` and sh = wip/scale-halves `84233b7` (qmoe and tests). Later calls: m = main `c473135`
 # (wip/scale-halves merged; qmoe and tests), p and mc (qmoe). The last call (ROOT=.gpu/s43): m (qmoe)
 # and m2 = `c473135` + MXFP4's short-reduction switch 17 -> 10 (qmoe); then m and m3 = the switches
-# read from w4_paths and w4_paths2 (qmoe). The next call (ROOT=.gpu/s44): m3 (qmoe) and pf = branch
-# wip/next-tile-prefetch `1c6a721` (qmoe and tests). Parts, in the order given:
+# read from w4_paths and w4_paths2 (qmoe). The next call (ROOT=.gpu/s45): m3 (qmoe), pf = branch
+# wip/next-tile-prefetch `1c6a721` and d2 = branch wip/narrow-deep-stages `df4a1a2` (qmoe and
+# tests). Parts, in the order given:
 #   tests       per build in BINS (default "tc sh"): the register kernel's, W4 prefill, repacked-copy
 #               and random-layer edge tests, then memcheck of the kernel tests
 #   branch_ab   p against each build in NEW (default "tc sh"), rounds in ROUNDS (default 2): the
@@ -23,8 +24,9 @@
 #   w4_paths2   the same around the crossings w4_paths left open: NVFP4 A16 at 3-6 rows per expert on
 #               the long reductions, INT4 g32 and asymmetric g128 at 7-12 rows
 #   verify      the automatic path of m against m3 (the new switches) where they moved, two rounds
-#   prefetch    pf's kernel tests (Fp4Mainloop, Int4Mainloop) between two rounds of m3 against pf:
-#               the 32- and 64-row tiles forced and the automatic path, three 4-bit formats
+#   branches    the kernel tests (Fp4Mainloop, Int4Mainloop) of each build in NEW (default "pf d2")
+#               between two rounds of m3 against them: the 32- and 64-row tiles forced and the
+#               automatic path, three 4-bit formats
 #   profile     ncu (full set) of m's 32-row NVFP4 and MXFP4 instances, Mixtral-8x7B at 64 tokens
 #   kernel_race racecheck of the register kernel's tests in their sanitizer subset on BIN
 #   sustained   Mixtral-8x7B MXFP4, NVFP4 A16, W4A16 g128 at 4096 / 8192 tokens, 400 replays, with
@@ -122,17 +124,19 @@ for part in "$@"; do
           bench vmx_kimi_r$r $b kimi-k2-tp8 480,528 mxfp4 auto
         done
       done ;;
-    prefetch)
+    branches)
       ab_round() {
-        for b in m3 pf; do
+        for b in m3 ${NEW:-pf d2}; do
           bench fmix_r$1 $b mixtral-8x7b 48,64,128 mxfp4,nvfp4a16,w4a16_g32 auto,prefill:4,prefill:5
           bench fds_r$1 $b deepseek-v3 384,512 mxfp4,nvfp4a16,w4a16_g32 auto,prefill:4
         done
       }
       ab_round 1
-      QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/pf timeout 120 $root/pf/qmoe_cuda_tests \
-        --gtest_filter='Fp4Mainloop.*:Int4Mainloop.*' > $o/tests_pf.log 2>&1
-      echo "tests pf rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/tests_pf.log
+      for b in ${NEW:-pf d2}; do
+        QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/$b timeout 120 $root/$b/qmoe_cuda_tests \
+          --gtest_filter='Fp4Mainloop.*:Int4Mainloop.*' > $o/tests_$b.log 2>&1
+        echo "tests $b rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/tests_$b.log
+      done
       ab_round 2 ;;
     profile)
       for s in nvfp4a16 mxfp4; do
