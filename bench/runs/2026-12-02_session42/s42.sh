@@ -7,8 +7,8 @@
 # (wip/scale-halves merged; qmoe and tests), p and mc (qmoe). The last call (ROOT=.gpu/s43): m (qmoe)
 # and m2 = `c473135` + MXFP4's short-reduction switch 17 -> 10 (qmoe); then m and m3 = the switches
 # read from w4_paths and w4_paths2 (qmoe). The next call (ROOT=.gpu/s45): m3 (qmoe), pf = branch
-# wip/next-tile-prefetch `1c6a721` and d2 = branch wip/narrow-deep-stages `df4a1a2` (qmoe and
-# tests). Parts, in the order given:
+# wip/next-tile-prefetch `1c6a721`, d2 = branch wip/narrow-deep-stages `df4a1a2` and dp = branch
+# wip/narrow-deep-prefetch `8ea6ec8` (both; qmoe and tests). Parts, in the order given:
 #   tests       per build in BINS (default "tc sh"): the register kernel's, W4 prefill, repacked-copy
 #               and random-layer edge tests, then memcheck of the kernel tests
 #   branch_ab   p against each build in NEW (default "tc sh"), rounds in ROUNDS (default 2): the
@@ -24,7 +24,7 @@
 #   w4_paths2   the same around the crossings w4_paths left open: NVFP4 A16 at 3-6 rows per expert on
 #               the long reductions, INT4 g32 and asymmetric g128 at 7-12 rows
 #   verify      the automatic path of m against m3 (the new switches) where they moved, two rounds
-#   branches    the kernel tests (Fp4Mainloop, Int4Mainloop) of each build in NEW (default "pf d2")
+#   branches    the kernel tests (Fp4Mainloop, Int4Mainloop) of each build in NEW (default "pf d2 dp")
 #               between two rounds of m3 against them: the 32- and 64-row tiles forced and the
 #               automatic path, three 4-bit formats
 #   profile     ncu (full set) of m's 32-row NVFP4 and MXFP4 instances, Mixtral-8x7B at 64 tokens
@@ -126,13 +126,13 @@ for part in "$@"; do
       done ;;
     branches)
       ab_round() {
-        for b in m3 ${NEW:-pf d2}; do
+        for b in m3 ${NEW:-pf d2 dp}; do
           bench fmix_r$1 $b mixtral-8x7b 48,64,128 mxfp4,nvfp4a16,w4a16_g32 auto,prefill:4,prefill:5
           bench fds_r$1 $b deepseek-v3 384,512 mxfp4,nvfp4a16,w4a16_g32 auto,prefill:4
         done
       }
       ab_round 1
-      for b in ${NEW:-pf d2}; do
+      for b in ${NEW:-pf d2 dp}; do
         QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/$b timeout 120 $root/$b/qmoe_cuda_tests \
           --gtest_filter='Fp4Mainloop.*:Int4Mainloop.*' > $o/tests_$b.log 2>&1
         echo "tests $b rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/tests_$b.log
