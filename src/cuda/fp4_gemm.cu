@@ -56,13 +56,23 @@ struct RingPosition {
   }
 };
 
-// Format::kCodeBytes / kWords: a consumer's codes and scale words per k-tile (the format's).
+// K-tiles per stage: the narrow tiles' bf16 formats stage two, so that a barrier round trip, the
+// release and the ring's step come once per 128 k (their per-k-tile overhead was ~40% of a
+// consumer's instructions); the wider tiles and the int8 formats one.
+template <int N, class Format>
+inline constexpr int kStageDepth = N <= 64 && !Format::kInt8Mma ? 2 : 1;
+// Stages in the ring: the same k-tiles in flight whatever the depth (rounded down).
+template <int N, class Format>
+inline constexpr int kRingStages = TileShape<N>::kStages / kStageDepth<N, Format>;
+// Format::kCodeBytes / kWords: a consumer's codes and scale words per k-tile (the format's); a
+// stage's k-tiles follow one another as the repacked copy lays them out.
 template <int N, class Format>
 struct alignas(1024) Stage {
-  uint8_t inputs[TileShape<N>::kInputBytes];  // [N input rows][128 bytes], TMA's 128-byte swizzle
-  // [consumer][128 threads][kCodeBytes / 512 words]; int8 inputs: [consumer][2 planes][128 threads][4 words]
-  uint32_t codes[2][Format::kCodeBytes / 4];
-  uint32_t scales[2][Format::kWords];         // [consumer][32 thread quads][kWords / 32]
+  static constexpr int kDepth = kStageDepth<N, Format>;
+  uint8_t inputs[kDepth][TileShape<N>::kInputBytes];  // [k-tile][N input rows][128 bytes], TMA's 128-byte swizzle
+  // [k-tile * 2 + consumer][128 threads][kCodeBytes / 512 words]; int8 inputs: [consumer][2 planes][128 threads][4 words]
+  uint32_t codes[2 * kDepth][Format::kCodeBytes / 4];
+  uint32_t scales[2 * kDepth][Format::kWords];  // [k-tile * 2 + consumer][32 thread quads][kWords / 32]
 };
 // The staged terms epilogue's tile: [consumer][kRows input rows][64 weight columns] bf16, each
 // row's 16-byte chunks XOR-swizzled by the row's low 3 bits (stmatrix writes 8 rows of one chunk at
@@ -87,8 +97,8 @@ struct TileInfo {
 constexpr int kInfoSlots = 4;
 template <int N, class Format>
 struct SharedStorage {
-  Stage<N, Format> stage[TileShape<N>::kStages];
-  uint64_t full[TileShape<N>::kStages], empty[TileShape<N>::kStages];
+  Stage<N, Format> stage[kRingStages<N, Format>];
+  uint64_t full[kRingStages<N, Format>], empty[kRingStages<N, Format>];
   uint64_t info_full[kInfoSlots], info_empty[kInfoSlots];
   TermsTile<N> terms;
   TileInfo<N, Format::kInt8Mma> info[kInfoSlots];
@@ -597,7 +607,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   using Storage = SharedStorage<N, Format>;
   constexpr int kScaleBytes = Format::kWords * 4;
   constexpr int kTileK = Format::kTileK, kCodeBytes = Format::kCodeBytes;
-  constexpr int kStages = Shape::kStages;
+  constexpr int kStages = kRingStages<N, Format>, kDepth = kStageDepth<N, Format>;
   // 64 x N fp32 accumulators take N / 2 registers: from 192 the producer warpgroup hands its own over
   // (at 192 without it, ptxas spilled 430-880 bytes per thread in the fused activation's epilogue).
   constexpr bool kMoveRegisters = N >= 192;
@@ -653,14 +663,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         const uint32_t* codes = p.frag_codes[tile.expert];
         const uint32_t* scales = p.frag_scales[tile.expert];
         const int input_row = p.expert_offsets[tile.expert] + tile.input0;
-        for (int kt = 0; kt < k_tiles; ++kt, ring.advance()) {
+        for (int kt = 0; kt < k_tiles; kt += kDepth, ring.advance()) {
           const int i = ring.stage;
+          const int depth = kDepth == 1 ? 1 : min(kDepth, k_tiles - kt);  // (an odd count's last stage: one)
           mbar_wait(&s.empty[i], ring.phase ^ 1);
-          mbar_expect_tx(&s.full[i], Shape::kInputBytes + 2 * kCodeBytes + 2 * kScaleBytes);
+          mbar_expect_tx(&s.full[i], depth * (Shape::kInputBytes + 2 * kCodeBytes + 2 * kScaleBytes));
+          for (int sub = 0; sub < depth; ++sub) {
 #pragma unroll
-          for (int box = 0; box < N / Shape::kBoxRows; ++box)
-            tma_load_2d(s.stage[i].inputs + box * Shape::kBoxRows * kInputRowBytes, &x_map, kt * kTileK,
-                        input_row + box * Shape::kBoxRows, &s.full[i]);
+            for (int box = 0; box < N / Shape::kBoxRows; ++box)
+              tma_load_2d(s.stage[i].inputs[sub] + box * Shape::kBoxRows * kInputRowBytes, &x_map,
+                          (kt + sub) * kTileK, input_row + box * Shape::kBoxRows, &s.full[i]);
+          }
           if constexpr (Format::kInt8Mma) {
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
@@ -668,10 +681,10 @@ __global__ void __launch_bounds__(kThreads, 1)
               bulk_load(s.stage[i].codes[half], codes + code_tile * (kCodeBytes / 4), kCodeBytes, &s.full[i]);
               bulk_load(s.stage[i].scales[half], scales + code_tile * Format::kWords, kScaleBytes, &s.full[i]);
             }
-          } else {  // (both consumers' tiles side by side: one copy each of codes and scales)
+          } else {  // (the stage's k-tiles, both consumers' side by side: one copy each of codes and scales)
             const int64_t pair = (static_cast<int64_t>(tile.weight_tile) * k_tiles + kt) * 2;
-            bulk_load(s.stage[i].codes[0], codes + pair * (kCodeBytes / 4), 2 * kCodeBytes, &s.full[i]);
-            bulk_load(s.stage[i].scales[0], scales + pair * Format::kWords, 2 * kScaleBytes, &s.full[i]);
+            bulk_load(s.stage[i].codes[0], codes + pair * (kCodeBytes / 4), depth * 2 * kCodeBytes, &s.full[i]);
+            bulk_load(s.stage[i].scales[0], scales + pair * Format::kWords, depth * 2 * kScaleBytes, &s.full[i]);
           }
         }
       }
@@ -711,21 +724,21 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int consumer = warpgroup - 1, t = threadIdx.x % 128;
   float acc[N / 2];
   RingPosition<kStages> ring;  // the next k-tile's stage, as the producer walks them
-  // The wgmma descriptor of stage `stage`'s input rows from `step` 32-byte steps in: stage 0's low
-  // word plus the offset in its 16-byte address units (shared addresses stay below 2^18, so the sum
-  // never carries out of the 14-bit start-address field), instead of masking and shifting every
-  // address in the k-loop.
-  const uint32_t input_desc_low = sw128_desc_low(s.stage[0].inputs);
-  auto input_desc = [&](int stage, int step) {
-    constexpr uint32_t kStageUnits = sizeof(Stage<N, Format>) / 16;
-    return uint64_t{kSw128DescHigh} << 32 | (input_desc_low + stage * kStageUnits + 2 * step);
+  // The wgmma descriptor of stage `stage`'s input rows of its k-tile `sub`, from `step` 32-byte
+  // steps in: stage 0's low word plus the offset in its 16-byte address units (shared addresses
+  // stay below 2^18, so the sum never carries out of the 14-bit start-address field), instead of
+  // masking and shifting every address in the k-loop.
+  const uint32_t input_desc_low = sw128_desc_low(s.stage[0].inputs[0]);
+  auto input_desc = [&](int stage, int step, int sub = 0) {
+    constexpr uint32_t kStageUnits = sizeof(Stage<N, Format>) / 16, kSubUnits = Shape::kInputBytes / 16;
+    return uint64_t{kSw128DescHigh} << 32 | (input_desc_low + stage * kStageUnits + sub * kSubUnits + 2 * step);
   };
   // One tile's k-loop on its first `fixed` input rows, or (fixed = 0) on its first 64 * quarters,
   // chosen per k-tile (acc's first W / 2 registers for W rows: wgmma's fragment of n = W is the first
   // part of n = N's).
   auto mainloop = [&](auto fixed, int quarters) {
     // A k-tile's four wgmmas (and their commit).
-    auto mma = [&](const uint32_t (&a)[4][4], int stage, bool first) {
+    auto mma = [&](const uint32_t (&a)[4][4], int stage, int sub, bool first) {
       // W input rows; past 256 (a 320-row tile) a second wgmma of W - 256 on the rows from 256
       // (acc's registers from 128; its descriptor 256 rows, 2048 16-byte units, further).
       auto on = [&](auto width) {
@@ -734,10 +747,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_fence();
 #pragma unroll
         for (int step = 0; step < 4; ++step) {
-          wgmma_rs<W0>(acc0, a[step], input_desc(stage, step), !first || step > 0);
+          wgmma_rs<W0>(acc0, a[step], input_desc(stage, step, sub), !first || step > 0);
           if constexpr (W1 > 0) {
             float (&acc1)[W1 / 2] = *reinterpret_cast<float (*)[W1 / 2]>(acc + W0 / 2);
-            wgmma_rs<W1>(acc1, a[step], input_desc(stage, step) + 2048, !first || step > 0);
+            wgmma_rs<W1>(acc1, a[step], input_desc(stage, step, sub) + 2048, !first || step > 0);
           }
         }
         wgmma_commit();
@@ -766,43 +779,53 @@ __global__ void __launch_bounds__(kThreads, 1)
         on(std::integral_constant<int, N>{});  // (the narrow tiles: one width)
       }
     };
-    // One k-tile: convert its codes into `a` while the previous k-tile's MMAs run (their registers
-    // are `previous`), issue its MMAs, then wait until at most these are in flight and release the
-    // previous k-tile's stage and registers.
-    auto mma_tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&previous)[4][4]) {
+    // One k-tile, the stage's k-tile `sub`: convert its codes into `a` while the previous k-tile's
+    // MMAs run (their registers are `previous`), issue its MMAs, then wait until at most these are
+    // in flight and release the previous k-tile's registers. A stage's first k-tile waits for it and
+    // releases the previous stage (its last MMAs are done then); its last one moves the ring on.
+    auto mma_tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&previous)[4][4], auto sub) {
       if constexpr (!Format::kInt8Mma) {  // (compiled for every format; the int8 ones run mainloop_int8)
+        constexpr int kSub = decltype(sub)::value;
         const int i = ring.stage;
-        mbar_wait(&s.full[i], ring.phase);
-        const uint4 words = lds128(smem_addr(&s.stage[i].codes[consumer][4 * t]));
-        const typename Format::Loaded sw = Format::load(smem_addr(&s.stage[i].scales[consumer][0]), t);
+        if constexpr (kSub == 0) mbar_wait(&s.full[i], ring.phase);
+        const uint4 words = lds128(smem_addr(&s.stage[i].codes[2 * kSub + consumer][4 * t]));
+        const typename Format::Loaded sw = Format::load(smem_addr(&s.stage[i].scales[2 * kSub + consumer][0]), t);
         const uint32_t w[4] = {words.x, words.y, words.z, words.w};
         Format::convert(w, sw, a);
         __syncwarp();  // the MXFP4 conversion branches per thread; the .aligned wgmma instructions need the warp whole
-        mma(a, i, kt == 0);
+        mma(a, i, kSub, kt == 0);
         wgmma_wait_one();
         keep_registers(previous);
-        if (kt > 0) mbar_arrive(&s.empty[ring.previous()]);
-        ring.advance();
+        if constexpr (kSub == 0)
+          if (kt > 0) mbar_arrive(&s.empty[ring.previous()]);
+        if constexpr (kSub == kDepth - 1) ring.advance();
       }
     };
+    constexpr std::integral_constant<int, 0> kFirst{};
+    constexpr std::integral_constant<int, kDepth - 1> kLast{};
     uint32_t a_even[4][4], a_odd[4][4];  // alternate k-tiles' registers (static indices: unrolled by 2)
     // An odd count's last k-tile must not run under `kt + 1 < k_tiles` inside the loop: ptxas then
     // sees a path from its skip to the back edge that converts into a_even while a_even's MMAs run,
     // and serializes every wgmma of the instance (C7513). The narrow tiles take it after the loop;
     // the wider ones leave the loop by a `break` (a copy after the loop costs them registers, C7512).
     // (The `break` form on the narrow tiles measured 1-4% slower for INT4.)
+    // (With two k-tiles a stage, the narrow tiles' pair is a stage; an odd count's last stage holds
+    // one k-tile.)
     if constexpr (N <= 64) {
       int kt = 0;
       for (; kt + 1 < k_tiles; kt += 2) {
-        mma_tile(kt, a_even, a_odd);
-        mma_tile(kt + 1, a_odd, a_even);
+        mma_tile(kt, a_even, a_odd, kFirst);
+        mma_tile(kt + 1, a_odd, a_even, kLast);
       }
-      if (kt < k_tiles) mma_tile(kt, a_even, a_odd);
+      if (kt < k_tiles) {
+        mma_tile(kt, a_even, a_odd, kFirst);
+        if constexpr (kDepth == 2) ring.advance();
+      }
     } else {
       for (int kt = 0; kt < k_tiles; kt += 2) {
-        mma_tile(kt, a_even, a_odd);
+        mma_tile(kt, a_even, a_odd, kFirst);
         if (kt + 1 == k_tiles) break;
-        mma_tile(kt + 1, a_odd, a_even);
+        mma_tile(kt + 1, a_odd, a_even, kLast);
       }
     }
     wgmma_wait_all();
