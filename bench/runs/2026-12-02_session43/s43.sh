@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The forty-third session's device calls (run from the repository root on the H200). Builds come in
+# ROOT/packs.tar.xz (tools/gpu_pack.sh); the suite and racecheck parts are s42.sh's (same ROOT, BIN).
+# Build d2 = branch wip/narrow-deep-stages `df4a1a2`, whose code main's merge `b0815fa` holds.
+# Parts, in the order given:
+#   synccheck   compute-sanitizer synccheck of the register kernel's tests (sanitizer subset) on BIN
+#   paths       BIN's decode, 32-row tile and automatic path for MXFP4 and INT4 (g32, asymmetric g128)
+#               at 6-13 rows per expert on five shapes (the decode switches after the deep stages)
+#   tiles       BIN's 32-, 64- and 128-row tiles and automatic path at 20-32 and 48-64 rows per expert
+#               (their switches, 26 and 56)
+set -u
+root=${ROOT:-.gpu/s46}
+o=$OUT/s43; mkdir -p $o
+start=$SECONDS
+tools/gpu_unpack.sh $root
+bench() {  # label build model tokens schemes paths
+  (( SECONDS - start > ${LIMIT:-540} )) && { echo "skip $1 $2"; return; }
+  LD_LIBRARY_PATH=$PWD/$root/$2 timeout 120 $root/$2/qmoe bench --rotations 2 --replays 5 --max-tokens 8192 \
+    --models $3 --tokens $4 --schemes $5 --gemm-paths $6 > $o/$1.$2.log 2>&1
+  echo "$1 $2 rc $? ($((SECONDS - start)) s)"
+}
+b=${BIN:-d2}
+for part in "$@"; do
+  case $part in
+    synccheck)
+      QMOE_TEST_SANITIZER_SUBSET=1 QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/$b \
+        timeout ${SYNC_S:-300} compute-sanitizer --tool synccheck --error-exitcode 9 $root/$b/qmoe_cuda_tests \
+        --gtest_filter='Fp4Mainloop.*:Int4Mainloop.*:Int4Int8Mainloop.*' > $o/synccheck.log 2>&1
+      echo "synccheck rc $? ($((SECONDS - start)) s)"; grep -E "ERROR SUMMARY|PASSED|FAILED" $o/synccheck.log ;;
+    paths)
+      s=mxfp4,w4a16_g32,w4a16_asym_g128
+      bench pmix $b mixtral-8x7b 24,28,32,36,40,44,48,52 $s auto,decode,prefill:4
+      bench pds $b deepseek-v3 192,224,256,288,320,352,384 $s auto,decode,prefill:4
+      bench pq3 $b qwen3-30b-a3b 96,112,128,144,160,176,192 $s auto,decode,prefill:4
+      bench poss $b gpt-oss-120b 192,224,256,288,320,352,384 mxfp4,w4a16_g32 auto,decode,prefill:4
+      bench pdst $b deepseek-v3-tp8 224,256,288,320,352,384,416 $s auto,decode,prefill:4 ;;
+    tiles)
+      s=mxfp4,nvfp4a16,w4a16_g32
+      bench tmix $b mixtral-8x7b 80,96,104,112,128,192,208,224,240,256 $s auto,prefill:4,prefill:5,prefill:2
+      bench tds $b deepseek-v3 640,768,832,896,1024,1536,1664,1792,1920,2048 $s auto,prefill:4,prefill:5,prefill:2 ;;
+  esac
+done
+tar czf $OUT/s43.tgz -C $OUT s43 && rm -rf $o
