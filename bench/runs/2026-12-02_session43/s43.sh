@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # The forty-third session's device calls (run from the repository root on the H200). Builds come in
 # ROOT/packs.tar.xz (tools/gpu_pack.sh); the suite and racecheck parts are s42.sh's (same ROOT, BIN).
-# Build d2 = branch wip/narrow-deep-stages `df4a1a2`, whose code main's merge `b0815fa` holds.
+# Builds: d2 (.gpu/s45) = branch wip/narrow-deep-stages `df4a1a2`, whose code main's merge `b0815fa`
+# holds; in .gpu/s46, m = the same build and w = branch wip/deep-128 (the 128-row tile's bf16 formats
+# stage two k-tiles a stage; qmoe and tests).
 # Parts, in the order given:
 #   synccheck   compute-sanitizer synccheck of the register kernel's tests (sanitizer subset) on BIN
 #   paths       BIN's decode, 32-row tile and automatic path for MXFP4 and INT4 (g32, asymmetric g128)
 #               at 6-13 rows per expert on five shapes (the decode switches after the deep stages)
 #   tiles       BIN's 32-, 64- and 128-row tiles and automatic path at 20-32 and 48-64 rows per expert
 #               (their switches, 26 and 56)
+#   ktests      the register kernel's tests (Fp4Mainloop, Int4Mainloop) of each build in NEW (default w)
+#   ab128       m against each build in NEW (default w), rounds in ROUNDS (default 2): the automatic
+#               path and the forced 128-row tile at 56-118 rows per expert (the 128-row tile's range)
 set -u
 root=${ROOT:-.gpu/s46}
 o=$OUT/s43; mkdir -p $o
@@ -38,6 +43,22 @@ for part in "$@"; do
       s=mxfp4,nvfp4a16,w4a16_g32
       bench tmix $b mixtral-8x7b 80,96,104,112,128,192,208,224,240,256 $s auto,prefill:4,prefill:5,prefill:2
       bench tds $b deepseek-v3 640,768,832,896,1024,1536,1664,1792,1920,2048 $s auto,prefill:4,prefill:5,prefill:2 ;;
+    ktests)
+      for n in ${NEW:-w}; do
+        QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/$n timeout 150 $root/$n/qmoe_cuda_tests \
+          --gtest_filter='Fp4Mainloop.*:Int4Mainloop.*:W4Prefill.*:RandomLayerEdges.*' > $o/tests_$n.log 2>&1
+        echo "tests $n rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/tests_$n.log
+      done ;;
+    ab128)
+      for r in $(seq ${ROUNDS:-2}); do
+        for n in m ${NEW:-w}; do
+          s=mxfp4,nvfp4a16,w4a16_g32,w4a16_g128
+          bench amix_r$r $n mixtral-8x7b 256,320,384,448 $s auto,prefill:2
+          bench ads_r$r $n deepseek-v3 2048,2560,3072,3584 $s auto
+          bench aq3_r$r $n qwen3-30b-a3b 1024,1536,1792 $s auto
+          bench aoss_r$r $n gpt-oss-120b 2048,3072 mxfp4,nvfp4a16 auto
+        done
+      done ;;
   esac
 done
 tar czf $OUT/s43.tgz -C $OUT s43 && rm -rf $o
