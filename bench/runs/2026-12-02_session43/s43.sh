@@ -3,15 +3,16 @@
 # ROOT/packs.tar.xz (tools/gpu_pack.sh); the suite and racecheck parts are s42.sh's (same ROOT, BIN).
 # Builds: d2 (.gpu/s45) = branch wip/narrow-deep-stages `df4a1a2`, whose code main's merge `b0815fa`
 # holds; in .gpu/s46, m = the same build and w = branch wip/deep-128 (the 128-row tile's bf16 formats
-# stage two k-tiles a stage; qmoe and tests).
+# stage two k-tiles a stage; qmoe and tests) and w4 = branch wip/deep-128-4 (the same, 4 two-deep stages
+# where w has 3).
 # Parts, in the order given:
 #   synccheck   compute-sanitizer synccheck of the register kernel's tests (sanitizer subset) on BIN
 #   paths       BIN's decode, 32-row tile and automatic path for MXFP4 and INT4 (g32, asymmetric g128)
 #               at 6-13 rows per expert on five shapes (the decode switches after the deep stages)
 #   tiles       BIN's 32-, 64- and 128-row tiles and automatic path at 20-32 and 48-64 rows per expert
 #               (their switches, 26 and 56)
-#   ktests      the register kernel's tests (Fp4Mainloop, Int4Mainloop) of each build in NEW (default w)
-#   ab128       m against each build in NEW (default w), rounds in ROUNDS (default 2): the automatic
+#   ktests      the register kernel's tests (Fp4Mainloop, Int4Mainloop) of each build in NEW (default "w w4")
+#   ab128       m against each build in NEW (default "w w4"), rounds in ROUNDS (default 2): the automatic
 #               path and the forced 128-row tile at 56-118 rows per expert (the 128-row tile's range)
 set -u
 root=${ROOT:-.gpu/s46}
@@ -44,14 +45,14 @@ for part in "$@"; do
       bench tmix $b mixtral-8x7b 80,96,104,112,128,192,208,224,240,256 $s auto,prefill:4,prefill:5,prefill:2
       bench tds $b deepseek-v3 640,768,832,896,1024,1536,1664,1792,1920,2048 $s auto,prefill:4,prefill:5,prefill:2 ;;
     ktests)
-      for n in ${NEW:-w}; do
+      for n in ${NEW:-w w4}; do
         QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/$n timeout 150 $root/$n/qmoe_cuda_tests \
           --gtest_filter='Fp4Mainloop.*:Int4Mainloop.*:W4Prefill.*:RandomLayerEdges.*' > $o/tests_$n.log 2>&1
         echo "tests $n rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/tests_$n.log
       done ;;
     ab128)
       for r in $(seq ${ROUNDS:-2}); do
-        for n in m ${NEW:-w}; do
+        for n in m ${NEW:-w w4}; do
           s=mxfp4,nvfp4a16,w4a16_g32,w4a16_g128
           bench amix_r$r $n mixtral-8x7b 256,320,384,448 $s auto,prefill:2
           bench ads_r$r $n deepseek-v3 2048,2560,3072,3584 $s auto
