@@ -25,7 +25,7 @@ bench() {  # label build model tokens schemes paths
     --models $3 --tokens $4 --schemes $5 --gemm-paths $6 > $o/$1.$2.log 2>&1
   echo "$1 $2 rc $? ($((SECONDS - start)) s)"
 }
-b=${BIN:-d2}
+b=${BIN:-m}
 for part in "$@"; do
   case $part in
     synccheck)
@@ -62,4 +62,4 @@ for part in "$@"; do
       done ;;
   esac
 done
-tar czf $OUT/s43.tgz -C $OUT s43 && rm -rf $o
+tar czf $OUT/s43_$(IFS=_; echo "$*")_$b.tgz -C $OUT s43 && rm -rf $o
