@@ -4,7 +4,8 @@
 # Builds: d2 (.gpu/s45) = branch wip/narrow-deep-stages `df4a1a2`, whose code main's merge `b0815fa`
 # holds; in .gpu/s46, m = the same build and w = branch wip/deep-128 (the 128-row tile's bf16 formats
 # stage two k-tiles a stage; qmoe and tests) and w4 = branch wip/deep-128-4 (the same, 4 two-deep stages
-# where w has 3).
+# where w has 3), ni = branch wip/probe-no-inputs (qmoe only; the narrow tiles load no inputs: wrong
+# results, timing only: what the inputs' L2 traffic costs them).
 # Parts, in the order given:
 #   synccheck   compute-sanitizer synccheck of the register kernel's tests (sanitizer subset) on BIN
 #   paths       BIN's decode, 32-row tile and automatic path for MXFP4 and INT4 (g32, asymmetric g128)
@@ -14,6 +15,7 @@
 #   ktests      the register kernel's tests (Fp4Mainloop, Int4Mainloop) of each build in NEW (default "w w4")
 #   ab128       m against each build in NEW (default "w w4"), rounds in ROUNDS (default 2): the automatic
 #               path and the forced 128-row tile at 56-118 rows per expert (the 128-row tile's range)
+#   probe       m against ni, two rounds: the 32- and 64-row tiles forced, three 4-bit formats
 set -u
 root=${ROOT:-.gpu/s46}
 o=$OUT/s43; mkdir -p $o
@@ -58,6 +60,13 @@ for part in "$@"; do
           bench ads_r$r $n deepseek-v3 2048,2560,3072,3584 $s auto
           bench aq3_r$r $n qwen3-30b-a3b 1024,1536,1792 $s auto
           bench aoss_r$r $n gpt-oss-120b 2048,3072 mxfp4,nvfp4a16 auto
+        done
+      done ;;
+    probe)
+      for r in 1 2; do
+        for n in m ni; do
+          bench pbmix_r$r $n mixtral-8x7b 64,128 mxfp4,nvfp4a16,w4a16_g32 prefill:4,prefill:5
+          bench pbds_r$r $n deepseek-v3 512,1024 mxfp4,nvfp4a16,w4a16_g32 prefill:4,prefill:5
         done
       done ;;
   esac
