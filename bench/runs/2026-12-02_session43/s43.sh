@@ -5,17 +5,19 @@
 # holds; in .gpu/s46, m = the same build and w = branch wip/deep-128 (the 128-row tile's bf16 formats
 # stage two k-tiles a stage; qmoe and tests) and w4 = branch wip/deep-128-4 (the same, 4 two-deep stages
 # where w has 3), ni = branch wip/probe-no-inputs (qmoe only; the narrow tiles load no inputs: wrong
-# results, timing only: what the inputs' L2 traffic costs them).
+# results, timing only: what the inputs' L2 traffic costs them), mc = branch wip/narrow-multicast
+# (the narrow tiles in CTA pairs multicasting the input rows; qmoe and tests).
 # Parts, in the order given:
 #   synccheck   compute-sanitizer synccheck of the register kernel's tests (sanitizer subset) on BIN
 #   paths       BIN's decode, 32-row tile and automatic path for MXFP4 and INT4 (g32, asymmetric g128)
 #               at 6-13 rows per expert on five shapes (the decode switches after the deep stages)
 #   tiles       BIN's 32-, 64- and 128-row tiles and automatic path at 20-32 and 48-64 rows per expert
 #               (their switches, 26 and 56)
-#   ktests      the register kernel's tests (Fp4Mainloop, Int4Mainloop) of each build in NEW (default "w w4")
+#   ktests      the register kernel's tests (Fp4Mainloop, Int4Mainloop) of each build in NEW (default "w w4 mc")
 #   ab128       m against each build in NEW (default "w w4"), rounds in ROUNDS (default 2): the automatic
 #               path and the forced 128-row tile at 56-118 rows per expert (the 128-row tile's range)
-#   probe       m against ni, two rounds: the 32- and 64-row tiles forced, three 4-bit formats
+#   probe       m against ni and mc (mc only where its tests passed), two rounds: the 32- and 64-row
+#               tiles forced, three 4-bit formats
 set -u
 root=${ROOT:-.gpu/s46}
 o=$OUT/s43; mkdir -p $o
@@ -47,7 +49,7 @@ for part in "$@"; do
       bench tmix $b mixtral-8x7b 80,96,104,112,128,192,208,224,240,256 $s auto,prefill:4,prefill:5,prefill:2
       bench tds $b deepseek-v3 640,768,832,896,1024,1536,1664,1792,1920,2048 $s auto,prefill:4,prefill:5,prefill:2 ;;
     ktests)
-      for n in ${NEW:-w w4}; do
+      for n in ${NEW:-w w4 mc}; do
         QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/$n timeout 150 $root/$n/qmoe_cuda_tests \
           --gtest_filter='Fp4Mainloop.*:Int4Mainloop.*:W4Prefill.*:RandomLayerEdges.*' > $o/tests_$n.log 2>&1
         echo "tests $n rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/tests_$n.log
@@ -64,7 +66,8 @@ for part in "$@"; do
       done ;;
     probe)
       for r in 1 2; do
-        for n in m ni; do
+        for n in m ni mc; do
+          [[ $n == mc ]] && ! grep -q "^\[  PASSED" $o/tests_mc.log 2>/dev/null && continue
           bench pbmix_r$r $n mixtral-8x7b 64,128 mxfp4,nvfp4a16,w4a16_g32 prefill:4,prefill:5
           bench pbds_r$r $n deepseek-v3 512,1024 mxfp4,nvfp4a16,w4a16_g32 prefill:4,prefill:5
         done
