@@ -62,9 +62,11 @@ struct RingPosition {
 // stages, and the int8 formats one.
 template <int N, class Format>
 inline constexpr int kStageDepth = N <= 128 && !Format::kInt8Mma ? 2 : 1;
-// Stages in the ring: the same k-tiles in flight whatever the depth (rounded down).
+// Stages in the ring: the same k-tiles in flight whatever the depth (rounded down), but for the
+// 128-row tile's two-deep stages: 4 (8 k-tiles; shared memory has room for them, not for 8 single
+// stages of the int8 formats).
 template <int N, class Format>
-inline constexpr int kRingStages = TileShape<N>::kStages / kStageDepth<N, Format>;
+inline constexpr int kRingStages = N == 128 && kStageDepth<N, Format> == 2 ? 4 : TileShape<N>::kStages / kStageDepth<N, Format>;
 // Format::kCodeBytes / kWords: a consumer's codes and scale words per k-tile (the format's); a
 // stage's k-tiles follow one another as the repacked copy lays them out.
 template <int N, class Format>
