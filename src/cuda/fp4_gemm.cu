@@ -56,14 +56,17 @@ struct RingPosition {
   }
 };
 
-// K-tiles per stage: the narrow tiles' bf16 formats stage two, so that a barrier round trip, the
-// release and the ring's step come once per 128 k (their per-k-tile overhead was ~40% of a
-// consumer's instructions); the wider tiles and the int8 formats one.
+// K-tiles per stage: the bf16 formats' tiles up to 128 input rows stage two, so that a barrier
+// round trip, the release and the ring's step come once per 128 k (on the narrow tiles their
+// per-k-tile overhead was ~40% of a consumer's instructions); the wider tiles, whose rings hold 4-5
+// stages, and the int8 formats one.
 template <int N, class Format>
-inline constexpr int kStageDepth = N <= 64 && !Format::kInt8Mma ? 2 : 1;
-// Stages in the ring: the same k-tiles in flight whatever the depth (rounded down).
+inline constexpr int kStageDepth = N <= 128 && !Format::kInt8Mma ? 2 : 1;
+// Stages in the ring: the same k-tiles in flight whatever the depth (rounded down), but for the
+// 128-row tile's two-deep stages: 4 (8 k-tiles; shared memory has room for them, not for 8 single
+// stages of the int8 formats).
 template <int N, class Format>
-inline constexpr int kRingStages = TileShape<N>::kStages / kStageDepth<N, Format>;
+inline constexpr int kRingStages = N == 128 && kStageDepth<N, Format> == 2 ? 4 : TileShape<N>::kStages / kStageDepth<N, Format>;
 // Format::kCodeBytes / kWords: a consumer's codes and scale words per k-tile (the format's); a
 // stage's k-tiles follow one another as the repacked copy lays them out.
 template <int N, class Format>
@@ -809,8 +812,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // and serializes every wgmma of the instance (C7513). The narrow tiles take it after the loop;
     // the wider ones leave the loop by a `break` (a copy after the loop costs them registers, C7512).
     // (The `break` form on the narrow tiles measured 1-4% slower for INT4.)
-    // (With two k-tiles a stage, the narrow tiles' pair is a stage; an odd count's last stage holds
-    // one k-tile.)
+    // (With two k-tiles a stage, the loop's pair is a stage; an odd count's last stage holds one
+    // k-tile.)
     if constexpr (N <= 64) {
       int kt = 0;
       for (; kt + 1 < k_tiles; kt += 2) {
@@ -824,7 +827,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
       for (int kt = 0; kt < k_tiles; kt += 2) {
         mma_tile(kt, a_even, a_odd, kFirst);
-        if (kt + 1 == k_tiles) break;
+        if (kt + 1 == k_tiles) {
+          if constexpr (kDepth == 2) ring.advance();
+          break;
+        }
         mma_tile(kt + 1, a_odd, a_even, kLast);
       }
     }
