@@ -175,8 +175,15 @@ inline constexpr int kGroupedMinRowsPerExpertDequantF16 = 128;
 // (~10); at exactly 10 rows the automatic paths of both switches, same call (short_ab/), were even
 // on DeepSeek-V3 TP8 (557.1 vs 556.6 layer µs) and decode 1% faster on Kimi-K2 TP8 (816.5 vs 826.3).
 // Hence 11 (at 12-16 rows the 32-row tile took 0.73-0.90 of decode's GEMM µs).
-inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 9;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 9;
+// Forty-third session: the narrow tiles stage two k-tiles a stage (fp4_gemm.cu), MXFP4's 32-row tile
+// ~5% faster. Layer µs decode vs the 32-row tile, same call, one round (bench/runs/2026-12-02_session43/
+// paths/crossings.txt): Mixtral-8x7B 415.2 vs 410.8 at 7 rows, 418.6 vs 409.1 at 8; DeepSeek-V3
+// 2958.7 vs 3065.6 at 7, 3104.0 vs 3076.0 at 8; gpt-oss-120b 908.4 vs 913.2 at 6, 945.1 vs 911.4 at 7,
+// 985.6 vs 912.6 at 8; Qwen3-30B-A3B 202.6 vs 210.2 at 7, 213.9 vs 210.5 at 8; DeepSeek-V3 TP8 528.3
+// vs 533.5 at 9, 553.5 vs 539.2 at 10. Hence 8 for the few-expert, long and medium reductions (at 7
+// Mixtral-8x7B's tile was only 1% ahead and DeepSeek-V3's 3.5% behind) and 10 for the short one.
+inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 8;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 8;
 // The same kernel on NVFP4 weight-only (kNvfp4Bf16; its decode kernels are slower than MXFP4's) and
 // on INT4 with bf16 scales (kInt4RegsBf16: then groups of 32, zero points), GEMM us decode vs prefill,
 // same call each, 02bce2d and a24922d (the same kernels; bench/runs/2026-11-30_w4_regs/), crossings
@@ -221,6 +228,14 @@ inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 9;
 //   Hence 10 (few experts), 9 (long: DeepSeek-V3 gives up 2% at 9 rows, gpt-oss-120b 4.6% at 8), 10
 //   (medium). The short reduction keeps 12: there W4A16 g128, whose decode kernels are faster, takes
 //   the same switch (kInt4RegsOverMixedMinRowsShortReduction is 0) and was not measured.
+// Forty-third session, after the narrow tiles' two-deep stages (INT4's 32-row tile ~4% faster):
+// layer µs decode vs the 32-row tile, same call, one round (bench/runs/2026-12-02_session43/paths/
+// crossings.txt): Mixtral-8x7B g32 404.0 vs 404.5 at 8 rows, 417.0 vs 405.7 at 9, asym g128 410.3 vs
+// 403.1 at 9; Qwen3-30B-A3B g32 207.5 vs 207.5 at 8, 219.3 vs 212.5 at 9, asym 217.0 vs 212.8 at 9;
+// DeepSeek-V3 g32 3001.7 vs 3052.0 at 8, 3195.1 vs 3038.5 at 9; DeepSeek-V3 TP8 g32 534.7 vs 531.7
+// at 10, 561.2 vs 536.2 at 11. Hence 9 for few experts and the medium reduction (10 before); the long
+// reduction keeps 9 (gpt-oss-120b's tile led from 7, DeepSeek-V3's only from 9) and the short one 12
+// (W4A16 g128, above).
 inline constexpr int kGroupedMinRowsPerExpertNvfp4FewExperts = 7;
 inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 6;
 // INT4 few experts, thirtieth session (the prefill kernel a little faster since; W4A16 g128 on the
@@ -228,7 +243,7 @@ inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 6;
 // (bench/runs/2026-12-01_session30/grid/switch.txt): g128 642.8 vs 670.9 at 20 rows, 682.1 vs 652.5
 // at 22 (~21); g32 672.7 vs 674.8 at 20, 715.3 vs 662.7 at 22 (~20); with the switch at 21, g128
 // 661.6 vs 677.7 at 21, 679.5 vs 660.5 at 22 (bench/runs/2026-12-01_session30/verify/switch.txt).
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 10;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 9;
 // With many experts the MXFP4 and NVFP4 switches move with GEMM2's reduction, the layer's
 // intermediate size per partition: the register kernel runs k in 64-column tiles, so with a short k
 // its pipeline's fill and drain weigh more (w2 of the TP8 shapes: 4 k-tiles), while the decode
@@ -280,12 +295,12 @@ inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 10;
 // Medium value 17 takes decode there, 1% slower at 16).
 inline constexpr int kRegsMinInterLongReduction = 2048;
 inline constexpr int kRegsMinInterMediumReduction = 512;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 9;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 11;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 8;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 10;
 inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 7;
 inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 8;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsLongReduction = 9;
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsMediumReduction = 10;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsMediumReduction = 9;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 12;
 // W4A16 with groups of >= 64 or channel scales has two prefill kernels: CUTLASS's mixed-input kernel
 // on the checkpoint's codes beats the decode kernels from kGroupedMinRowsPerExpertInt4(FewExperts)
@@ -420,6 +435,16 @@ inline constexpr int kInt4RegsOverMixedMinRowsShortReduction = 0;
 //   DeepSeek-V3 32 4796 / 3850 / 4437, 48 6673 / 4040 / 4449; Qwen3-30B-A3B 32 293 / 231 / 253, 48
 //   399 / 229 / 253, 64 479 / 317 / 281.
 // Hence 64 rows up to 56 for every format (MXFP4's measured crossing), 32 below 26 as before.
+// Forty-third session, the narrow tiles' two-deep stages: layer µs 32 / 64 / 128 rows forced, same
+// call, one round (bench/runs/2026-12-02_session43/tiles/fastest.txt), at a mean of 26 rows per
+// expert, where 26 took the 64-row tile: Mixtral-8x7B MXFP4 407.5 / 459.6 / 613.1, NVFP4 397.2 /
+// 434.0 / 586.2, INT4 g32 405.1 / 439.8 / 601.1; DeepSeek-V3 MXFP4 3569.1 / 3588.1 / 4211.0, NVFP4
+// 3552.5 / 3872.7 / 4086.4, INT4 g32 3556.8 / 3872.3 / 4335.4; at 28 the 64-row tile led but for
+// DeepSeek-V3's INT4 g32. Hence MXFP4 and NVFP4 32 rows below 27. INT4 keeps 26, where W4A16 g128
+// leaves CUTLASS's mixed-input kernel for the register kernel's 64-row tile
+// (kInt4RegsOverMixedMinRowsFewExperts; g128's 32-row tile there was not measured). At 56 rows the
+// 128-row tile led on Mixtral-8x7B (563.2 vs 585.5 MXFP4) and the 64-row one on DeepSeek-V3 (4442.1
+// vs 4558.1 MXFP4, 4162.1 vs 4532.6 NVFP4): 56 stays.
 // Mean rows per expert from `from` up to `until` (excluded); {} (empty): none.
 struct RowRange {
   int from = 0, until = 0;
@@ -434,8 +459,8 @@ struct RegisterTileSwitches {
   int until_32, until_64;
 };
 inline constexpr RegisterTileSwitches kInt4RegsTiles{118, {0, 168}, {{244, 312}, {504, 624}, {768, 920}}, 26, 56};
-inline constexpr RegisterTileSwitches kMxfp4Tiles{119, {126, 180}, {{244, 312}, {504, 624}, {768, 920}}, 26, 56};
-inline constexpr RegisterTileSwitches kNvfp4Tiles{121, {0, 168}, {{244, 312}, {528, 592}, {}}, 26, 56};
+inline constexpr RegisterTileSwitches kMxfp4Tiles{119, {126, 180}, {{244, 312}, {504, 624}, {768, 920}}, 27, 56};
+inline constexpr RegisterTileSwitches kNvfp4Tiles{121, {0, 168}, {{244, 312}, {528, 592}, {}}, 27, 56};
 // Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,
 // 128 x 48 below kInt4MinRowsForSmall, then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880
 // us against 5945 and 8639 for the larger ones, 93addc3), 128 x 192 in clusters of 2 up to 256, then

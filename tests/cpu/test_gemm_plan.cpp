@@ -481,11 +481,11 @@ TEST(GemmPlan, Int4RegistersPrefillKernel) {
   EXPECT_EQ(plan_grouped_kernel(k96, false, GemmInput{}, mma), GroupedKernel::kDequantBf16);
   EXPECT_TRUE(dequantizes_in_registers(GroupedKernel::kInt4RegsBf16));
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt4RegsBf16));
-  // Measured crossovers: 10 rows per expert for few experts; with many, by GEMM2's reduction (9 / 10
+  // Measured crossovers: 9 rows per expert for few experts; with many, by GEMM2's reduction (9 / 9
   // / 12: RegisterKernelSwitchFollowsTheReduction).
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336), 40);    // Mixtral-8x7B
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336), 36);    // Mixtral-8x7B
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 384, 8, 256), 576);  // Kimi-K2 TP8
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 128, 8, 768), 160);  // Qwen3-30B-A3B
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 128, 8, 768), 144);  // Qwen3-30B-A3B
   // Its copy: codes, bf16 scales as words (4 bytes per 32 weights), zero points as many again.
   EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128), 256 * 64 + 256 * 16);
   EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128, true), 256 * 64 + 256 * 32);
@@ -579,8 +579,8 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge), "persistent 128x320 (weight rows x input rows)");
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), (int64_t{kGroupedMinRowsPerExpertMxfp4LongReduction} * 128 + 3) / 4);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), int64_t{kGroupedMinRowsPerExpertMxfp4FewExperts} * 4);
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), 36);   // Mixtral-8x7B: 9 rows per expert
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), 288);  // gpt-oss-120b: 9
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), 32);   // Mixtral-8x7B: 8 rows per expert
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), 256);  // gpt-oss-120b: 8
   // NVFP4 as vLLM's weight-only layers scale it (fp32 products: not rounded to the scale dtype), fp8
   // scales per 16 in order: the same kernel; rounded to bf16, the dequantized path.
   GemmLayout nvfp4 = layout_of_scheme("nvfp4a16");
@@ -1031,16 +1031,16 @@ TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
 TEST(GemmPlan, RegisterKernelSwitchFollowsTheReduction) {
   const GroupedKernel mx = GroupedKernel::kMxfp4Bf16, nv = GroupedKernel::kNvfp4Bf16;
   const GroupedKernel int4 = GroupedKernel::kInt4RegsBf16;
-  // gpt-oss-120b (128 experts, top-4, intermediate 2880): 9, 6 and 9 rows per expert.
-  EXPECT_EQ(grouped_min_tokens(mx, 128, 4, 2880), 9 * 128 / 4);
+  // gpt-oss-120b (128 experts, top-4, intermediate 2880): 8, 6 and 9 rows per expert.
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 4, 2880), 8 * 128 / 4);
   EXPECT_EQ(grouped_min_tokens(nv, 128, 4, 2880), 6 * 128 / 4);
   EXPECT_EQ(grouped_min_tokens(int4, 128, 4, 2880), 9 * 128 / 4);
-  // Qwen3-30B-A3B (128, top-8, 768): 9, 7 and 10.
-  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, 768), 9 * 128 / 8);
+  // Qwen3-30B-A3B (128, top-8, 768): 8, 7 and 9.
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, 768), 8 * 128 / 8);
   EXPECT_EQ(grouped_min_tokens(nv, 128, 8, 768), 7 * 128 / 8);
-  EXPECT_EQ(grouped_min_tokens(int4, 128, 8, 768), 10 * 128 / 8);
-  // DeepSeek-V3 and Kimi-K2 at TP8 (256 / 384, top-8, 256): 11, 8 and 12.
-  EXPECT_EQ(grouped_min_tokens(mx, 256, 8, 256), 11 * 256 / 8);
+  EXPECT_EQ(grouped_min_tokens(int4, 128, 8, 768), 9 * 128 / 8);
+  // DeepSeek-V3 and Kimi-K2 at TP8 (256 / 384, top-8, 256): 10, 8 and 12.
+  EXPECT_EQ(grouped_min_tokens(mx, 256, 8, 256), 10 * 256 / 8);
   EXPECT_EQ(grouped_min_tokens(nv, 384, 8, 256), 8 * 384 / 8);
   EXPECT_EQ(grouped_min_tokens(int4, 256, 8, 256), 12 * 256 / 8);
   // The tier edges: kRegsMinInterLongReduction and kRegsMinInterMediumReduction belong to the longer tier.
