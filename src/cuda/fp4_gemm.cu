@@ -56,17 +56,18 @@ struct RingPosition {
   }
 };
 
-// K-tiles per stage: the bf16 formats' tiles up to 128 input rows stage two, so that a barrier
-// round trip, the release and the ring's step come once per 128 k (on the narrow tiles their
-// per-k-tile overhead was ~40% of a consumer's instructions); the wider tiles, whose rings hold 4-5
-// stages, and the int8 formats one.
+// K-tiles per stage: the bf16 formats' narrow tiles stage four and their 128-row tile two, so that
+// a barrier round trip, the release and the ring's step come once per 256 / 128 k (on the narrow
+// tiles their per-k-tile overhead was ~40% of a consumer's instructions); the wider tiles, whose
+// rings hold 4-5 stages, and the int8 formats one.
 template <int N, class Format>
-inline constexpr int kStageDepth = N <= 128 && !Format::kInt8Mma ? 2 : 1;
-// Stages in the ring: the same k-tiles in flight whatever the depth (rounded down), but for the
-// 128-row tile's two-deep stages: 4 (8 k-tiles; shared memory has room for them, not for 8 single
-// stages of the int8 formats).
+inline constexpr int kStageDepth = Format::kInt8Mma ? 1 : N <= 64 ? 4 : N == 128 ? 2 : 1;
+// Stages in the ring: 4 of four on the 32-row tile (16 k-tiles in flight, 14 single stages before),
+// 3 of four on the 64-row one (12; 11 before), 4 of two on the 128-row one (8; 6 before): shared
+// memory has room for these, not for as many single stages of the int8 formats; the rest hold
+// TileShape's count.
 template <int N, class Format>
-inline constexpr int kRingStages = N == 128 && kStageDepth<N, Format> == 2 ? 4 : TileShape<N>::kStages / kStageDepth<N, Format>;
+inline constexpr int kRingStages = kStageDepth<N, Format> == 1 ? TileShape<N>::kStages : N == 64 ? 3 : 4;
 // Format::kCodeBytes / kWords: a consumer's codes and scale words per k-tile (the format's); a
 // stage's k-tiles follow one another as the repacked copy lays them out.
 template <int N, class Format>
@@ -814,15 +815,24 @@ __global__ void __launch_bounds__(kThreads, 1)
     // (The `break` form on the narrow tiles measured 1-4% slower for INT4.)
     // (With two k-tiles a stage, the loop's pair is a stage; an odd count's last stage holds one
     // k-tile.)
-    if constexpr (N <= 64) {
+    if constexpr (N <= 64) {  // (four-deep stages: a stage per iteration, a short last one after it)
+      static_assert(kDepth == 4);
+      constexpr std::integral_constant<int, 1> kSecond{};
+      constexpr std::integral_constant<int, 2> kThird{};
       int kt = 0;
-      for (; kt + 1 < k_tiles; kt += 2) {
+      for (; kt + 3 < k_tiles; kt += 4) {
         mma_tile(kt, a_even, a_odd, kFirst);
-        mma_tile(kt + 1, a_odd, a_even, kLast);
+        mma_tile(kt + 1, a_odd, a_even, kSecond);
+        mma_tile(kt + 2, a_even, a_odd, kThird);
+        mma_tile(kt + 3, a_odd, a_even, kLast);
       }
       if (kt < k_tiles) {
         mma_tile(kt, a_even, a_odd, kFirst);
-        if constexpr (kDepth == 2) ring.advance();
+        if (kt + 1 < k_tiles) {
+          mma_tile(kt + 1, a_odd, a_even, kSecond);
+          if (kt + 2 < k_tiles) mma_tile(kt + 2, a_even, a_odd, kThird);
+        }
+        ring.advance();
       }
     } else {
       for (int kt = 0; kt < k_tiles; kt += 2) {
