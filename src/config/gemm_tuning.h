@@ -182,8 +182,15 @@ inline constexpr int kGroupedMinRowsPerExpertDequantF16 = 128;
 // 985.6 vs 912.6 at 8; Qwen3-30B-A3B 202.6 vs 210.2 at 7, 213.9 vs 210.5 at 8; DeepSeek-V3 TP8 528.3
 // vs 533.5 at 9, 553.5 vs 539.2 at 10. Hence 8 for the few-expert, long and medium reductions (at 7
 // Mixtral-8x7B's tile was only 1% ahead and DeepSeek-V3's 3.5% behind) and 10 for the short one.
-inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 8;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 8;
+// Forty-fourth session: the narrow tiles stage four k-tiles a stage (fp4_gemm.cu; their layers
+// 0.82-0.99x), and every 4-bit switch to the 32-row tile moved down. Layer µs decode vs the 32-row
+// tile, two calls of one round each (bench/runs/2026-12-02_session44/paths/crossings.txt and
+// low/crossings.txt): Mixtral-8x7B 383.7 vs 391.6 at 6 rows, 417.4 vs 389.5 at 7; DeepSeek-V3 at 6
+// 2871.7 vs 2855.0 and 2881.0 vs 2887.3 (a tie), 2972.3 vs 2866.6 at 7; gpt-oss-120b 792.9 vs 864.7
+// at 5, 910.3 vs 867.1 at 6; Qwen3-30B-A3B 195.3 vs 200.4 at 6, 203.7 vs 202.4 at 7; DeepSeek-V3 TP8
+// 464.0 vs 474.3 at 6, 484.4 vs 476.7 at 7. Hence 7 (few experts), 6 (long), 7 (medium), 7 (short).
+inline constexpr int kGroupedMinRowsPerExpertMxfp4FewExperts = 7;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 6;
 // The same kernel on NVFP4 weight-only (kNvfp4Bf16; its decode kernels are slower than MXFP4's) and
 // on INT4 with bf16 scales (kInt4RegsBf16: then groups of 32, zero points), GEMM us decode vs prefill,
 // same call each, 02bce2d and a24922d (the same kernels; bench/runs/2026-11-30_w4_regs/), crossings
@@ -236,14 +243,29 @@ inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 8;
 // at 10, 561.2 vs 536.2 at 11. Hence 9 for few experts and the medium reduction (10 before); the long
 // reduction keeps 9 (gpt-oss-120b's tile led from 7, DeepSeek-V3's only from 9) and the short one 12
 // (W4A16 g128, above).
-inline constexpr int kGroupedMinRowsPerExpertNvfp4FewExperts = 7;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 6;
+// Forty-fourth session, the four-deep stages (NVFP4's narrow tiles 0.82-0.84x): layer µs decode vs
+// the 32-row tile, one round (bench/runs/2026-12-02_session44/low/crossings.txt): Mixtral-8x7B 343.6
+// vs 358.2 at 5 rows, 403.9 vs 345.1 at 6; DeepSeek-V3 2354.9 vs 2441.2 at 4, 2572.3 vs 2464.6 at 5;
+// gpt-oss-120b 782.7 vs 739.2 at 4; Qwen3-30B-A3B 169.7 vs 182.0 at 4, 196.5 vs 182.7 at 5;
+// DeepSeek-V3 TP8 431.5 vs 433.3 at 5 (a tie), 489.4 vs 439.2 at 6. Hence 6 (few experts), 5 (long:
+// at 4 DeepSeek-V3's decode led by 3.5%, gpt-oss-120b's tile by 5.6%), 5 (medium), 6 (short).
+inline constexpr int kGroupedMinRowsPerExpertNvfp4FewExperts = 6;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4LongReduction = 5;
 // INT4 few experts, thirtieth session (the prefill kernel a little faster since; W4A16 g128 on the
 // register kernel from then): Mixtral-8x7B layer µs decode vs prefill, same call
 // (bench/runs/2026-12-01_session30/grid/switch.txt): g128 642.8 vs 670.9 at 20 rows, 682.1 vs 652.5
 // at 22 (~21); g32 672.7 vs 674.8 at 20, 715.3 vs 662.7 at 22 (~20); with the switch at 21, g128
 // 661.6 vs 677.7 at 21, 679.5 vs 660.5 at 22 (bench/runs/2026-12-01_session30/verify/switch.txt).
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 9;
+// Forty-fourth session, the four-deep stages: layer µs decode vs the 32-row tile, two calls of one
+// round each (bench/runs/2026-12-02_session44/paths/ and low/crossings.txt): Mixtral-8x7B g32 366.6
+// vs 371.5 at 6 rows, 401.1 vs 369.0 at 7, asymmetric g128 363.4 vs 381.7 at 6, 395.4 vs 381.0 at 7;
+// DeepSeek-V3 g32 at 6 2721.2 vs 2710.2 and 2728.2 vs 2863.9, at 7 2840.9 vs 2814.2 and 2855.1 vs
+// 2860.4, 3003.7 vs 2716.5 at 8, asym g128 2749.5 vs 2791.9 at 6, 2866.8 vs 2844.9 at 7; gpt-oss-120b
+// g32 764.2 vs 808.0 at 5, 879.5 vs 815.5 at 6; Qwen3-30B-A3B g32 188.4 vs 193.0 at 6, 196.6 vs 192.4
+// at 7, asym g128 195.4 vs 199.0 at 7, 208.7 vs 200.2 at 8; DeepSeek-V3 TP8 g32 464.0 vs 458.5 at 7,
+// asym g128 468.6 vs 470.4 at 7 (a tie), 490.8 vs 477.7 at 8, W4A16 g128 (this switch's too) 451.4
+// vs 461.0 at 7, 470.9 vs 464.0 at 8. Hence 7 (few experts), 7 (long), 8 (medium), 8 (short).
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 7;
 // With many experts the MXFP4 and NVFP4 switches move with GEMM2's reduction, the layer's
 // intermediate size per partition: the register kernel runs k in 64-column tiles, so with a short k
 // its pipeline's fill and drain weigh more (w2 of the TP8 shapes: 4 k-tiles), while the decode
@@ -295,13 +317,14 @@ inline constexpr int kGroupedMinRowsPerExpertInt4RegsFewExperts = 9;
 // Medium value 17 takes decode there, 1% slower at 16).
 inline constexpr int kRegsMinInterLongReduction = 2048;
 inline constexpr int kRegsMinInterMediumReduction = 512;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 8;
-inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 10;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 7;
-inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 8;
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsLongReduction = 9;
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsMediumReduction = 9;
-inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 12;
+// (The forty-fourth session's values: above, with the few-expert ones.)
+inline constexpr int kGroupedMinRowsPerExpertMxfp4MediumReduction = 7;
+inline constexpr int kGroupedMinRowsPerExpertMxfp4ShortReduction = 7;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4MediumReduction = 5;
+inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 6;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsLongReduction = 7;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsMediumReduction = 8;
+inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 8;
 // W4A16 with groups of >= 64 or channel scales has two prefill kernels: CUTLASS's mixed-input kernel
 // on the checkpoint's codes beats the decode kernels from kGroupedMinRowsPerExpertInt4(FewExperts)
 // rows per expert, the register kernel on the repacked copy only from more rows, and it beats
@@ -325,6 +348,16 @@ inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 12;
 // 26, the narrow tiles' own switch, for few experts; the long reduction (DeepSeek-V3, W4A16 g128 not
 // re-measured: g32's 32-row tile 3368 / 3490 µs at 16 / 24 rows against the mixed-input kernel's
 // 3599 / 3801 in the thirty-first session) takes the same.
+// Forty-fourth session, the narrow tiles' four-deep stages: the 32-row tile beats both other
+// kernels wherever the register kernel's own switch lets it run. Layer µs W4A16 g128 automatic path
+// (decode, then the mixed-input kernel from kGroupedMinRowsPerExpertInt4*) / decode / the 32-row
+// tile, one call (bench/runs/2026-12-02_session44/g128/crossings.txt): Mixtral-8x7B 8 rows 383.3 /
+// 383.1 / 370.1, 16 483.3 / 571.1 / 365.1, 24 489.4 / 686.0 / 367.7; DeepSeek-V3 8 2864.3 / 2860.3 /
+// 2945.3, 10 3239.3 / 3210.9 / 2776.6, 16 3690.5 / 4269.8 / 2779.8, 24 3821.6 / 5525.7 / 3219.1;
+// Qwen3-30B-A3B 8 199.7 / 199.4 / 192.2, 12 198.4 / 252.1 / 197.7. So the mixed-input kernel has
+// no range of its own left. Not applied yet: branch `wip/planner-44` drops the range and its
+// mechanism (RepackedCopyUse's `without_below`, the layer's second plan); its GPU tests have not run
+// (bench/NOTES.md, "First").
 inline constexpr int kInt4RegsOverMixedMinRowsFewExperts = 26;
 inline constexpr int kInt4RegsOverMixedMinRowsLongReduction = 26;
 // (W4A16 g128 on a medium reduction: the register kernel from 12 rows, the switch measured for INT4
@@ -445,6 +478,16 @@ inline constexpr int kInt4RegsOverMixedMinRowsShortReduction = 0;
 // (kInt4RegsOverMixedMinRowsFewExperts; g128's 32-row tile there was not measured). At 56 rows the
 // 128-row tile led on Mixtral-8x7B (563.2 vs 585.5 MXFP4) and the 64-row one on DeepSeek-V3 (4442.1
 // vs 4558.1 MXFP4, 4162.1 vs 4532.6 NVFP4): 56 stays.
+// Forty-fourth session, the four-deep stages on the 32- and 64-row tiles: layer µs 32 / 64 / 128,
+// one round (bench/runs/2026-12-02_session44/tiles/fastest.txt): at 26 rows per expert INT4 g32
+// Mixtral-8x7B 362.5 / 414.9 / 594.0, DeepSeek-V3 3245.3 / 3303.0 / 4202.5, so INT4 takes 27 too
+// (W4A16 g128 there leaves the mixed-input kernel for the 32-row tile: 0.86x at 26 rows,
+// verify/summary.txt); at 28 the
+// 64-row tile led every row. At 56 rows the 64-row tile led (64 / 128): Mixtral-8x7B NVFP4 488.1 /
+// 515.7, INT4 g32 528.4 / 538.4, DeepSeek-V3 MXFP4 4096.7 / 4269.4, NVFP4 3719.6 / 3979.8, g32
+// 3955.2 / 4321.9 (Mixtral-8x7B MXFP4 553.7 / 549.8, a tie); at 60 the 128-row one (Mixtral-8x7B
+// all three, DeepSeek-V3 MXFP4 4655.0 / 4552.1, NVFP4 4409.8 / 4255.0) but DeepSeek-V3 g32 (4550.9 /
+// 4695.0). Interpolated crossings ~56-59: 58.
 // Mean rows per expert from `from` up to `until` (excluded); {} (empty): none.
 struct RowRange {
   int from = 0, until = 0;
@@ -458,9 +501,9 @@ struct RegisterTileSwitches {
   RowRange huge[3];
   int until_32, until_64;
 };
-inline constexpr RegisterTileSwitches kInt4RegsTiles{118, {0, 168}, {{244, 312}, {504, 624}, {768, 920}}, 26, 56};
-inline constexpr RegisterTileSwitches kMxfp4Tiles{119, {126, 180}, {{244, 312}, {504, 624}, {768, 920}}, 27, 56};
-inline constexpr RegisterTileSwitches kNvfp4Tiles{121, {0, 168}, {{244, 312}, {528, 592}, {}}, 27, 56};
+inline constexpr RegisterTileSwitches kInt4RegsTiles{118, {0, 168}, {{244, 312}, {504, 624}, {768, 920}}, 27, 58};
+inline constexpr RegisterTileSwitches kMxfp4Tiles{119, {126, 180}, {{244, 312}, {504, 624}, {768, 920}}, 27, 58};
+inline constexpr RegisterTileSwitches kNvfp4Tiles{121, {0, 168}, {{244, 312}, {528, 592}, {}}, 27, 58};
 // Tiles of the mixed-input kernels by mean rows per expert: 128 x 32 below kInt4MinRowsForTiny48,
 // 128 x 48 below kInt4MinRowsForSmall, then 128 x 128 below 128 rows (DeepSeek-V3 at 64 rows: 4880
 // us against 5945 and 8639 for the larger ones, 93addc3), 128 x 192 in clusters of 2 up to 256, then

@@ -481,11 +481,11 @@ TEST(GemmPlan, Int4RegistersPrefillKernel) {
   EXPECT_EQ(plan_grouped_kernel(k96, false, GemmInput{}, mma), GroupedKernel::kDequantBf16);
   EXPECT_TRUE(dequantizes_in_registers(GroupedKernel::kInt4RegsBf16));
   EXPECT_TRUE(takes_16bit_rows(GroupedKernel::kInt4RegsBf16));
-  // Measured crossovers: 9 rows per expert for few experts; with many, by GEMM2's reduction (9 / 9
-  // / 12: RegisterKernelSwitchFollowsTheReduction).
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336), 36);    // Mixtral-8x7B
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 384, 8, 256), 576);  // Kimi-K2 TP8
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 128, 8, 768), 144);  // Qwen3-30B-A3B
+  // Measured crossovers: 7 rows per expert for few experts; with many, by GEMM2's reduction (7 / 8
+  // / 8: RegisterKernelSwitchFollowsTheReduction).
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336), 28);    // Mixtral-8x7B
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 384, 8, 256), 384);  // Kimi-K2 TP8
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 128, 8, 768), 128);  // Qwen3-30B-A3B
   // Its copy: codes, bf16 scales as words (4 bytes per 32 weights), zero points as many again.
   EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128), 256 * 64 + 256 * 16);
   EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128, true), 256 * 64 + 256 * 32);
@@ -579,8 +579,8 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
   EXPECT_EQ(tile_config(GroupedKernel::kMxfp4Bf16, GroupedTile::kHuge), "persistent 128x320 (weight rows x input rows)");
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), (int64_t{kGroupedMinRowsPerExpertMxfp4LongReduction} * 128 + 3) / 4);
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), int64_t{kGroupedMinRowsPerExpertMxfp4FewExperts} * 4);
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), 32);   // Mixtral-8x7B: 8 rows per expert
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), 256);  // gpt-oss-120b: 8
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 8, 2, 14336), 28);   // Mixtral-8x7B: 7 rows per expert
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kMxfp4Bf16, 128, 4, 2880), 192);  // gpt-oss-120b: 6
   // NVFP4 as vLLM's weight-only layers scale it (fp32 products: not rounded to the scale dtype), fp8
   // scales per 16 in order: the same kernel; rounded to bf16, the dequantized path.
   GemmLayout nvfp4 = layout_of_scheme("nvfp4a16");
@@ -602,11 +602,11 @@ TEST(GemmPlan, Mxfp4PrefillKernel) {
     EXPECT_EQ(grouped_tile_built(GroupedKernel::kNvfp4Bf16, tile), grouped_tile_built(GroupedKernel::kMxfp4Bf16, tile));
     EXPECT_EQ(tile_config(GroupedKernel::kNvfp4Bf16, tile), tile_config(GroupedKernel::kMxfp4Bf16, tile));
   }
-  // Measured crossovers: 7 rows per expert for few experts; with many, 6 for long reductions (7 / 8
+  // Measured crossovers: 6 rows per expert for few experts; with many, 5 for long reductions (5 / 6
   // for medium / short ones: RegisterKernelSwitchFollowsTheReduction).
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2, 14336), 28);     // Mixtral-8x7B
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 128, 4, 2880), 192);  // gpt-oss-120b: 6
-  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 129, 4, 2880), 194);  // (6 * 129 / 4 rounded up)
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 8, 2, 14336), 24);     // Mixtral-8x7B
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 128, 4, 2880), 160);  // gpt-oss-120b: 5
+  EXPECT_EQ(grouped_min_tokens(GroupedKernel::kNvfp4Bf16, 129, 4, 2880), 162);  // (5 * 129 / 4 rounded up)
   // The repacked copy: rows padded to 128, codes and scales (gpt-oss-120b's w2: 2880 x 2880; NVFP4's
   // scales are bf16 words, 4 bytes per 32 weights).
   EXPECT_EQ(repacked(GroupedKernel::kNvfp4Bf16, 256, 128), 256 * 64 + 256 * 16);
@@ -1031,23 +1031,24 @@ TEST(GemmPlan, W4A8PrefillKernelNeedsItsLayout) {
 TEST(GemmPlan, RegisterKernelSwitchFollowsTheReduction) {
   const GroupedKernel mx = GroupedKernel::kMxfp4Bf16, nv = GroupedKernel::kNvfp4Bf16;
   const GroupedKernel int4 = GroupedKernel::kInt4RegsBf16;
-  // gpt-oss-120b (128 experts, top-4, intermediate 2880): 8, 6 and 9 rows per expert.
-  EXPECT_EQ(grouped_min_tokens(mx, 128, 4, 2880), 8 * 128 / 4);
-  EXPECT_EQ(grouped_min_tokens(nv, 128, 4, 2880), 6 * 128 / 4);
-  EXPECT_EQ(grouped_min_tokens(int4, 128, 4, 2880), 9 * 128 / 4);
-  // Qwen3-30B-A3B (128, top-8, 768): 8, 7 and 9.
-  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, 768), 8 * 128 / 8);
-  EXPECT_EQ(grouped_min_tokens(nv, 128, 8, 768), 7 * 128 / 8);
-  EXPECT_EQ(grouped_min_tokens(int4, 128, 8, 768), 9 * 128 / 8);
-  // DeepSeek-V3 and Kimi-K2 at TP8 (256 / 384, top-8, 256): 10, 8 and 12.
-  EXPECT_EQ(grouped_min_tokens(mx, 256, 8, 256), 10 * 256 / 8);
-  EXPECT_EQ(grouped_min_tokens(nv, 384, 8, 256), 8 * 384 / 8);
-  EXPECT_EQ(grouped_min_tokens(int4, 256, 8, 256), 12 * 256 / 8);
+  // gpt-oss-120b (128 experts, top-4, intermediate 2880): 6, 5 and 7 rows per expert.
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 4, 2880), 6 * 128 / 4);
+  EXPECT_EQ(grouped_min_tokens(nv, 128, 4, 2880), 5 * 128 / 4);
+  EXPECT_EQ(grouped_min_tokens(int4, 128, 4, 2880), 7 * 128 / 4);
+  // Qwen3-30B-A3B (128, top-8, 768): 7, 5 and 8.
+  EXPECT_EQ(grouped_min_tokens(mx, 128, 8, 768), 7 * 128 / 8);
+  EXPECT_EQ(grouped_min_tokens(nv, 128, 8, 768), 5 * 128 / 8);
+  EXPECT_EQ(grouped_min_tokens(int4, 128, 8, 768), 8 * 128 / 8);
+  // DeepSeek-V3 and Kimi-K2 at TP8 (256 / 384, top-8, 256): 7, 6 and 8.
+  EXPECT_EQ(grouped_min_tokens(mx, 256, 8, 256), 7 * 256 / 8);
+  EXPECT_EQ(grouped_min_tokens(nv, 384, 8, 256), 6 * 384 / 8);
+  EXPECT_EQ(grouped_min_tokens(int4, 256, 8, 256), 8 * 256 / 8);
   // The tier edges: kRegsMinInterLongReduction and kRegsMinInterMediumReduction belong to the longer tier.
-  // (NVFP4's three values differ since the forty-second session.)
-  EXPECT_EQ(grouped_min_tokens(nv, 128, 8, kRegsMinInterLongReduction), grouped_min_tokens(nv, 128, 8, 2880));
-  EXPECT_EQ(grouped_min_tokens(nv, 128, 8, kRegsMinInterLongReduction - 1), grouped_min_tokens(nv, 128, 8, 768));
-  EXPECT_NE(grouped_min_tokens(nv, 128, 8, kRegsMinInterLongReduction - 1), grouped_min_tokens(nv, 128, 8, 2880));
+  // (Checked on a format whose values differ across each edge since the forty-fourth session: INT4
+  // at the long one, NVFP4 at the medium one.)
+  EXPECT_EQ(grouped_min_tokens(int4, 128, 8, kRegsMinInterLongReduction), grouped_min_tokens(int4, 128, 8, 2880));
+  EXPECT_EQ(grouped_min_tokens(int4, 128, 8, kRegsMinInterLongReduction - 1), grouped_min_tokens(int4, 128, 8, 768));
+  EXPECT_NE(grouped_min_tokens(int4, 128, 8, kRegsMinInterLongReduction - 1), grouped_min_tokens(int4, 128, 8, 2880));
   EXPECT_EQ(grouped_min_tokens(nv, 128, 8, kRegsMinInterMediumReduction), grouped_min_tokens(nv, 128, 8, 768));
   EXPECT_EQ(grouped_min_tokens(nv, 128, 8, kRegsMinInterMediumReduction - 1), grouped_min_tokens(nv, 128, 8, 256));
   EXPECT_NE(grouped_min_tokens(nv, 128, 8, kRegsMinInterMediumReduction - 1), grouped_min_tokens(nv, 128, 8, 768));
@@ -1421,28 +1422,26 @@ TEST(GemmPlan, CudaPlanSummary) {
   EXPECT_EQ(m_one.w13.prefill, to_string(GroupedKernel::kInt4Bf16));
   EXPECT_EQ(m_one.w13.prefill_from_tokens, m.w13.below_from_tokens);
   EXPECT_EQ(m_one.w13.below_from_tokens, -1);
-  ASSERT_EQ(m.w13.tiles.size(), 10u);
-  // (The switch lies at the narrow tiles' 32-row limit: 64 input rows first, then 128.)
-  ASSERT_EQ(kInt4RegsOverMixedMinRowsFewExperts, kInt4RegsTiles.until_32);
-  EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kTiny48));
-  EXPECT_EQ(m.w13.tiles[1].first, int64_t{kInt4RegsTiles.until_64} * 8 / 2);
-  EXPECT_EQ(m.w13.tiles[1].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kSmall));
-  EXPECT_EQ(m.w13.tiles[2].first, int64_t{kInt4RegsTiles.max_rows_for_128} * 8 / 2 + 1);
-  EXPECT_EQ(m.w13.tiles[2].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kWide));
-  EXPECT_EQ(m.w13.tiles[3].first, int64_t{kInt4RegsTiles.wide.until} * 8 / 2);
-  EXPECT_EQ(m.w13.tiles[3].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kLarge));
-  EXPECT_EQ(m.w13.tiles[4].first, int64_t{kInt4RegsTiles.huge[0].from} * 8 / 2);
-  EXPECT_EQ(m.w13.tiles[4].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kHuge));
-  EXPECT_EQ(m.w13.tiles[5].first, int64_t{kInt4RegsTiles.huge[0].until} * 8 / 2);
-  EXPECT_EQ(m.w13.tiles[5].second, m.w13.tiles[3].second);
-  EXPECT_EQ(m.w13.tiles[6].first, int64_t{kInt4RegsTiles.huge[1].from} * 8 / 2);
-  EXPECT_EQ(m.w13.tiles[6].second, m.w13.tiles[4].second);
-  EXPECT_EQ(m.w13.tiles[7].first, int64_t{kInt4RegsTiles.huge[1].until} * 8 / 2);
-  EXPECT_EQ(m.w13.tiles[7].second, m.w13.tiles[3].second);
-  EXPECT_EQ(m.w13.tiles[8].first, int64_t{kInt4RegsTiles.huge[2].from} * 8 / 2);
-  EXPECT_EQ(m.w13.tiles[8].second, m.w13.tiles[4].second);
-  EXPECT_EQ(m.w13.tiles[9].first, int64_t{kInt4RegsTiles.huge[2].until} * 8 / 2);
-  EXPECT_EQ(m.w13.tiles[9].second, m.w13.tiles[3].second);
+  ASSERT_EQ(m.w13.tiles.size(), 11u);
+  // (The switch lies one row below the narrow tiles' 32-row limit: 32 input rows at that one mean,
+  // then 64, then 128.)
+  ASSERT_EQ(kInt4RegsOverMixedMinRowsFewExperts + 1, kInt4RegsTiles.until_32);
+  EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kTiny));
+  EXPECT_EQ(m.w13.tiles[1].first, int64_t{kInt4RegsTiles.until_32} * 8 / 2);
+  EXPECT_EQ(m.w13.tiles[1].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kTiny48));
+  const std::vector rest(m.w13.tiles.begin() + 1, m.w13.tiles.end());  // from the 64-row tile on
+  EXPECT_EQ(rest[1].first, int64_t{kInt4RegsTiles.until_64} * 8 / 2);
+  EXPECT_EQ(rest[1].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kSmall));
+  EXPECT_EQ(rest[2].first, int64_t{kInt4RegsTiles.max_rows_for_128} * 8 / 2 + 1);
+  EXPECT_EQ(rest[2].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kWide));
+  EXPECT_EQ(rest[3].first, int64_t{kInt4RegsTiles.wide.until} * 8 / 2);
+  EXPECT_EQ(rest[3].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kLarge));
+  for (int r = 0; r < 3; ++r) {  // 320 rows in each huge range, 256 after it
+    EXPECT_EQ(rest[4 + 2 * r].first, int64_t{kInt4RegsTiles.huge[r].from} * 8 / 2);
+    EXPECT_EQ(rest[4 + 2 * r].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kHuge));
+    EXPECT_EQ(rest[5 + 2 * r].first, int64_t{kInt4RegsTiles.huge[r].until} * 8 / 2);
+    EXPECT_EQ(rest[5 + 2 * r].second, rest[3].second);
+  }
   // W4A16 g32 with act order: the bf16 kernel on dequantized weights from its own crossover, with the
   // bf16 tiles.
   const MoeLayer mx = with_act_order(synthetic_layer("w4a16_g32", {"gpt-oss-like", 8, 4, 256, 128}, 7, 1));
