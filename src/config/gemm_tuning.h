@@ -355,7 +355,7 @@ inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 8;
 // 383.1 / 370.1, 16 483.3 / 571.1 / 365.1, 24 489.4 / 686.0 / 367.7; DeepSeek-V3 8 2864.3 / 2860.3 /
 // 2945.3, 10 3239.3 / 3210.9 / 2776.6, 16 3690.5 / 4269.8 / 2779.8, 24 3821.6 / 5525.7 / 3219.1;
 // Qwen3-30B-A3B 8 199.7 / 199.4 / 192.2, 12 198.4 / 252.1 / 197.7. So the mixed-input kernel has
-// no range of its own left. Not applied yet: branch `wip/planner-44` drops the range and its
+// no range of its own left. Not applied yet: branch `wip/g128-regs` drops the range and its
 // mechanism (RepackedCopyUse's `without_below`, the layer's second plan); its GPU tests have not run
 // (bench/NOTES.md, "First").
 inline constexpr int kInt4RegsOverMixedMinRowsFewExperts = 26;

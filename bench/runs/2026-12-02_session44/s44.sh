@@ -7,9 +7,10 @@
 #   low      BIN's decode and 32-row tile (and automatic path) where the crossings after the four-deep
 #            stages were not measured yet: NVFP4 on five shapes at 4-8 rows per expert, MXFP4 and INT4
 #            g32 below 6 rows, W4A16 g128 and asymmetric g128 on the short reduction at 6-10 rows
-#   g128     x's repacked-copy, W4 prefill and layer API tests (x = branch wip/planner-44 with
-#            W4A16's mixed-input range removed), then n against x, one round: W4A16 g128's
-#            automatic path at 7-24 rows per expert on three shapes
+#   g128     g's repacked-copy, W4 prefill and layer API tests (g = branch wip/g128-regs, W4A16's
+#            mixed-input range with the copy removed), then m against g, two rounds: W4A16 g128's
+#            and asymmetric g128's automatic path at 7-24 rows per expert on three shapes. Pack
+#            `.gpu/s51` (next session): m = main `3a3bbb5` (this session's switches), g = `faf0772`.
 #   verify   d4 against n, two rounds: the automatic path at rows where the switches moved (decode to
 #            the 32-row tile, INT4's 32 to 64 at 26 rows, 64 to 128 at 56-57)
 set -u
@@ -44,13 +45,15 @@ for part in "$@"; do
         done
       done ;;
     g128)
-      QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/x timeout ${TESTS_S:-120} $root/x/qmoe_cuda_tests \
-        --gtest_filter='RepackedCopy.*:W4Prefill.*:CudaMoeLayerApi.*' > $o/tests_x.log 2>&1
-      echo "tests x rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST|SKIPPED" $o/tests_x.log
-      for n in n x; do
-        bench gmix $n mixtral-8x7b 28,32,40,48,64,80,96 w4a16_g128,w4a16_asym_g128 auto
-        bench gds $n deepseek-v3 224,256,320,384,512,640,768 w4a16_g128 auto
-        bench gq3 $n qwen3-30b-a3b 112,128,160,192,224 w4a16_g128 auto
+      QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/g timeout ${TESTS_S:-150} $root/g/qmoe_cuda_tests \
+        --gtest_filter='RepackedCopy.*:W4Prefill.*:CudaMoeLayerApi.*' > $o/tests_g.log 2>&1
+      echo "tests g rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST|SKIPPED" $o/tests_g.log
+      for r in 1 2; do
+        for n in m g; do
+          bench gmix_r$r $n mixtral-8x7b 28,32,40,48,64,80,96,104 w4a16_g128,w4a16_asym_g128 auto
+          bench gds_r$r $n deepseek-v3 224,256,320,384,512,640,768 w4a16_g128 auto
+          bench gq3_r$r $n qwen3-30b-a3b 112,128,160,192,224 w4a16_g128 auto
+        done
       done ;;
   esac
 done
