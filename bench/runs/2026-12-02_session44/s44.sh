@@ -11,6 +11,11 @@
 #            mixed-input range with the copy removed), then m against g, two rounds: W4A16 g128's
 #            and asymmetric g128's automatic path at 7-24 rows per expert on three shapes. Pack
 #            `.gpu/s51` (next session): m = main `3a3bbb5` (this session's switches), g = `faf0772`.
+#   deep     the kernel tests of n5 (branch wip/narrow-32-5: the 32-row tile's ring 5 stages of four,
+#            20 k-tiles) and df (branch wip/deep-128-four: the 128-row tile four-deep, 2 stages),
+#            then m against each, two rounds: the 32- and 64-row tiles and the automatic path at
+#            12-32 rows per expert, the 128-row tile and the automatic path at 64-118 (pack
+#            `.gpu/s52`, in /work/gpu_stash/s52.tar.xz: m = main `3a3bbb5`'s kernels)
 #   verify   d4 against n, two rounds: the automatic path at rows where the switches moved (decode to
 #            the 32-row tile, INT4's 32 to 64 at 26 rows, 64 to 128 at 56-57)
 set -u
@@ -42,6 +47,22 @@ for part in "$@"; do
           bench voss_r$r $n gpt-oss-120b 160,192,224,256 mxfp4,nvfp4a16,w4a16_g32 auto
           bench vq3_r$r $n qwen3-30b-a3b 80,96,112,128 mxfp4,nvfp4a16,w4a16_g32,w4a16_asym_g128 auto
           bench vdst_r$r $n deepseek-v3-tp8 192,224,256,288,320,352 mxfp4,nvfp4a16,w4a16_g32,w4a16_g128 auto
+        done
+      done ;;
+    deep)
+      for n in n5 df; do
+        QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/$n timeout 150 $root/$n/qmoe_cuda_tests \
+          --gtest_filter='Fp4Mainloop.*:Int4Mainloop.*:W4Prefill.*:RandomLayerEdges.*' > $o/tests_$n.log 2>&1
+        echo "tests $n rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/tests_$n.log
+      done
+      for r in 1 2; do
+        for n in m n5 df; do
+          [[ $n != m ]] && ! grep -q "^\[  PASSED" $o/tests_$n.log 2>/dev/null && continue
+          s=mxfp4,nvfp4a16,w4a16_g32
+          bench dmix_r$r $n mixtral-8x7b 48,64,96,256,320,448 $s auto,prefill:4,prefill:2
+          bench dds_r$r $n deepseek-v3 384,768,2048,3072 $s auto,prefill:4,prefill:2
+          bench doss_r$r $n gpt-oss-120b 512,2048 mxfp4,nvfp4a16 auto
+          bench dq3_r$r $n qwen3-30b-a3b 256,1024,1792 $s auto
         done
       done ;;
     g128)
