@@ -669,7 +669,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int input_row = p.expert_offsets[tile.expert] + tile.input0;
         for (int kt = 0; kt < k_tiles; kt += kDepth, ring.advance()) {
           const int i = ring.stage;
-          const int depth = kDepth == 1 ? 1 : min(kDepth, k_tiles - kt);  // (an odd count's last stage: one)
+          const int depth = kDepth == 1 ? 1 : min(kDepth, k_tiles - kt);  // (the last stage: what is left)
           mbar_wait(&s.empty[i], ring.phase ^ 1);
           mbar_expect_tx(&s.full[i], depth * (Shape::kInputBytes + 2 * kCodeBytes + 2 * kScaleBytes));
           for (int sub = 0; sub < depth; ++sub) {
@@ -813,8 +813,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // and serializes every wgmma of the instance (C7513). The narrow tiles take it after the loop;
     // the wider ones leave the loop by a `break` (a copy after the loop costs them registers, C7512).
     // (The `break` form on the narrow tiles measured 1-4% slower for INT4.)
-    // (With two k-tiles a stage, the loop's pair is a stage; an odd count's last stage holds one
-    // k-tile.)
+    // (The 128-row tile's pair is a stage, an odd count's last stage one k-tile; the narrow tiles'
+    // four are a stage, the last one holding the 1-3 k-tiles left.)
     if constexpr (N <= 64) {  // (four-deep stages: a stage per iteration, a short last one after it)
       static_assert(kDepth == 4);
       constexpr std::integral_constant<int, 1> kSecond{};
