@@ -119,9 +119,6 @@ void add_cuda_plans(const Checkpoint& ckpt, const ModelConfig& config, int tp_si
 std::string prefill_from(const CudaPlanSummary::Gemm& g) {
   if (g.prefill_from_tokens < 0) return "decode kernel at every batch size";
   auto tokens = [](int64_t t) { return fmt::format("{} token{}", t, t == 1 ? "" : "s"); };
-  if (g.below_from_tokens >= 0)
-    return fmt::format("{} from {}, prefill kernel from {}", g.below_prefill, tokens(g.below_from_tokens),
-                       tokens(g.prefill_from_tokens));
   return "prefill kernel from " + tokens(g.prefill_from_tokens);
 }
 
@@ -130,12 +127,6 @@ nlohmann::ordered_json gemm_json(const CudaPlanSummary::Gemm& g) {
   j["decode"] = g.decode;
   j["prefill"] = g.prefill;
   j["prefill_from_tokens"] = g.prefill_from_tokens;
-  if (g.below_from_tokens >= 0) {
-    j["below_prefill"] = g.below_prefill;
-    j["below_from_tokens"] = g.below_from_tokens;
-    auto& below = j["below_tiles"] = nlohmann::ordered_json::array();
-    for (const auto& [tokens, tile] : g.below_tiles) below.push_back({{"from_tokens", tokens}, {"tile", tile}});
-  }
   auto& tiles = j["prefill_tiles"] = nlohmann::ordered_json::array();
   for (const auto& [tokens, tile] : g.tiles) tiles.push_back({{"from_tokens", tokens}, {"tile", tile}});
   j["writes_combine_terms"] = g.writes_terms;
@@ -322,10 +313,6 @@ int run_inspect(const std::string& dir, Target target, bool json, bool cuda_plan
                repacked_copy ? "" : ", no repacked copy", r.cuda_plan_layer);
     for (const auto& [name, g] : {std::pair{"w13", &r.cuda_plan->w13}, std::pair{"w2", &r.cuda_plan->w2}}) {
       fmt::print("    {:<4} decode: {}; {}\n", name, g->decode, prefill_from(*g));
-      if (g->below_from_tokens >= 0) {
-        fmt::print("         below the prefill kernel: {}\n", g->below_prefill);
-        for (const auto& [tokens, tile] : g->below_tiles) fmt::print("         from {:>5} tokens: {}\n", tokens, tile);
-      }
       if (g->prefill_from_tokens >= 0)
         fmt::print("         prefill: {}{}\n", g->prefill, g->writes_terms ? ", writing the combine's bf16 terms" : "");
       for (const auto& [tokens, tile] : g->tiles) fmt::print("         from {:>5} tokens: {}\n", tokens, tile);

@@ -152,11 +152,9 @@ int run_run(const RunArgs& args) {
   // What the CUDA backend runs (or would run, in a CPU-only build) for these inputs.
   const int act_kind = x.dtype() == DType::kBF16 ? 0 : x.dtype() == DType::kF16 ? 1 : 2;
   const CudaPlanSummary plan = summarize_cuda_plan(layer, act_kind, repacked_copy, options.round_intermediate);
-  // Per GEMM, the prefill kernels of the automatic path from their first batch (W4A16 on the register
-  // kernel: CUTLASS's kernel without the copy below the copy's batch, plan_repacked_copy_use).
+  // Per GEMM, the prefill kernel of the automatic path from its first batch (none: decode only).
   auto prefill_steps = [](const CudaPlanSummary::Gemm& g) {
     std::vector<std::pair<int64_t, std::string>> steps;  // (from tokens, kernel)
-    if (g.below_from_tokens >= 0) steps.emplace_back(g.below_from_tokens, g.below_prefill);
     if (g.prefill_from_tokens >= 0) steps.emplace_back(g.prefill_from_tokens, g.prefill);
     return steps;
   };
@@ -179,11 +177,6 @@ int run_run(const RunArgs& args) {
                                {"w2", plan.w2.prefill},
                                {"w13_from_tokens", prefill_from(steps1)},
                                {"w2_from_tokens", prefill_from(steps2)}};
-    for (const auto& [name, steps] : {std::pair{"w13", &steps1}, std::pair{"w2", &steps2}})
-      if (steps->size() > 1) {  // the kernel without the copy below the named one's batch
-        j["cuda_prefill_gemms"][std::string(name) + "_below"] = steps->front().second;
-        j["cuda_prefill_gemms"][std::string(name) + "_below_from_tokens"] = steps->front().first;
-      }
     j["backend"] = backend->name();
     j["repacked_copy"] = repacked_copy;
     j["tokens"] = x.dim(0);

@@ -57,11 +57,8 @@ class CudaMoeLayer {
   // group of a multiple of 128 or per row, have a prefill kernel of their own instead, which reads a
   // copy of their weights repacked at load (codes as many bytes again as the checkpoint's, scales as
   // 32-bit words), allocated under the same conditions: max_tokens at its crossover and a nonzero
-  // budget (the budget's size does not bound it), at most 1024 local experts. (W4A16 with groups of
-  // >= 64 or channel scales and an intermediate size of at least 512 runs CUTLASS's mixed-input
-  // kernel on the checkpoint's codes between its crossover and the batch where this kernel beats
-  // it, so it makes the copy only from that batch, and a forced prefill path on a layer without the
-  // copy runs CUTLASS's kernel: plan_repacked_copy_use, `qmoe inspect --cuda-plan`.)
+  // budget (the budget's size does not bound it), at most 1024 local experts
+  // (repacked_copy_from_tokens, `qmoe inspect --cuda-plan`).
   // `repacked_copy` false keeps one copy of the weights at some prefill speed (plan_grouped_kernel;
   // `qmoe inspect --cuda-plan --no-repacked-copy` shows the plan): W4A16 with groups of >= 64 or
   // channel scales then runs CUTLASS's mixed-input kernel on the checkpoint's codes (its GEMMs about

@@ -526,31 +526,13 @@ bool repacked_copy_possible(const MoeLayer& layer, int64_t dequant_budget_bytes,
   return repacked_copy && dequant_budget_bytes > 0 && layer.num_local_experts <= kMaxRegisterKernelExperts;
 }
 
-RepackedCopyUse plan_repacked_copy_use(const MoeLayer& layer) {
-  const LayerGemmPlan with = plan_prefill_kernels(layer, true), without = plan_prefill_kernels(layer, false);
-  const bool few = layer.num_experts <= kInt4FewExperts;
-  // (A short reduction first: there the mixed-input kernel lost on every shape measured.)
-  const int over_mixed_rows = layer.inter < kRegsMinInterMediumReduction ? kInt4RegsOverMixedMinRowsShortReduction
-                              : few                                       ? kInt4RegsOverMixedMinRowsFewExperts
-                              : layer.inter >= kRegsMinInterLongReduction ? kInt4RegsOverMixedMinRowsLongReduction
-                                                                          : kInt4RegsOverMixedMinRowsMediumReduction;
-  RepackedCopyUse use;
-  bool registers = false, all_mixed = true;
-  for (auto [g, g_without, L] : {std::tuple{with.g1, without.g1, &with.w13}, std::tuple{with.g2, without.g2, &with.w2}}) {
-    if (!dequantizes_in_registers(g)) continue;
-    registers = true;
-    all_mixed = all_mixed && g == GroupedKernel::kInt4RegsBf16 && g_without == GroupedKernel::kInt4Bf16;
-    use.from_tokens = std::max(use.from_tokens,
-                               grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter, has_row_scales(*L)));
-  }
-  if (!registers) return {std::numeric_limits<int64_t>::max(), false};
-  use.without_below = all_mixed && over_mixed_rows > 0;  // (0: the mixed-input kernel never wins)
-  if (use.without_below) {
-    const int64_t slots = int64_t{over_mixed_rows} * std::max(layer.num_experts, 1);
-    const int64_t top_k = std::max(layer.top_k, 1);
-    use.from_tokens = std::max(use.from_tokens, (slots + top_k - 1) / top_k);
-  }
-  return use;
+int64_t repacked_copy_from_tokens(const MoeLayer& layer) {
+  const LayerGemmPlan with = plan_prefill_kernels(layer, true);
+  int64_t from = -1;
+  for (auto [g, L] : {std::pair{with.g1, &with.w13}, std::pair{with.g2, &with.w2}})
+    if (dequantizes_in_registers(g))
+      from = std::max(from, grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter, has_row_scales(*L)));
+  return from < 0 ? std::numeric_limits<int64_t>::max() : from;
 }
 
 int mma_chunk_slots(int64_t num_slots, int64_t num_experts, int at_least) {
@@ -560,12 +542,6 @@ int mma_chunk_slots(int64_t num_slots, int64_t num_experts, int at_least) {
   const int64_t fits = num_slots / (room + 1) + 1;
   const int64_t chunk = (fits + kMmaChunkSlots - 1) / kMmaChunkSlots * kMmaChunkSlots;
   return static_cast<int>(std::max<int64_t>(chunk, at_least));
-}
-
-bool runs_plan_without_copy(const RepackedCopyUse& use, bool without_ready, bool copy_made, int64_t tokens,
-                            GemmPath path) {
-  if (!use.without_below || !without_ready) return false;
-  return path == GemmPath::kPrefill ? !copy_made : tokens < use.from_tokens;
 }
 
 LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64_t dequant_budget_bytes,
@@ -631,7 +607,7 @@ int64_t hybrid_max_tokens(const MoeLayer& layer, const LayerGemmPlan& prefill_pl
   // Both GEMMs on the decode kernels: below the earlier switch; and only for layers loaded for as
   // many tokens as the repacked copy needs (CudaMoeLayer makes it from there).
   const int64_t below = std::min(from(prefill_plan.g1, prefill_plan.w13), from(prefill_plan.g2, prefill_plan.w2)) - 1;
-  return max_tokens >= plan_repacked_copy_use(layer).from_tokens ? std::max<int64_t>(0, below) : 0;
+  return max_tokens >= repacked_copy_from_tokens(layer) ? std::max<int64_t>(0, below) : 0;
 }
 
 int hybrid_busy_rows(GroupedKernel g1, GroupedKernel g2, int64_t num_slots, int requested) {
@@ -659,9 +635,6 @@ bool gemm2_writes_terms(GroupedKernel kind, const GemmLayout& L, bool has_bias, 
 
 CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind, bool repacked_copy, bool round_intermediate) {
   const LayerGemmPlan plan = plan_layer_gemms(layer, act_kind, round_intermediate, repacked_copy);
-  // W4A16: CUTLASS's kernel on the checkpoint's codes below the repacked copy's batch.
-  const RepackedCopyUse use = repacked_copy ? plan_repacked_copy_use(layer) : RepackedCopyUse{};
-  const LayerGemmPlan without = plan_layer_gemms(layer, act_kind, round_intermediate, false);
   // Each tile of `kind` from the batch where it takes over, for batches in [from, until]: every
   // batch size in turn (a cheap pure function), so each switch is exact.
   auto tiles = [&](GroupedKernel kind, int64_t k, int64_t from, int64_t until) {
@@ -672,23 +645,17 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind, bool re
     }
     return out;
   };
-  auto gemm = [&](GemmKernel decode, GroupedKernel prefill, GroupedKernel below, const GemmLayout& L) {
+  auto gemm = [&](GemmKernel decode, GroupedKernel prefill, const GemmLayout& L) {
     const int64_t k = L.cols;  // the GEMM's reduction
     CudaPlanSummary::Gemm g;
     g.decode = to_string(decode);
     g.prefill = to_string(prefill);
     if (prefill == GroupedKernel::kNone) return g;
     g.prefill_from_tokens = grouped_min_tokens(prefill, layer.num_experts, layer.top_k, layer.inter, has_row_scales(L));
-    if (use.without_below && dequantizes_in_registers(prefill)) {
-      g.below_prefill = to_string(below);
-      g.below_from_tokens = grouped_min_tokens(below, layer.num_experts, layer.top_k, layer.inter, has_row_scales(L));
-      g.below_tiles = tiles(below, k, g.below_from_tokens, std::min(use.from_tokens - 1, kPlanSummaryMaxTokens));
-      g.prefill_from_tokens = use.from_tokens;
-    }
     g.tiles = tiles(prefill, k, g.prefill_from_tokens, kPlanSummaryMaxTokens);
     return g;
   };
-  CudaPlanSummary summary{gemm(plan.k1, plan.g1, without.g1, plan.w13), gemm(plan.k2, plan.g2, without.g2, plan.w2)};
+  CudaPlanSummary summary{gemm(plan.k1, plan.g1, plan.w13), gemm(plan.k2, plan.g2, plan.w2)};
   const bool w2_bias = !layer.experts.empty() && !layer.experts[0].w2_bias.empty();
   summary.w2.writes_terms =
       plan.g2 != GroupedKernel::kNone && gemm2_writes_terms(plan.g2, plan.w2, w2_bias, act_kind, round_intermediate);

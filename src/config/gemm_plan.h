@@ -16,7 +16,6 @@ namespace qmoe {
 
 struct QuantWeight;
 struct MoeLayer;
-enum class GemmPath;  // (qmoe/moe.h)
 
 // How every expert of one projection (w13 or w2) is stored: the canonical checkpoint layout, in
 // plain ints so that device code can read it.
@@ -222,12 +221,6 @@ struct CudaPlanSummary {
     // (from tokens, tile_config): the first entry from prefill_from_tokens, one more where the tile changes.
     std::vector<std::pair<int64_t, std::string>> tiles;
     bool writes_terms = false;  // GEMM2 on its prefill kernel writes the combine's terms (gemm2_writes_terms)
-    // W4A16 on the register kernel (plan_repacked_copy_use): the kernel without the repacked copy
-    // that runs from below_from_tokens up to prefill_from_tokens, and its tiles as `tiles`; empty
-    // and -1 otherwise.
-    std::string below_prefill;
-    int64_t below_from_tokens = -1;
-    std::vector<std::pair<int64_t, std::string>> below_tiles;
   };
   Gemm w13, w2;
   // The expert tensors CudaMoeLayer uploads with every expert local: the loaded layer's (W4A8-FP8 as
@@ -278,29 +271,14 @@ inline constexpr int kMaxRegisterKernelExperts = 1024;
 // dequantized path needs the budget too).
 bool repacked_copy_possible(const MoeLayer& layer, int64_t dequant_budget_bytes, bool repacked_copy);
 
-// When a layer that may hold the repacked copy (repacked_copy_possible) uses it. `from_tokens`: the
-// batch from which the automatic path runs the register kernel, the largest of its GEMMs' (the
-// largest int64_t for layers without a register-kernel GEMM). `without_below`: W4A16 layers whose
-// register-kernel GEMMs all have CUTLASS's mixed-input kernel on the checkpoint's codes without the
-// copy (groups of >= 64 or channel scales, k a multiple of 64), and a reduction of at least
-// kRegsMinInterMediumReduction (with a shorter one that kernel lost to both others on every shape
-// measured). That kernel beats the decode kernels from fewer rows per expert than the register
-// kernel and beats the register kernel up to kInt4RegsOverMixedMinRows*, so for these layers
-// from_tokens is that switch, they run the plan without the copy below it
-// (runs_plan_without_copy), and CudaMoeLayer makes the copy only where max_tokens reaches it. The
-// other layers make it from each GEMM's own crossover and run the copy's plan (its GEMMs on the
-// decode kernels below the crossover).
-struct RepackedCopyUse {
-  int64_t from_tokens = 0;
-  bool without_below = false;
-};
-RepackedCopyUse plan_repacked_copy_use(const MoeLayer& layer);
-// Whether a forward of `tokens` on `path` runs a layer's plan without the copy: only where
-// `without_below` and the layer built that plan's GEMMs (`without_ready`: max_tokens reaches
-// CUTLASS's crossover); forced prefill then where the copy was not made (`copy_made`), the
-// automatic path below from_tokens (forced decode: either plan, the same decode kernels).
-bool runs_plan_without_copy(const RepackedCopyUse& use, bool without_ready, bool copy_made, int64_t tokens,
-                            GemmPath path);
+// The batch from which a layer that may hold the repacked copy (repacked_copy_possible) has it: the
+// largest of its register-kernel GEMMs' crossovers over the decode kernels (the largest int64_t for
+// layers without a register-kernel GEMM). CudaMoeLayer makes the copy where max_tokens reaches a
+// GEMM's own crossover, and the copy's plan runs that GEMM on the decode kernels below it. (Until
+// the forty-fourth session W4A16 with groups of >= 64 or channel scales ran CUTLASS's mixed-input
+// kernel on the checkpoint's codes without the copy up to a later batch; the register kernel's
+// 32-row tile now beats that kernel wherever it may run: gemm_tuning.h.)
+int64_t repacked_copy_from_tokens(const MoeLayer& layer);
 
 // The device scratch of a CudaMoeLayer for up to max_tokens tokens: every piece's bytes and offset
 // in one allocation (256-byte aligned; absent pieces 0 bytes), with the dequantization batches
@@ -326,7 +304,7 @@ LayerWorkspace plan_layer_workspace(const MoeLayer& layer, int max_tokens, int64
 // kernel. It needs both GEMMs on the register kernel (g1, g2). hybrid_max_tokens: the batches it
 // can take, those below either GEMM's switch to the prefill kernels (the workspace's act-rows piece
 // holds their slots); 0 for layers without it or loaded for fewer tokens than the repacked copy
-// needs (plan_repacked_copy_use). hybrid_busy_rows: the threshold a forward of
+// needs (repacked_copy_from_tokens). hybrid_busy_rows: the threshold a forward of
 // `num_slots` slots uses, 0 for none: `requested` (ForwardOptions::hybrid_busy_rows, or
 // QMOE_HYBRID_ROWS; off by default, bench/NOTES.md "Thirty-eighth session": at 32 slots it gave
 // DeepSeek-V3 and gpt-oss-120b 0.71-0.82 of the layer time at 128 skewed tokens but cost

@@ -234,7 +234,7 @@ inline constexpr int kGroupedMinRowsPerExpertMxfp4LongReduction = 6;
 //   at 10, 263 vs 226 at 12 (~10.1); DeepSeek-V3 TP8 g32 535 vs 548 at 10, 564 vs 558 at 11 (~10.7).
 //   Hence 10 (few experts), 9 (long: DeepSeek-V3 gives up 2% at 9 rows, gpt-oss-120b 4.6% at 8), 10
 //   (medium). The short reduction keeps 12: there W4A16 g128, whose decode kernels are faster, takes
-//   the same switch (kInt4RegsOverMixedMinRowsShortReduction is 0) and was not measured.
+//   the same switch (the mixed-input kernel had no range there) and was not measured.
 // Forty-third session, after the narrow tiles' two-deep stages (INT4's 32-row tile ~4% faster):
 // layer µs decode vs the 32-row tile, same call, one round (bench/runs/2026-12-02_session43/paths/
 // crossings.txt): Mixtral-8x7B g32 404.0 vs 404.5 at 8 rows, 417.0 vs 405.7 at 9, asym g128 410.3 vs
@@ -325,11 +325,11 @@ inline constexpr int kGroupedMinRowsPerExpertNvfp4ShortReduction = 6;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsLongReduction = 7;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsMediumReduction = 8;
 inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 8;
-// W4A16 with groups of >= 64 or channel scales has two prefill kernels: CUTLASS's mixed-input kernel
-// on the checkpoint's codes beats the decode kernels from kGroupedMinRowsPerExpertInt4(FewExperts)
-// rows per expert, the register kernel on the repacked copy only from more rows, and it beats
-// CUTLASS's kernel from later still (its 128-input-row tile against the mixed-input kernel's 32- and
-// 48-row ones). Layer µs decode / register / CUTLASS, H200, thirty-first session, two calls
+// W4A16 with groups of >= 64 or channel scales has two prefill kernels. Until the forty-fourth
+// session (below) CUTLASS's mixed-input kernel on the checkpoint's codes beat the decode kernels
+// from kGroupedMinRowsPerExpertInt4(FewExperts) rows per expert, the register kernel on the
+// repacked copy only from more rows, and it beat CUTLASS's kernel from later still (its
+// 128-input-row tile against the mixed-input kernel's 32- and 48-row ones). Layer µs decode / register / CUTLASS, H200, thirty-first session, two calls
 // (bench/runs/2026-12-01_session31/large_pp/mid_*.txt, then mid/r/mid_*.txt), rows per expert:
 // - Mixtral-8x7B: 16 rows 577 / 662 / 487, 24 694 / 650 / 490, 32 921 / 611 / 574, 40 1192 / 575 /
 //   644; then 36 rows 1139 / 609 / 572, 40 1199 / 579 / 641 (crossing ~37.6);
@@ -354,16 +354,11 @@ inline constexpr int kGroupedMinRowsPerExpertInt4RegsShortReduction = 8;
 // tile, one call (bench/runs/2026-12-02_session44/g128/crossings.txt): Mixtral-8x7B 8 rows 383.3 /
 // 383.1 / 370.1, 16 483.3 / 571.1 / 365.1, 24 489.4 / 686.0 / 367.7; DeepSeek-V3 8 2864.3 / 2860.3 /
 // 2945.3, 10 3239.3 / 3210.9 / 2776.6, 16 3690.5 / 4269.8 / 2779.8, 24 3821.6 / 5525.7 / 3219.1;
-// Qwen3-30B-A3B 8 199.7 / 199.4 / 192.2, 12 198.4 / 252.1 / 197.7. So the mixed-input kernel has
-// no range of its own left. Not applied yet: branch `wip/g128-regs` drops the range and its
-// mechanism (RepackedCopyUse's `without_below`, the layer's second plan); its GPU tests have not run
-// (bench/NOTES.md, "First").
-inline constexpr int kInt4RegsOverMixedMinRowsFewExperts = 26;
-inline constexpr int kInt4RegsOverMixedMinRowsLongReduction = 26;
-// (W4A16 g128 on a medium reduction: the register kernel from 12 rows, the switch measured for INT4
-// on the fortieth session's kernels; g32's moved to 10 in the forty-second, g128's was not measured.)
-inline constexpr int kInt4RegsOverMixedMinRowsMediumReduction = 12;
-inline constexpr int kInt4RegsOverMixedMinRowsShortReduction = 0;
+// Qwen3-30B-A3B 8 199.7 / 199.4 / 192.2, 12 198.4 / 252.1 / 197.7. So the mixed-input kernel no
+// longer has a range of its own (the switches above, kInt4RegsOverMixedMinRows*, are gone): W4A16
+// g128 takes the register kernel from kGroupedMinRowsPerExpertInt4Regs* (DeepSeek-V3 at 7-8 rows
+// gives up ~3% to decode there) and the mixed-input kernel runs only without the copy
+// (repacked_copy_from_tokens, gemm_plan.h).
 // The register kernel's tiles (kMxfp4Bf16, kNvfp4Bf16, kInt4RegsBf16; RegisterTileSwitches below):
 // 128 input rows up to a mean of max_rows_for_128 rows per expert, then 256 (192 in a range,
 // below). From 129 to 256 rows both tiles fill the same fraction and 256's is the faster tile
@@ -450,7 +445,7 @@ inline constexpr int kInt4RegsOverMixedMinRowsShortReduction = 0;
 //   / 593, 48 564 / 953 / 566 / 551; DeepSeek-V3 16 4003 / 3841 / 4373 / 4428, 32 4009 / 5331 /
 //   4280 / 4388; gpt-oss-120b 16 1210 / 1101 / 1258 / 1207, 32 1191 / 1581 / 1269 / 1190;
 //   Qwen3-30B-A3B 16 259 / 240 / 268 / 261, 32 263 / 332 / 277 / 262.
-// - INT4 (W4A16 g128, whose automatic path runs CUTLASS's mixed-input kernel there): 16 rows
+// - INT4 (W4A16 g128, whose automatic path ran CUTLASS's mixed-input kernel there then): 16 rows
 //   Mixtral 570 / 624 / 706 (32 / 64 / 128), DeepSeek-V3 4316 / 4744 / 4529, Qwen3-30B-A3B 266 /
 //   287 / 260.
 // So 32 rows up to a mean of 26 for every format (an expert past 32 rows takes a second tile: with
@@ -475,14 +470,13 @@ inline constexpr int kInt4RegsOverMixedMinRowsShortReduction = 0;
 // 3552.5 / 3872.7 / 4086.4, INT4 g32 3556.8 / 3872.3 / 4335.4; at 28 the 64-row tile led but for
 // DeepSeek-V3's INT4 g32. Hence MXFP4 and NVFP4 32 rows below 27. INT4 keeps 26, where W4A16 g128
 // leaves CUTLASS's mixed-input kernel for the register kernel's 64-row tile
-// (kInt4RegsOverMixedMinRowsFewExperts; g128's 32-row tile there was not measured). At 56 rows the
+// (then a switch of its own; g128's 32-row tile there was not measured). At 56 rows the
 // 128-row tile led on Mixtral-8x7B (563.2 vs 585.5 MXFP4) and the 64-row one on DeepSeek-V3 (4442.1
 // vs 4558.1 MXFP4, 4162.1 vs 4532.6 NVFP4): 56 stays.
 // Forty-fourth session, the four-deep stages on the 32- and 64-row tiles: layer µs 32 / 64 / 128,
 // one round (bench/runs/2026-12-02_session44/tiles/fastest.txt): at 26 rows per expert INT4 g32
 // Mixtral-8x7B 362.5 / 414.9 / 594.0, DeepSeek-V3 3245.3 / 3303.0 / 4202.5, so INT4 takes 27 too
-// (W4A16 g128 there leaves the mixed-input kernel for the 32-row tile: 0.86x at 26 rows,
-// verify/summary.txt); at 28 the
+// (W4A16 g128 takes the same tiles); at 28 the
 // 64-row tile led every row. At 56 rows the 64-row tile led (64 / 128): Mixtral-8x7B NVFP4 488.1 /
 // 515.7, INT4 g32 528.4 / 538.4, DeepSeek-V3 MXFP4 4096.7 / 4269.4, NVFP4 3719.6 / 3979.8, g32
 // 3955.2 / 4321.9 (Mixtral-8x7B MXFP4 553.7 / 549.8, a tie); at 60 the 128-row one (Mixtral-8x7B

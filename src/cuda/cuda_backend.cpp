@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <tuple>
 
@@ -339,14 +338,6 @@ struct CudaMoeLayer::Impl {
   // Prefill path: each GEMM's input rows in expert order with their scales, and where each slot's
   // GEMM2 output row is.
   PrefillGemm prefill1, prefill2;
-  // W4A16 layers that may hold the repacked copy run their plan without it below copy_use.from_tokens
-  // (plan_repacked_copy_use): those plans and CUTLASS's kernels on the checkpoint's codes.
-  // (without1 / without2: only the GEMMs whose kernel differs without the copy, and only where
-  // max_tokens reaches CUTLASS's crossover: without_ready.)
-  RepackedCopyUse copy_use;
-  bool copy_made = false, without_ready = false;
-  LayerGemmPlan without_plans[3][2];
-  PrefillGemm without1, without2;
   DeviceSpan sorted_rows, sorted_scales, slot_position;
   // The decode path's per-expert hybrid (hybrid_max_tokens): the register kernel's act rows of the
   // busy experts (bf16, sorted positions) and each local expert's busy count.
@@ -435,10 +426,6 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_pt
   for (int kind = 0; kind < 3; ++kind)
     for (int round = 0; round < 2; ++round)
       m.plans[kind][round] = plan_layer_gemms(layer, kind, round == 1, copy);
-  if (copy) m.copy_use = plan_repacked_copy_use(layer);
-  if (m.copy_use.without_below)
-    for (int kind = 0; kind < 3; ++kind)
-      for (int round = 0; round < 2; ++round) m.without_plans[kind][round] = plan_layer_gemms(layer, kind, round == 1, false);
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&m.num_sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
@@ -496,34 +483,14 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, int max_tokens, std::shared_pt
   m.prefill1.batch_experts = ws.dequant.w13;
   m.prefill2.batch_experts = ws.dequant.w2;
   // The 4-bit register kernel (planned only where repacked_copy_possible): the repacked weights,
-  // from max_tokens at its crossover (plan_repacked_copy_use where the layer has a plan without the
-  // copy below it). (Its bf16-input formats plan only for bf16 hidden states; W4A8-INT8 takes int8
-  // rows quantized from any.)
+  // from max_tokens at its crossover (repacked_copy_from_tokens). (Its bf16-input formats plan only
+  // for bf16 hidden states; W4A8-INT8 takes int8 rows quantized from any.)
   for (auto [g, host] : {std::pair{&m.prefill1, &w13}, std::pair{&m.prefill2, &w2}})
     if (dequantizes_in_registers(g->kind) &&
-        max_tokens >= (m.copy_use.without_below ? m.copy_use.from_tokens
-                                                : grouped_min_tokens(g->kind, layer.num_experts, layer.top_k, layer.inter,
-                                                                     has_row_scales(g->layout)))) {
+        max_tokens >= grouped_min_tokens(g->kind, layer.num_experts, layer.top_k, layer.inter, has_row_scales(g->layout))) {
       repack_4bit(*g, *host, g == &m.prefill1 && layer.gated() ? I : 0);
       m.weight_bytes += static_cast<int64_t>(g->repacked.bytes());
-      m.copy_made = true;
     }
-  // CUTLASS's kernels of the plan without the copy (their bf16 scales transposed, ~1/32 of the
-  // 4-bit codes for groups of 128, which device_weight_bytes leaves out as for any mixed-input
-  // layer), where the automatic path can reach them.
-  const LayerGemmPlan without = plan_prefill_kernels(layer, false);
-  int64_t without_from = std::numeric_limits<int64_t>::max();
-  for (auto [g, g_with, L] : {std::tuple{without.g1, g1, &without.w13}, std::tuple{without.g2, g2, &without.w2}})
-    if (g != g_with && g != GroupedKernel::kNone)
-      without_from = std::min(without_from, grouped_min_tokens(g, layer.num_experts, layer.top_k, layer.inter, has_row_scales(*L)));
-  if (m.copy_use.without_below && max_tokens >= without_from) {
-    if (without.g1 != g1)
-      make_prefill_gemm(m.without1, without.g1, without.w13, m.w13_experts.get<cuda::ExpertTensors>(), w13, m.num_sms);
-    if (without.g2 != g2)
-      make_prefill_gemm(m.without2, without.g2, without.w2, m.w2_experts.get<cuda::ExpertTensors>(), w2, m.num_sms, true,
-                        layer.routing.router_weight_on_input);
-    m.without_ready = true;
-  }
 }
 
 namespace {
@@ -535,10 +502,8 @@ bool unprepared(const PrefillGemm& g) {
 
 }  // namespace
 
-// What a forward of `tokens` runs: the plan with or without the repacked copy
-// (runs_plan_without_copy), each GEMM's prefill kernel (a GEMM whose kernel is the same in both
-// plans has one object), and whether each GEMM takes it (else the decode kernels). Checks nothing;
-// run() does.
+// What a forward of `tokens` runs: the plan of its hidden dtype and rounding, each GEMM's prefill
+// kernel, and whether each GEMM takes it (else the decode kernels). Checks nothing; run() does.
 struct CudaMoeLayer::Selection {
   const LayerGemmPlan* plan;
   const PrefillGemm *pre1, *pre2;
@@ -547,11 +512,10 @@ struct CudaMoeLayer::Selection {
 CudaMoeLayer::Selection CudaMoeLayer::choose_plan(int tokens, int kind, const ForwardOptions& options) const {
   const Impl& m = *impl_;
   const MoeLayer& L = *m.layer;
-  const bool without = runs_plan_without_copy(m.copy_use, m.without_ready, m.copy_made, tokens, options.gemm_path);
   Selection s;
-  s.plan = &(without ? m.without_plans : m.plans)[kind][options.round_intermediate ? 1 : 0];
-  s.pre1 = without && m.without1.kind != GroupedKernel::kNone ? &m.without1 : &m.prefill1;
-  s.pre2 = without && m.without2.kind != GroupedKernel::kNone ? &m.without2 : &m.prefill2;
+  s.plan = &m.plans[kind][options.round_intermediate ? 1 : 0];
+  s.pre1 = &m.prefill1;
+  s.pre2 = &m.prefill2;
   auto prefill = [&](GroupedKernel g, const PrefillGemm& gemm) {
     if (g != GroupedKernel::kNone && unprepared(gemm)) return false;
     switch (options.gemm_path) {

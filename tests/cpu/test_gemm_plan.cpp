@@ -864,7 +864,7 @@ TEST(GemmPlan, PerExpertHybridThresholdAndWorkspace) {
   const int64_t switch1 = grouped_min_tokens(plan.g1, 16, 4, 128, has_row_scales(plan.w13));
   const int64_t switch2 = grouped_min_tokens(plan.g2, 16, 4, 128, has_row_scales(plan.w2));
   const int64_t below = std::min(switch1, switch2) - 1;  // both GEMMs on the decode kernels
-  const int copy_from = static_cast<int>(plan_repacked_copy_use(mxfp4).from_tokens);
+  const int copy_from = static_cast<int>(repacked_copy_from_tokens(mxfp4));
   ASSERT_GE(copy_from, std::max(switch1, switch2));
   EXPECT_EQ(hybrid_max_tokens(mxfp4, plan, copy_from - 1), 0);  // no repacked copy
   EXPECT_EQ(hybrid_max_tokens(mxfp4, plan, copy_from), below);
@@ -1306,62 +1306,42 @@ TEST(GemmPlan, WithoutARepackedCopyOneCopyOfTheWeights) {
 // The summary `qmoe inspect --cuda-plan` prints: each GEMM's kernels, the crossover and each tile
 // with the batch it takes over from, as the planner functions give them; nothing for a scheme
 // without prefill kernels.
-// When the repacked copy is used (plan_repacked_copy_use): W4A16 with groups of >= 64 or channel
-// scales runs its plan without the copy (CUTLASS's mixed-input kernel) below the register kernel's
-// switch over it; the other register-kernel layouts (no such kernel without the copy) from the
-// register kernel's own crossover, and layers without a register kernel never.
-TEST(GemmPlan, RepackedCopyUse) {
+// From which batch a layer holds the repacked copy (repacked_copy_from_tokens): every
+// register-kernel layout (W4A16 with groups of >= 64 or channel scales too: CUTLASS's mixed-input
+// kernel runs without the copy, or on a GEMM whose k is not a multiple of 64) from the register
+// kernel's own crossover, the later of its register-kernel GEMMs'; layers without one never.
+TEST(GemmPlan, RepackedCopyFromTokens) {
   struct Case {
     const char* scheme;
     MoeShape shape;
-    bool without_below;
     int64_t from_tokens;
   };
   const int64_t never = std::numeric_limits<int64_t>::max();
   for (const Case& c : {
-           // Few experts; a long and a medium reduction with many (rows x experts / top-k, rounded up).
-           Case{"w4a16_g128", {"mixtral-like", 8, 2, 256, 512}, true, int64_t{kInt4RegsOverMixedMinRowsFewExperts} * 8 / 2},
-           Case{"w4a16_g128", {"deepseek-like", 64, 6, 256, 2048}, true,
-                (int64_t{kInt4RegsOverMixedMinRowsLongReduction} * 64 + 5) / 6},
-           Case{"w4a16_g128", {"qwen3-like", 32, 8, 256, 768}, true,
-                int64_t{std::max(kInt4RegsOverMixedMinRowsMediumReduction, kGroupedMinRowsPerExpertInt4RegsMediumReduction)} * 32 / 8},
-           // A short reduction (TP8's 256), with many experts or few: the mixed-input kernel lost there.
-           Case{"w4a16_g128", {"tp8-like", 64, 8, 256, 256}, false,
-                int64_t{kGroupedMinRowsPerExpertInt4RegsShortReduction} * 64 / 8},
-           Case{"w4a16_g128", {"mixtral-like", 8, 2, 256, 128}, false,
-                int64_t{kGroupedMinRowsPerExpertInt4RegsFewExperts} * 8 / 2},
-           // No mixed-input kernel for these layouts: the register kernel's own crossover.
-           Case{"w4a16_g32", {"mixtral-like", 8, 2, 256, 128}, false, int64_t{kGroupedMinRowsPerExpertInt4RegsFewExperts} * 8 / 2},
-           Case{"w4a16_asym_g128", {"mixtral-like", 8, 2, 256, 128}, false,
-                int64_t{kGroupedMinRowsPerExpertInt4RegsFewExperts} * 8 / 2},
-           Case{"w4a8_int8", {"mixtral-like", 8, 2, 256, 128}, false, int64_t{kGroupedMinRowsPerExpertInt4Int8FewExperts} * 8 / 2},
-           Case{"mxfp4", {"mixtral-like", 8, 2, 256, 128}, false, int64_t{kGroupedMinRowsPerExpertMxfp4FewExperts} * 8 / 2},
+           // Few experts; a long, a medium and a short reduction with many (rows x experts / top-k,
+           // rounded up).
+           Case{"w4a16_g128", {"mixtral-like", 8, 2, 256, 512}, int64_t{kGroupedMinRowsPerExpertInt4RegsFewExperts} * 8 / 2},
+           Case{"w4a16_g128", {"deepseek-like", 64, 6, 256, 2048}, (int64_t{kGroupedMinRowsPerExpertInt4RegsLongReduction} * 64 + 5) / 6},
+           Case{"w4a16_g128", {"qwen3-like", 32, 8, 256, 768}, int64_t{kGroupedMinRowsPerExpertInt4RegsMediumReduction} * 32 / 8},
+           Case{"w4a16_g128", {"tp8-like", 64, 8, 256, 256}, int64_t{kGroupedMinRowsPerExpertInt4RegsShortReduction} * 64 / 8},
+           Case{"w4a16_g32", {"mixtral-like", 8, 2, 256, 128}, int64_t{kGroupedMinRowsPerExpertInt4RegsFewExperts} * 8 / 2},
+           Case{"w4a16_asym_g128", {"mixtral-like", 8, 2, 256, 128}, int64_t{kGroupedMinRowsPerExpertInt4RegsFewExperts} * 8 / 2},
+           Case{"w4a8_int8", {"mixtral-like", 8, 2, 256, 128}, int64_t{kGroupedMinRowsPerExpertInt4Int8FewExperts} * 8 / 2},
+           Case{"mxfp4", {"mixtral-like", 8, 2, 256, 128}, int64_t{kGroupedMinRowsPerExpertMxfp4FewExperts} * 8 / 2},
+           Case{"nvfp4a16", {"long-like", 32, 4, 256, 2048}, int64_t{kGroupedMinRowsPerExpertNvfp4LongReduction} * 32 / 4},
            // No register kernel.
-           Case{"fp8_channel", {"mixtral-like", 8, 2, 256, 128}, false, never},
+           Case{"fp8_channel", {"mixtral-like", 8, 2, 256, 128}, never},
        }) {
     const MoeLayer layer = synthetic_layer(c.scheme, c.shape, 7, 1);
-    const RepackedCopyUse use = plan_repacked_copy_use(layer);
-    EXPECT_EQ(use.without_below, c.without_below) << c.scheme << " " << c.shape.name;
-    EXPECT_EQ(use.from_tokens, c.from_tokens) << c.scheme << " " << c.shape.name;
+    EXPECT_EQ(repacked_copy_from_tokens(layer), c.from_tokens) << c.scheme << " " << c.shape.name;
   }
-  // Which plan a forward runs: without the copy below from_tokens on the automatic path, and when
-  // forced to prefill only where the copy was not made; never where the layer lacks that plan.
-  const RepackedCopyUse mid{100, true};
-  EXPECT_TRUE(runs_plan_without_copy(mid, true, true, 99, GemmPath::kAuto));
-  EXPECT_FALSE(runs_plan_without_copy(mid, true, true, 100, GemmPath::kAuto));
-  EXPECT_FALSE(runs_plan_without_copy(mid, true, true, 5, GemmPath::kPrefill));
-  EXPECT_TRUE(runs_plan_without_copy(mid, true, false, 500, GemmPath::kPrefill));
-  EXPECT_FALSE(runs_plan_without_copy(mid, false, false, 5, GemmPath::kAuto));
-  EXPECT_FALSE(runs_plan_without_copy(mid, false, false, 5, GemmPath::kPrefill));
-  EXPECT_FALSE(runs_plan_without_copy({100, false}, true, false, 5, GemmPath::kAuto));
-  // The switch is never below the register kernel's own crossover over the decode kernels.
-  for (int inter : {128, 768, 2048, 4096})
-    for (int experts : {8, 64, 256}) {
-      const MoeLayer layer = synthetic_layer("w4a16_g128", {"any", experts, 8 < experts ? 8 : 2, 256, inter}, 7, 1);
-      EXPECT_GE(plan_repacked_copy_use(layer).from_tokens,
-                grouped_min_tokens(GroupedKernel::kInt4RegsBf16, experts, layer.top_k, inter))
-          << experts << " experts, inter " << inter;
-    }
+  // Only the register-kernel GEMMs count: W4A16 g32 whose w2 reduction (96) is no multiple of 64
+  // plans w2 on the dequantized path, so the copy comes at w13's crossover.
+  const MoeLayer odd = synthetic_layer("w4a16_g32", {"odd-inter", 8, 2, 256, 96}, 7, 1);
+  const LayerGemmPlan odd_plan = plan_prefill_kernels(odd, true);
+  ASSERT_EQ(odd_plan.g1, GroupedKernel::kInt4RegsBf16);
+  ASSERT_FALSE(dequantizes_in_registers(odd_plan.g2));
+  EXPECT_EQ(repacked_copy_from_tokens(odd), grouped_min_tokens(odd_plan.g1, 8, 2, 96, has_row_scales(odd_plan.w13)));
 }
 
 TEST(GemmPlan, CudaPlanSummary) {
@@ -1397,50 +1377,36 @@ TEST(GemmPlan, CudaPlanSummary) {
     EXPECT_EQ(g->tiles[3].first, int64_t{kWideMaxRowsPerExpert} * 128 / 8);
     EXPECT_EQ(g->tiles[3].second, tile_config(GroupedKernel::kFp8, GroupedTile::kHuge));
   }
-  // W4A16 g128 on 8 experts, top-2: CUTLASS's mixed-input kernel from its few-experts crossover in
-  // rows per expert, the 4-bit register kernel from kInt4RegsOverMixedMinRowsFewExperts, 64 input
-  // rows, then 128, 192 past a mean of kInt4RegsTiles.max_rows_for_128 rows per expert, 256 from the
-  // end of its `wide` range, then 320 in each `huge` range and 256 after it.
+  // W4A16 g128 on 8 experts, top-2: the 4-bit register kernel from its own crossover in rows per
+  // expert (CUTLASS's mixed-input kernel runs without the copy), 32 input rows, then 64, 128,
+  // 192 past a mean of kInt4RegsTiles.max_rows_for_128 rows per expert, 256 from the end of its
+  // `wide` range, then 320 in each `huge` range and 256 after it.
   const MoeLayer w4 = synthetic_layer("w4a16_g128", {"mixtral-like", 8, 2, 256, 512}, 7, 1);
   const CudaPlanSummary m = summarize_cuda_plan(w4, 0);
   EXPECT_EQ(m.w13.prefill, to_string(GroupedKernel::kInt4RegsBf16));
-  EXPECT_EQ(m.w13.below_prefill, to_string(GroupedKernel::kInt4Bf16));
-  EXPECT_EQ(m.w13.below_from_tokens, int64_t{kGroupedMinRowsPerExpertInt4FewExperts} * 8 / 2);
-  EXPECT_EQ(m.w13.prefill_from_tokens, int64_t{kInt4RegsOverMixedMinRowsFewExperts} * 8 / 2);
-  EXPECT_EQ(m.w13.prefill_from_tokens, plan_repacked_copy_use(w4).from_tokens);
-  EXPECT_EQ(m.w2.below_prefill, m.w13.below_prefill);
-  // CUTLASS's tiles up to the switch: 128 x 32 from its crossover (its 128 x 48 tile, from 28 rows per
-  // expert, lies past the switch).
-  ASSERT_LT(kInt4RegsOverMixedMinRowsFewExperts, kInt4MinRowsForTiny48);
-  ASSERT_EQ(m.w13.below_tiles.size(), 1u);
-  EXPECT_EQ(m.w13.below_tiles[0].first, m.w13.below_from_tokens);
-  EXPECT_EQ(m.w13.below_tiles[0].second, tile_config(GroupedKernel::kInt4Bf16, GroupedTile::kTiny));
+  EXPECT_EQ(m.w13.prefill_from_tokens, int64_t{kGroupedMinRowsPerExpertInt4RegsFewExperts} * 8 / 2);
+  EXPECT_EQ(m.w13.prefill_from_tokens, repacked_copy_from_tokens(w4));
   EXPECT_EQ(m.w2.prefill_from_tokens, m.w13.prefill_from_tokens);
   expect_exact_switches(m.w13, GroupedKernel::kInt4RegsBf16, w4, w4.hidden);
   // Without the copy: CUTLASS's kernel alone, from its crossover.
   const CudaPlanSummary m_one = summarize_cuda_plan(w4, 0, false);
   EXPECT_EQ(m_one.w13.prefill, to_string(GroupedKernel::kInt4Bf16));
-  EXPECT_EQ(m_one.w13.prefill_from_tokens, m.w13.below_from_tokens);
-  EXPECT_EQ(m_one.w13.below_from_tokens, -1);
+  EXPECT_EQ(m_one.w13.prefill_from_tokens, int64_t{kGroupedMinRowsPerExpertInt4FewExperts} * 8 / 2);
   ASSERT_EQ(m.w13.tiles.size(), 11u);
-  // (The switch lies one row below the narrow tiles' 32-row limit: 32 input rows at that one mean,
-  // then 64, then 128.)
-  ASSERT_EQ(kInt4RegsOverMixedMinRowsFewExperts + 1, kInt4RegsTiles.until_32);
-  EXPECT_EQ(m.w13.tiles.front().second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kTiny));
+  EXPECT_EQ(m.w13.tiles[0].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kTiny));
   EXPECT_EQ(m.w13.tiles[1].first, int64_t{kInt4RegsTiles.until_32} * 8 / 2);
   EXPECT_EQ(m.w13.tiles[1].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kTiny48));
-  const std::vector rest(m.w13.tiles.begin() + 1, m.w13.tiles.end());  // from the 64-row tile on
-  EXPECT_EQ(rest[1].first, int64_t{kInt4RegsTiles.until_64} * 8 / 2);
-  EXPECT_EQ(rest[1].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kSmall));
-  EXPECT_EQ(rest[2].first, int64_t{kInt4RegsTiles.max_rows_for_128} * 8 / 2 + 1);
-  EXPECT_EQ(rest[2].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kWide));
-  EXPECT_EQ(rest[3].first, int64_t{kInt4RegsTiles.wide.until} * 8 / 2);
-  EXPECT_EQ(rest[3].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kLarge));
+  EXPECT_EQ(m.w13.tiles[2].first, int64_t{kInt4RegsTiles.until_64} * 8 / 2);
+  EXPECT_EQ(m.w13.tiles[2].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kSmall));
+  EXPECT_EQ(m.w13.tiles[3].first, int64_t{kInt4RegsTiles.max_rows_for_128} * 8 / 2 + 1);
+  EXPECT_EQ(m.w13.tiles[3].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kWide));
+  EXPECT_EQ(m.w13.tiles[4].first, int64_t{kInt4RegsTiles.wide.until} * 8 / 2);
+  EXPECT_EQ(m.w13.tiles[4].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kLarge));
   for (int r = 0; r < 3; ++r) {  // 320 rows in each huge range, 256 after it
-    EXPECT_EQ(rest[4 + 2 * r].first, int64_t{kInt4RegsTiles.huge[r].from} * 8 / 2);
-    EXPECT_EQ(rest[4 + 2 * r].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kHuge));
-    EXPECT_EQ(rest[5 + 2 * r].first, int64_t{kInt4RegsTiles.huge[r].until} * 8 / 2);
-    EXPECT_EQ(rest[5 + 2 * r].second, rest[3].second);
+    EXPECT_EQ(m.w13.tiles[5 + 2 * r].first, int64_t{kInt4RegsTiles.huge[r].from} * 8 / 2);
+    EXPECT_EQ(m.w13.tiles[5 + 2 * r].second, tile_config(GroupedKernel::kInt4RegsBf16, GroupedTile::kHuge));
+    EXPECT_EQ(m.w13.tiles[6 + 2 * r].first, int64_t{kInt4RegsTiles.huge[r].until} * 8 / 2);
+    EXPECT_EQ(m.w13.tiles[6 + 2 * r].second, m.w13.tiles[4].second);
   }
   // W4A16 g32 with act order: the bf16 kernel on dequantized weights from its own crossover, with the
   // bf16 tiles.

@@ -273,7 +273,7 @@ void forward_eager_and_replayed(const CudaMoeLayer& dev, const Tensor& x, const 
 // crossover runs on a layer sized for the crossover: its repacked weights exist only on layers that
 // reach it (W4Prefill checks that a smaller layer says so).
 Tensor cuda_forward(const MoeLayer& layer, const Tensor& x, const Tensor& logits, const ForwardOptions& options) {
-  const int64_t copy_from = plan_repacked_copy_use(layer).from_tokens;
+  const int64_t copy_from = repacked_copy_from_tokens(layer);
   const int64_t repacked_from = copy_from == std::numeric_limits<int64_t>::max() ? 0 : copy_from;
   if (options.gemm_path != GemmPath::kPrefill || x.dim(0) >= repacked_from)
     return make_backend("cuda")->forward(layer, x, logits, options);
@@ -1276,86 +1276,78 @@ TEST(RepackedCopy, OffKeepsOneCopyAndMatchesTheCpuBackend) {
   EXPECT_LE(compare_outputs(by_backend, want).rel_l2, tolerance_rel_l2(big, prefill, Comparison::kCudaVsReference, 300, false));
 }
 
-// W4A16 g128 between the decode kernels and the register kernel's batch (plan_repacked_copy_use):
-// the automatic path runs CUTLASS's kernel on the checkpoint's codes there, as a layer without the
-// copy does (bit for bit), and the register kernel from the copy's batch on; a layer sized below
-// that batch makes no copy and runs CUTLASS's kernel, also when the prefill path is forced. (The two
-// kernels' outputs may agree bit for bit, so CudaMoeLayer::forward_kernels says which ran.)
-TEST(RepackedCopy, W4A16BelowTheCopysBatchRunsTheMixedInputKernel) {
+// W4A16 with groups of 128 or channel scales on a layer with the repacked copy: the automatic path
+// runs the decode kernels below the register kernel's crossover (repacked_copy_from_tokens) and the
+// register kernel from it; CUTLASS's mixed-input kernel on the checkpoint's codes runs on a layer
+// without the copy (and on a GEMM whose k is not a multiple of 64, from its own crossover). A layer
+// sized below the crossover makes no copy, and a forced prefill path there says so before anything
+// runs. (The kernels' outputs may agree bit for bit, so CudaMoeLayer::forward_kernels says which
+// ran.)
+TEST(RepackedCopy, W4A16TakesTheRegisterKernelFromItsCrossover) {
   REQUIRE_GPU();
   const std::string mixed = to_string(GroupedKernel::kInt4Bf16), regs = to_string(GroupedKernel::kInt4RegsBf16);
   using Kernels = std::pair<std::string, std::string>;
-  auto run = [](const CudaMoeLayer& dev, const Tensor& x, const Tensor& logits, const ForwardOptions& o) {
-    Tensor eager, replay;
-    forward_eager_and_replayed(dev, x, logits, o, 1, &eager, &replay);
-    return eager;
-  };
-  auto same = [](const Tensor& a, const Tensor& b) {
-    return a.size_bytes() == b.size_bytes() && std::memcmp(a.raw(), b.raw(), a.size_bytes()) == 0;
-  };
-  // `w2_above`: w2's kernel from the copy's batch (channel scales at inter 544, k not a multiple of
-  // 64: CUTLASS's kernel in both plans, one GEMM object).
+  // `w2_above`: w2's prefill kernel (channel scales at inter 544, k not a multiple of 64: CUTLASS's
+  // kernel, from its own crossover).
   auto check = [&](const std::string& name, const MoeLayer& layer, const std::string& w2_above) {
-    const RepackedCopyUse use = plan_repacked_copy_use(layer);
-    ASSERT_TRUE(use.without_below) << name;
-    ASSERT_EQ(plan_prefill_kernels(layer, false).g1, GroupedKernel::kInt4Bf16) << name;
-    const int64_t mixed_from = grouped_min_tokens(GroupedKernel::kInt4Bf16, layer.num_experts, layer.top_k, layer.inter);
-    ASSERT_LT(mixed_from + 8, use.from_tokens) << name;
-    const int max_t = static_cast<int>(use.from_tokens + 40);
+    const int64_t from = repacked_copy_from_tokens(layer);
+    const LayerGemmPlan with = plan_prefill_kernels(layer, true), without = plan_prefill_kernels(layer, false);
+    ASSERT_EQ(with.g1, GroupedKernel::kInt4RegsBf16) << name;
+    ASSERT_EQ(without.g1, GroupedKernel::kInt4Bf16) << name;
+    const int64_t mixed_from = grouped_min_tokens(GroupedKernel::kInt4Bf16, layer.num_experts, layer.top_k, layer.inter,
+                                                  has_row_scales(without.w13));
+    ASSERT_LT(from + 8, mixed_from) << name;  // (the batches below: in order, and distinct)
+    // Each GEMM on its plan's prefill kernel from that kernel's own crossover.
+    auto on = [&](GroupedKernel g, const GemmLayout& gemm, int64_t tokens) {
+      return use_grouped_kernel(g, tokens, layer.num_experts, layer.top_k, layer.inter, has_row_scales(gemm))
+                 ? to_string(g)
+                 : std::string("decode");
+    };
+    const int max_t = static_cast<int>(mixed_from + 40);
     const CudaMoeLayer with_copy(layer, max_t);
     const CudaMoeLayer one_copy(layer, max_t, CudaMoeLayer::kDefaultDequantWorkspaceBytes, false);
-    const CudaMoeLayer below(layer, static_cast<int>(use.from_tokens - 1));
+    const CudaMoeLayer below(layer, static_cast<int>(from - 1));
     EXPECT_EQ(below.device_weight_bytes(), one_copy.device_weight_bytes()) << name;
     EXPECT_GT(with_copy.device_weight_bytes(), one_copy.device_weight_bytes()) << name;
     ForwardOptions automatic, prefill;
     prefill.gemm_path = GemmPath::kPrefill;
-    // Decode kernels, CUTLASS's kernel, the register kernel.
-    for (int64_t tokens : {mixed_from - 4, mixed_from + 4, use.from_tokens - 1, use.from_tokens, use.from_tokens + 40}) {
+    for (int64_t tokens : {from - 1, from, mixed_from - 1, mixed_from, mixed_from + 40}) {
       Tensor x, logits;
       random_inputs(tokens, layer, x, logits);
       const int t = static_cast<int>(tokens);
-      const std::string what = name + " auto, " + std::to_string(tokens) + " tokens";
-      const Tensor got = run(with_copy, x, logits, automatic);
-      expect_device_layer_matches_cpu(with_copy, x, logits, automatic, true, what);
-      const Kernels expected = tokens < mixed_from          ? Kernels("decode", "decode")
-                               : tokens < use.from_tokens ? Kernels(mixed, mixed)
-                                                          : Kernels(regs, w2_above);
+      const std::string what = name + ", " + std::to_string(tokens) + " tokens";
+      const Kernels expected(on(with.g1, with.w13, tokens), on(with.g2, with.w2, tokens));
+      EXPECT_EQ(expected.first, tokens < from ? "decode" : regs) << what;
       EXPECT_EQ(with_copy.forward_kernels(t, DType::kBF16, automatic), expected) << what;
       EXPECT_EQ(with_copy.forward_kernels(t, DType::kBF16, prefill), Kernels(regs, w2_above)) << what;
-      if (tokens < use.from_tokens) {
-        EXPECT_TRUE(same(got, run(one_copy, x, logits, automatic))) << what << ": not the layer without the copy's forward";
-        EXPECT_TRUE(same(run(below, x, logits, automatic), got)) << what << " on a layer without the copy's batch";
-        EXPECT_EQ(below.forward_kernels(t, DType::kBF16, prefill), Kernels(mixed, mixed)) << what;
-        EXPECT_TRUE(same(run(below, x, logits, prefill), run(one_copy, x, logits, prefill)))
-            << what << ": forced prefill on a layer without the copy";
-      } else {
-        EXPECT_TRUE(same(got, run(with_copy, x, logits, prefill))) << what << ": not the register kernel's forward";
-      }
+      expect_device_layer_matches_cpu(with_copy, x, logits, automatic, true, what + " auto");
+      const Kernels expected_one(on(without.g1, without.w13, tokens), on(without.g2, without.w2, tokens));
+      EXPECT_EQ(expected_one.first, tokens < mixed_from ? "decode" : mixed) << what;
+      EXPECT_EQ(one_copy.forward_kernels(t, DType::kBF16, automatic), expected_one) << what << " without the copy";
+      expect_device_layer_matches_cpu(one_copy, x, logits, automatic, true, what + " auto without the copy");
     }
     // f32 hidden states are not 16-bit rows: the decode kernels at every batch.
     EXPECT_EQ(with_copy.forward_kernels(max_t, DType::kF32, automatic), Kernels("decode", "decode")) << name;
-    // A layer sized below CUTLASS's crossover builds neither plan's prefill GEMMs: decode, and a
-    // forced prefill path says so before anything runs.
-    const CudaMoeLayer small(layer, static_cast<int>(mixed_from - 1));
-    EXPECT_EQ(small.forward_kernels(static_cast<int>(mixed_from - 1), DType::kBF16, automatic), Kernels("decode", "decode"))
+    // Sized below the crossover: decode, and a forced prefill path says so before anything runs.
+    EXPECT_EQ(below.forward_kernels(static_cast<int>(from - 1), DType::kBF16, automatic), Kernels("decode", "decode"))
         << name;
-    EXPECT_THROW(small.forward(nullptr, DType::kBF16, nullptr, nullptr, 1, nullptr, prefill), NotSupported) << name;
+    EXPECT_THROW(below.forward(nullptr, DType::kBF16, nullptr, nullptr, 1, nullptr, prefill), NotSupported) << name;
   };
   const MoeLayer g128 = random_layer(Scheme::kW4A16G128, {8, 2, 1024, 512});
   check("w4a16_g128", g128, regs);
   check("w4a16 channel, w2 k 544", random_layer(Scheme::kW4A16Channel, {8, 2, 1024, 544}), mixed);
-  // An expert map (four of eight experts local) in the range of CUTLASS's kernel.
+  // An expert map (four of eight experts local) just past the crossover.
   MoeLayer ep = g128;
   ep.expert_map = {-1, 0, -1, 1, -1, 2, -1, 3};
   ep.num_local_experts = 4;
   ep.experts.resize(4);
-  const RepackedCopyUse use = plan_repacked_copy_use(ep);
-  const CudaMoeLayer ep_layer(ep, static_cast<int>(use.from_tokens + 40));
+  const int64_t from = repacked_copy_from_tokens(ep);
+  const CudaMoeLayer ep_layer(ep, static_cast<int>(from + 40));
   Tensor x, logits;
-  random_inputs(use.from_tokens - 10, ep, x, logits);
+  random_inputs(from + 4, ep, x, logits);
   ForwardOptions automatic;
-  EXPECT_EQ(ep_layer.forward_kernels(static_cast<int>(x.dim(0)), DType::kBF16, automatic), Kernels(mixed, mixed));
-  expect_device_layer_matches_cpu(ep_layer, x, logits, automatic, true, "w4a16_g128 expert map, CUTLASS's range");
+  EXPECT_EQ(ep_layer.forward_kernels(static_cast<int>(x.dim(0)), DType::kBF16, automatic), Kernels(regs, regs));
+  expect_device_layer_matches_cpu(ep_layer, x, logits, automatic, true, "w4a16_g128 expert map, the register kernel");
 }
 
 // MXFP4, NVFP4 weight-only and INT4 (groups of 128 and 32, channel scales, zero points) on the 4-bit
@@ -1408,10 +1400,9 @@ TEST(W4Prefill, MatchesTheCpuBackend) {
                                                                : GroupedKernel::kInt4RegsBf16;
     ASSERT_EQ(plan.g1, fp4) << c.name;
     ASSERT_EQ(plan.g2, c.layer.inter % 64 == 0 ? fp4 : GroupedKernel::kDequantBf16) << c.name;
-    // (The copy from plan_repacked_copy_use's batch: W4A16 g128 and channel run CUTLASS's kernel below it.)
     const int min_tokens = static_cast<int>(std::max({grouped_min_tokens(plan.g1, c.layer.num_experts, c.layer.top_k, c.layer.inter),
                                                       grouped_min_tokens(plan.g2, c.layer.num_experts, c.layer.top_k, c.layer.inter),
-                                                      plan_repacked_copy_use(c.layer).from_tokens}));
+                                                      repacked_copy_from_tokens(c.layer)}));
     // 1 and 7 tokens (a few rows on a few experts), 64, then ~142 rows per expert: the planner's
     // 192-row tile; the 128- and 256-row ones forced.
     const int64_t large = int64_t{kMxfp4Tiles.max_rows_for_128} * c.layer.num_experts / c.layer.top_k + 45;
