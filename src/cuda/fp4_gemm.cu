@@ -313,8 +313,8 @@ __device__ __forceinline__ void convert_mxfp4_tile(const uint32_t (&w)[4], uint3
 // dequant_mxfp4.
 struct Mxfp4Scales : Bf16Mma {
   static constexpr int kWords = 32;
-  // A fifth stage on the 32-row tile (20 k-tiles in flight): 0.96-0.98x on MXFP4's 32-row rows,
-  // where NVFP4 and INT4 (four times the scale words) ran 0.98-1.02x (bench/runs/2026-12-02_session45).
+  // A fifth stage on the 32-row tile (20 k-tiles in flight): layers 0.96-1.00x on MXFP4's 32-row
+  // rows, where NVFP4 and INT4 (four times the scale words) ran 0.98-1.03x (bench/runs/2026-12-02_session45).
   static constexpr int kNarrowStages = 5;
   static constexpr bool kDividesByGlobal = false;
   static constexpr bool kLoopPerWidth = true;
