@@ -62,12 +62,18 @@ struct RingPosition {
 // rings hold 4-5 stages, and the int8 formats one.
 template <int N, class Format>
 inline constexpr int kStageDepth = Format::kInt8Mma ? 1 : N <= 64 ? 4 : N == 128 ? 2 : 1;
-// Stages in the ring: 4 of four on the 32-row tile (16 k-tiles in flight, 14 single stages before),
-// 3 of four on the 64-row one (12; 11 before), 4 of two on the 128-row one (8; 6 before): shared
-// memory has room for these, not for as many single stages of the int8 formats; the rest hold
-// TileShape's count.
+// Stages in the ring: the format's kNarrowStages of four on the 32-row tile (4 or 5: 16 or 20
+// k-tiles in flight, 14 single stages before), 3 of four on the 64-row one (12; 11 before), 4 of two
+// on the 128-row one (8; 6 before): shared memory has room for these, not for as many single stages
+// of the int8 formats; the rest hold TileShape's count.
 template <int N, class Format>
-inline constexpr int kRingStages = kStageDepth<N, Format> == 1 ? TileShape<N>::kStages : N == 64 ? 3 : 4;
+constexpr int ring_stages() {
+  if constexpr (kStageDepth<N, Format> == 1) return TileShape<N>::kStages;
+  else if constexpr (N == 32) return Format::kNarrowStages;
+  else return N == 64 ? 3 : 4;
+}
+template <int N, class Format>
+inline constexpr int kRingStages = ring_stages<N, Format>();
 // Format::kCodeBytes / kWords: a consumer's codes and scale words per k-tile (the format's); a
 // stage's k-tiles follow one another as the repacked copy lays them out.
 template <int N, class Format>
@@ -240,6 +246,8 @@ struct Bf16Mma {
   static constexpr bool kInt8Mma = false;
   static constexpr int kTileK = 64;
   static constexpr int kCodeBytes = 64 * kTileK / 2;
+  // Stages of four k-tiles in the 32-row tile's ring (kRingStages).
+  static constexpr int kNarrowStages = 4;
 };
 
 __device__ __forceinline__ __nv_bfloat162 as_bf16x2(uint32_t bits) {
@@ -305,6 +313,9 @@ __device__ __forceinline__ void convert_mxfp4_tile(const uint32_t (&w)[4], uint3
 // dequant_mxfp4.
 struct Mxfp4Scales : Bf16Mma {
   static constexpr int kWords = 32;
+  // A fifth stage on the 32-row tile (20 k-tiles in flight): layers 0.96-1.00x on MXFP4's 32-row
+  // rows, where NVFP4 and INT4 (four times the scale words) ran 0.98-1.03x (bench/runs/2026-12-02_session45).
+  static constexpr int kNarrowStages = 5;
   static constexpr bool kDividesByGlobal = false;
   static constexpr bool kLoopPerWidth = true;
   using Loaded = uint32_t;

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The forty-fifth session's device calls (run from the repository root on the H200). Builds come in
+# ROOT/packs.tar.xz (tools/gpu_pack.sh): m = main after the merge of wip/g128-regs (`f3e0d0c`'s
+# kernels and planner), r = branch wip/mxfp4-ring5 (MXFP4's 32-row tile with 5 stages of four,
+# the other formats' as main's).
+# Parts, in the order given:
+#   r5      r's register-kernel, W4 prefill and random-layer edge tests, then m against r, two
+#           rounds: MXFP4 on the 32-row tile (forced and automatic) at 8-24 rows per expert on four
+#           shapes, NVFP4 / W4A16 g128 controls (the same kernels in both builds)
+#   sw      r's MXFP4 decode, 32- and 64-row tiles and automatic path where its switches lie (5-8 and
+#           24-32 rows per expert), one round
+#   race    racecheck, then synccheck, of r's register-kernel tests (sanitizer subset)
+set -u
+root=${ROOT:-.gpu/s53}
+o=$OUT/s45; mkdir -p $o
+start=$SECONDS
+tools/gpu_unpack.sh $root
+bench() {  # label build model tokens schemes paths
+  (( SECONDS - start > ${LIMIT:-540} )) && { echo "skip $1 $2"; return; }
+  LD_LIBRARY_PATH=$PWD/$root/$2 timeout 120 $root/$2/qmoe bench --rotations 2 --replays 5 --max-tokens 8192 \
+    --models $3 --tokens $4 --schemes $5 --gemm-paths $6 > $o/$1.$2.log 2>&1
+  echo "$1 $2 rc $? ($((SECONDS - start)) s)"
+}
+tests() {  # build filter [env...]
+  local b=$1 f=$2; shift 2
+  env "$@" QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/$b timeout 150 $root/$b/qmoe_cuda_tests \
+    --gtest_filter="$f" > $o/tests_$b.log 2>&1
+  echo "tests $b rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/tests_$b.log
+}
+for part in "$@"; do
+  case $part in
+    r5)
+      tests r 'Fp4Mainloop.*:W4Prefill.*:RandomLayerEdges.*:RepackedCopy.*'
+      for r in 1 2; do
+        for n in m r; do
+          bench amix_r$r $n mixtral-8x7b 40,48,64,96 mxfp4 auto,prefill:4
+          bench ads_r$r $n deepseek-v3 320,384,512,768 mxfp4 auto,prefill:4
+          bench aoss_r$r $n gpt-oss-120b 256,384,512,768 mxfp4 auto,prefill:4
+          bench aq3_r$r $n qwen3-30b-a3b 128,256,384 mxfp4 auto,prefill:4
+          bench cmix_r$r $n mixtral-8x7b 48,64 nvfp4a16,w4a16_g128 auto
+        done
+      done ;;
+    sw)
+      bench smix r mixtral-8x7b 20,24,28,32,96,104,112,120,128 mxfp4 auto,decode,prefill:4,prefill:5
+      bench sds r deepseek-v3 160,192,224,256,832,896,960,1024 mxfp4 auto,decode,prefill:4,prefill:5
+      bench soss r gpt-oss-120b 160,192,224,256,832,896,960,1024 mxfp4 auto,decode,prefill:4,prefill:5
+      bench sq3 r qwen3-30b-a3b 80,96,112,128,416,448,480,512 mxfp4 auto,decode,prefill:4,prefill:5 ;;
+    race)
+      QMOE_TEST_SANITIZER_SUBSET=1 QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/r \
+        timeout ${RACE_S:-250} compute-sanitizer --tool racecheck $root/r/qmoe_cuda_tests \
+        --gtest_filter='Fp4Mainloop.*' > $o/kernel_race.log 2>&1
+      echo "racecheck rc $? ($((SECONDS - start)) s)"; grep -E "RACECHECK SUMMARY|PASSED|FAILED" $o/kernel_race.log
+      QMOE_TEST_SANITIZER_SUBSET=1 QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/r \
+        timeout ${SYNC_S:-100} compute-sanitizer --tool synccheck --error-exitcode 9 $root/r/qmoe_cuda_tests \
+        --gtest_filter='Fp4Mainloop.*' > $o/synccheck.log 2>&1
+      echo "synccheck rc $? ($((SECONDS - start)) s)"; grep -E "ERROR SUMMARY|PASSED|FAILED" $o/synccheck.log ;;
+  esac
+done
+tar czf $OUT/s45_$(IFS=_; echo "$*").tgz -C $OUT s45 && rm -rf $o
