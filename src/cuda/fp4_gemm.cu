@@ -316,7 +316,8 @@ struct Mxfp4Scales : Bf16Mma {
   static constexpr int kWords = 32;
   // A fifth stage on the 32-row tile (20 k-tiles in flight): layers 0.96-1.00x on MXFP4's 32-row
   // rows, where NVFP4 and INT4 (four times the scale words) ran 0.98-1.03x (bench/runs/2026-12-02_session45).
-  // A fourth on the 64-row tile (16 k-tiles), which the others' scale words leave no room for.
+  // A fourth on the 64-row tile (16 k-tiles; the others' scale words leave no room for it): 0.99x on
+  // MXFP4's 64-row rows of Mixtral-8x7B and gpt-oss-120b, DeepSeek-V3's and Qwen3-30B-A3B's 0.97-1.02x.
   static constexpr int kStages32 = 5, kStages64 = 4;
   static constexpr bool kDividesByGlobal = false;
   static constexpr bool kLoopPerWidth = true;
