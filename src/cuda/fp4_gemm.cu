@@ -62,15 +62,16 @@ struct RingPosition {
 // rings hold 4-5 stages, and the int8 formats one.
 template <int N, class Format>
 inline constexpr int kStageDepth = Format::kInt8Mma ? 1 : N <= 64 ? 4 : N == 128 ? 2 : 1;
-// Stages in the ring: the format's kNarrowStages of four on the 32-row tile (4 or 5: 16 or 20
-// k-tiles in flight, 14 single stages before), 3 of four on the 64-row one (12; 11 before), 4 of two
-// on the 128-row one (8; 6 before): shared memory has room for these, not for as many single stages
-// of the int8 formats; the rest hold TileShape's count.
+// Stages in the ring: the format's kStages32 of four on the 32-row tile (4 or 5: 16 or 20 k-tiles in
+// flight, 14 single stages before), kStages64 of four on the 64-row one (3 or 4: 12 or 16; 11
+// before), 4 of two on the 128-row one (8; 6 before): shared memory has room for these, not for as
+// many single stages of the int8 formats; the rest hold TileShape's count.
 template <int N, class Format>
 constexpr int ring_stages() {
   if constexpr (kStageDepth<N, Format> == 1) return TileShape<N>::kStages;
-  else if constexpr (N == 32) return Format::kNarrowStages;
-  else return N == 64 ? 3 : 4;
+  else if constexpr (N == 32) return Format::kStages32;
+  else if constexpr (N == 64) return Format::kStages64;
+  else return 4;
 }
 template <int N, class Format>
 inline constexpr int kRingStages = ring_stages<N, Format>();
@@ -246,8 +247,8 @@ struct Bf16Mma {
   static constexpr bool kInt8Mma = false;
   static constexpr int kTileK = 64;
   static constexpr int kCodeBytes = 64 * kTileK / 2;
-  // Stages of four k-tiles in the 32-row tile's ring (kRingStages).
-  static constexpr int kNarrowStages = 4;
+  // Stages of four k-tiles in the 32- and 64-row tiles' rings (kRingStages).
+  static constexpr int kStages32 = 4, kStages64 = 3;
 };
 
 __device__ __forceinline__ __nv_bfloat162 as_bf16x2(uint32_t bits) {
@@ -315,7 +316,9 @@ struct Mxfp4Scales : Bf16Mma {
   static constexpr int kWords = 32;
   // A fifth stage on the 32-row tile (20 k-tiles in flight): layers 0.96-1.00x on MXFP4's 32-row
   // rows, where NVFP4 and INT4 (four times the scale words) ran 0.98-1.03x (bench/runs/2026-12-02_session45).
-  static constexpr int kNarrowStages = 5;
+  // A fourth on the 64-row tile (16 k-tiles; the others' scale words leave no room for it): 0.99x on
+  // MXFP4's 64-row rows of Mixtral-8x7B and gpt-oss-120b, DeepSeek-V3's and Qwen3-30B-A3B's 0.97-1.02x.
+  static constexpr int kStages32 = 5, kStages64 = 4;
   static constexpr bool kDividesByGlobal = false;
   static constexpr bool kLoopPerWidth = true;
   using Loaded = uint32_t;

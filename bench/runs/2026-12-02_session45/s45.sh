@@ -9,9 +9,15 @@
 #           shapes, NVFP4 / W4A16 g128 controls (the same kernels in both builds)
 #   sw      r's MXFP4 decode, 32- and 64-row tiles and automatic path where its switches lie (5-8 and
 #           24-32 rows per expert), one round
-#   race    racecheck, then synccheck, of r's register-kernel tests (sanitizer subset)
+#   race    racecheck, then synccheck, of r's register-kernel tests (sanitizer subset); BIN=x: x's
+#   r64     (pack .gpu/s54: m = main `ef404b2`, r's kernels; x = branch wip/mxfp4-64-four, MXFP4's
+#           64-row tile with 4 stages of four) x's tests as r5's, then m against x, two rounds:
+#           MXFP4 on the 64-row tile (forced and automatic) at 28-56 rows per expert on four shapes,
+#           NVFP4 controls; then x's 32-, 64- and 128-row tiles at the switches (26-28, 56-64 rows),
+#           one round
 set -u
 root=${ROOT:-.gpu/s53}
+b=${BIN:-r}
 o=$OUT/s45; mkdir -p $o
 start=$SECONDS
 tools/gpu_unpack.sh $root
@@ -45,13 +51,27 @@ for part in "$@"; do
       bench sds r deepseek-v3 160,192,224,256,832,896,960,1024 mxfp4 auto,decode,prefill:4,prefill:5
       bench soss r gpt-oss-120b 160,192,224,256,832,896,960,1024 mxfp4 auto,decode,prefill:4,prefill:5
       bench sq3 r qwen3-30b-a3b 80,96,112,128,416,448,480,512 mxfp4 auto,decode,prefill:4,prefill:5 ;;
+    r64)
+      tests x 'Fp4Mainloop.*:W4Prefill.*:RandomLayerEdges.*:RepackedCopy.*'
+      for r in 1 2; do
+        for n in m x; do
+          bench bmix_r$r $n mixtral-8x7b 112,128,160,192,224 mxfp4 auto,prefill:5
+          bench bds_r$r $n deepseek-v3 896,1024,1280,1536,1792 mxfp4 auto,prefill:5
+          bench boss_r$r $n gpt-oss-120b 896,1280,1792 mxfp4 auto,prefill:5
+          bench bq3_r$r $n qwen3-30b-a3b 448,640,896 mxfp4 auto,prefill:5
+          bench dmix_r$r $n mixtral-8x7b 128,192 nvfp4a16 auto
+        done
+      done
+      bench tmix x mixtral-8x7b 104,112,224,232,240,256 mxfp4 auto,prefill:4,prefill:5,prefill:2
+      bench tds x deepseek-v3 832,896,1792,1856,1920,2048 mxfp4 auto,prefill:4,prefill:5,prefill:2
+      bench toss x gpt-oss-120b 832,896,1792,1920,2048 mxfp4 auto,prefill:4,prefill:5,prefill:2 ;;
     race)
-      QMOE_TEST_SANITIZER_SUBSET=1 QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/r \
-        timeout ${RACE_S:-250} compute-sanitizer --tool racecheck $root/r/qmoe_cuda_tests \
+      QMOE_TEST_SANITIZER_SUBSET=1 QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/$b \
+        timeout ${RACE_S:-250} compute-sanitizer --tool racecheck $root/$b/qmoe_cuda_tests \
         --gtest_filter='Fp4Mainloop.*' > $o/kernel_race.log 2>&1
       echo "racecheck rc $? ($((SECONDS - start)) s)"; grep -E "RACECHECK SUMMARY|PASSED|FAILED" $o/kernel_race.log
-      QMOE_TEST_SANITIZER_SUBSET=1 QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/r \
-        timeout ${SYNC_S:-100} compute-sanitizer --tool synccheck --error-exitcode 9 $root/r/qmoe_cuda_tests \
+      QMOE_TEST_SANITIZER_SUBSET=1 QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/$b \
+        timeout ${SYNC_S:-100} compute-sanitizer --tool synccheck --error-exitcode 9 $root/$b/qmoe_cuda_tests \
         --gtest_filter='Fp4Mainloop.*' > $o/synccheck.log 2>&1
       echo "synccheck rc $? ($((SECONDS - start)) s)"; grep -E "ERROR SUMMARY|PASSED|FAILED" $o/synccheck.log ;;
   esac
