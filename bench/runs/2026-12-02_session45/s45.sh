@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The forty-fifth session's device calls (run from the repository root on the H200). Builds come in
-# ROOT/packs.tar.xz (tools/gpu_pack.sh): m = main after the merge of wip/g128-regs (`f3e0d0c`'s
-# kernels and planner), r = branch wip/mxfp4-ring5 (MXFP4's 32-row tile with 5 stages of four,
+# ROOT/packs.tar.xz (tools/gpu_pack.sh): m = main `633d4f9` (the merge of wip/g128-regs; the build
+# of its branch, the same binaries), r = branch wip/mxfp4-ring5 (MXFP4's 32-row tile with 5 stages of four,
 # the other formats' as main's).
 # Parts, in the order given:
 #   r5      r's register-kernel, W4 prefill and random-layer edge tests, then m against r, two
@@ -9,6 +9,8 @@
 #           shapes, NVFP4 / W4A16 g128 controls (the same kernels in both builds)
 #   sw      r's MXFP4 decode, 32- and 64-row tiles and automatic path where its switches lie (5-8 and
 #           24-32 rows per expert), one round
+#   suite   (pack .gpu/s55: f = main `72d3cc7`) the GPU suite on BIN (tools/gpu_test.sh, tests part),
+#           then f's automatic path at 1 and 64 tokens on three shapes, three 4-bit formats
 #   race    racecheck, then synccheck, of r's register-kernel tests (sanitizer subset); BIN=x: x's
 #   r64     (pack .gpu/s54: m = main `ef404b2`, r's kernels; x = branch wip/mxfp4-64-four, MXFP4's
 #           64-row tile with 4 stages of four) x's tests as r5's, then m against x, two rounds:
@@ -65,6 +67,10 @@ for part in "$@"; do
       bench tmix x mixtral-8x7b 104,112,224,232,240,256 mxfp4 auto,prefill:4,prefill:5,prefill:2
       bench tds x deepseek-v3 832,896,1792,1856,1920,2048 mxfp4 auto,prefill:4,prefill:5,prefill:2
       bench toss x gpt-oss-120b 832,896,1792,1920,2048 mxfp4 auto,prefill:4,prefill:5,prefill:2 ;;
+    suite)
+      QMOE_GPU_TEST_PARTS=tests timeout $((590 - SECONDS)) tools/gpu_test.sh $root/$b $o/suite > $o/suite.log 2>&1
+      echo "suite rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST|^\[==" $o/suite/gpu_tests.log | tail -8
+      bench status $b mixtral-8x7b,deepseek-v3,qwen3-30b-a3b 1,64 w4a16_g128,mxfp4,nvfp4a16 auto ;;
     race)
       QMOE_TEST_SANITIZER_SUBSET=1 QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/$b \
         timeout ${RACE_S:-250} compute-sanitizer --tool racecheck $root/$b/qmoe_cuda_tests \
