@@ -35,11 +35,11 @@ constexpr int kThreads = 384;        // producer warpgroup + two consumers
 constexpr int box_rows(int n) { return n > 256 ? n / 2 : n; }
 
 // N: input rows per tile (wgmma's n; 320 as n = 256 and 64). The narrow tiles (32, 64: a few input
-// rows per expert) stage few input bytes, so their rings hold more k-tiles of weights in flight.
+// rows per expert) stage few input bytes, so their rings hold more k-tiles of weights in flight
+// (kRingStages).
 template <int N>
 struct TileShape {
   static constexpr int kInputBytes = N * kInputRowBytes;
-  static constexpr int kStages = N == 320 ? 4 : N == 256 ? 5 : N >= 128 ? 6 : N == 64 ? 11 : 14;
   static constexpr int kBoxRows = box_rows(N);
 };
 
@@ -65,10 +65,11 @@ inline constexpr int kStageDepth = Format::kInt8Mma ? 1 : N <= 64 ? 4 : N == 128
 // Stages in the ring: the format's kStages32 of four on the 32-row tile (4 or 5: 16 or 20 k-tiles in
 // flight, 14 single stages before), kStages64 of four on the 64-row one (3 or 4: 12 or 16; 11
 // before), 4 of two on the 128-row one (8; 6 before): shared memory has room for these, not for as
-// many single stages of the int8 formats; the rest hold TileShape's count.
+// many single stages of the int8 formats; single k-tiles elsewhere, 6 stages on 128 (int8) and 192
+// rows, 5 on 256, 4 on 320.
 template <int N, class Format>
 constexpr int ring_stages() {
-  if constexpr (kStageDepth<N, Format> == 1) return TileShape<N>::kStages;
+  if constexpr (kStageDepth<N, Format> == 1) return N == 320 ? 4 : N == 256 ? 5 : 6;
   else if constexpr (N == 32) return Format::kStages32;
   else if constexpr (N == 64) return Format::kStages64;
   else return 4;

@@ -11,6 +11,11 @@
 #           24-32 rows per expert), one round
 #   suite   (pack .gpu/s55: f = main `72d3cc7`) the GPU suite on BIN (tools/gpu_test.sh, tests part),
 #           then f's automatic path at 1 and 64 tokens on three shapes, three 4-bit formats
+#   wide    (next session; pack .gpu/s56: m = main, w = branch wip/int4-tile-scales: INT4 with groups
+#           of a multiple of 64 in the wide layouts, one scale word per k-tile, and MXFP4's ring
+#           depths) w's INT4 register-kernel, W4 prefill, edge and repacked-copy tests, then m
+#           against w, two rounds: W4A16 g128 and asymmetric g128, automatic path, 28-8192 tokens on
+#           Mixtral-8x7B, DeepSeek-V3, Qwen3-30B-A3B and DeepSeek-V3 TP8; then BIN=w race
 #   race    racecheck, then synccheck, of r's register-kernel tests (sanitizer subset); BIN=x: x's
 #   r64     (pack .gpu/s54: m = main `ef404b2`, r's kernels; x = branch wip/mxfp4-64-four, MXFP4's
 #           64-row tile with 4 stages of four) x's tests as r5's, then m against x, two rounds:
@@ -71,6 +76,18 @@ for part in "$@"; do
       QMOE_GPU_TEST_PARTS=tests timeout $((590 - SECONDS)) tools/gpu_test.sh $root/$b $o/suite > $o/suite.log 2>&1
       echo "suite rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST|^\[==" $o/suite/gpu_tests.log | tail -8
       bench status $b mixtral-8x7b,deepseek-v3,qwen3-30b-a3b 1,64 w4a16_g128,mxfp4,nvfp4a16 auto ;;
+    wide)
+      tests w 'Int4Mainloop.*:W4Prefill.*:RandomLayerEdges.*:RepackedCopy.*'
+      grep -q "^\[  PASSED" $o/tests_w.log || { echo "w's tests did not pass: no A/B"; continue; }
+      for r in 1 2; do
+        for n in m w; do
+          s=w4a16_g128,w4a16_asym_g128
+          bench wmix_r$r $n mixtral-8x7b 28,64,128,256,448,1024,4096,8192 $s auto
+          bench wds_r$r $n deepseek-v3 256,512,1024,2048,4096,8192 $s auto
+          bench wq3_r$r $n qwen3-30b-a3b 128,512,2048,8192 $s auto
+          bench wdst_r$r $n deepseek-v3-tp8 320,1024,4096 w4a16_g128 auto
+        done
+      done ;;
     race)
       QMOE_TEST_SANITIZER_SUBSET=1 QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/$b \
         timeout ${RACE_S:-250} compute-sanitizer --tool racecheck $root/$b/qmoe_cuda_tests \
