@@ -15,7 +15,8 @@
 #           of a multiple of 64 in the wide layouts, one scale word per k-tile, and MXFP4's ring
 #           depths) w's INT4 register-kernel, W4 prefill, edge and repacked-copy tests, then m
 #           against w, two rounds: W4A16 g128 and asymmetric g128, automatic path, 28-8192 tokens on
-#           Mixtral-8x7B, DeepSeek-V3, Qwen3-30B-A3B and DeepSeek-V3 TP8; then BIN=w race
+#           Mixtral-8x7B, DeepSeek-V3, Qwen3-30B-A3B and DeepSeek-V3 TP8; then Mixtral-8x7B W4A16
+#           g128 at 4096 / 8192 sustained (400 replays, issue 4's 650 TFLOP/s); then BIN=w race
 #   race    racecheck, then synccheck, of r's register-kernel tests (sanitizer subset); BIN=x: x's
 #   r64     (pack .gpu/s54: m = main `ef404b2`, r's kernels; x = branch wip/mxfp4-64-four, MXFP4's
 #           64-row tile with 4 stages of four) x's tests as r5's, then m against x, two rounds:
@@ -30,7 +31,7 @@ start=$SECONDS
 tools/gpu_unpack.sh $root
 bench() {  # label build model tokens schemes paths
   (( SECONDS - start > ${LIMIT:-540} )) && { echo "skip $1 $2"; return; }
-  LD_LIBRARY_PATH=$PWD/$root/$2 timeout 120 $root/$2/qmoe bench --rotations 2 --replays 5 --max-tokens 8192 \
+  LD_LIBRARY_PATH=$PWD/$root/$2 timeout 120 $root/$2/qmoe bench --rotations 2 --replays ${REPLAYS:-5} --max-tokens 8192 \
     --models $3 --tokens $4 --schemes $5 --gemm-paths $6 > $o/$1.$2.log 2>&1
   echo "$1 $2 rc $? ($((SECONDS - start)) s)"
 }
@@ -87,7 +88,8 @@ for part in "$@"; do
           bench wq3_r$r $n qwen3-30b-a3b 128,512,2048,8192 $s auto
           bench wdst_r$r $n deepseek-v3-tp8 320,1024,4096 w4a16_g128 auto
         done
-      done ;;
+      done
+      for n in m w; do REPLAYS=400 bench wsus $n mixtral-8x7b 4096,8192 w4a16_g128 auto; done ;;
     race)
       QMOE_TEST_SANITIZER_SUBSET=1 QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/$b \
         timeout ${RACE_S:-250} compute-sanitizer --tool racecheck $root/$b/qmoe_cuda_tests \
