@@ -17,7 +17,8 @@
 #           against w, two rounds: W4A16 g128 and asymmetric g128, automatic path, 28-8192 tokens on
 #           Mixtral-8x7B, DeepSeek-V3, Qwen3-30B-A3B and DeepSeek-V3 TP8; then Mixtral-8x7B W4A16
 #           g128 at 4096 / 8192 sustained (400 replays, issue 4's 650 TFLOP/s); then BIN=w race
-#   race    racecheck, then synccheck, of r's register-kernel tests (sanitizer subset); BIN=x: x's
+#   race    racecheck, then synccheck, of r's register-kernel tests (sanitizer subset); BIN=x: x's;
+#           RACE_FILTER: other tests (default Fp4Mainloop.*)
 #   r64     (pack .gpu/s54: m = main `ef404b2`, r's kernels; x = branch wip/mxfp4-64-four, MXFP4's
 #           64-row tile with 4 stages of four) x's tests as r5's, then m against x, two rounds:
 #           MXFP4 on the 64-row tile (forced and automatic) at 28-56 rows per expert on four shapes,
@@ -93,11 +94,11 @@ for part in "$@"; do
     race)
       QMOE_TEST_SANITIZER_SUBSET=1 QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/$b \
         timeout ${RACE_S:-250} compute-sanitizer --tool racecheck $root/$b/qmoe_cuda_tests \
-        --gtest_filter='Fp4Mainloop.*' > $o/kernel_race.log 2>&1
+        --gtest_filter="${RACE_FILTER:-Fp4Mainloop.*}" > $o/kernel_race.log 2>&1
       echo "racecheck rc $? ($((SECONDS - start)) s)"; grep -E "RACECHECK SUMMARY|PASSED|FAILED" $o/kernel_race.log
       QMOE_TEST_SANITIZER_SUBSET=1 QMOE_TEST_DATA_DIR=$PWD/tests/data LD_LIBRARY_PATH=$PWD/$root/$b \
         timeout ${SYNC_S:-100} compute-sanitizer --tool synccheck --error-exitcode 9 $root/$b/qmoe_cuda_tests \
-        --gtest_filter='Fp4Mainloop.*' > $o/synccheck.log 2>&1
+        --gtest_filter="${RACE_FILTER:-Fp4Mainloop.*}" > $o/synccheck.log 2>&1
       echo "synccheck rc $? ($((SECONDS - start)) s)"; grep -E "ERROR SUMMARY|PASSED|FAILED" $o/synccheck.log ;;
   esac
 done
