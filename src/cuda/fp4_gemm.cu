@@ -363,9 +363,6 @@ struct Int4Scales : Bf16Mma {
   static constexpr int kWords = kZeroPoints ? 2 * kScaleWords : kScaleWords;
   static constexpr bool kDividesByGlobal = false;
   static constexpr bool kLoopPerWidth = false;
-  // The wide layouts' k-tiles are MXFP4's size (with zero points a little larger), so their rings
-  // take MXFP4's depths.
-  static constexpr int kStages32 = kWide ? 5 : 4, kStages64 = kWide ? 4 : 3;
   using Words = std::conditional_t<kWide, uint32_t, uint4>;
   struct Loaded {
     Words scales, offsets;
