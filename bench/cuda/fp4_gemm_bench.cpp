@@ -100,8 +100,8 @@ int main(int argc, char** argv) {
                        Gemm{"mixtral-w2", 8, 2, 4096, 14336, W4Format::kMxfp4, 32},
                        Gemm{"gptoss-w13", 128, 4, 5760, 2880, W4Format::kMxfp4, 32},
                        Gemm{"gptoss-w2", 128, 4, 2880, 2880, W4Format::kMxfp4, 32},
-                       Gemm{"mix-int4g128-w13", 8, 2, 28672, 4096, W4Format::kInt4Wide, 128},
-                       Gemm{"mix-int4g128-w2", 8, 2, 4096, 14336, W4Format::kInt4Wide, 128},
+                       Gemm{"mix-int4g128-w13", 8, 2, 28672, 4096, W4Format::kInt4, 128},
+                       Gemm{"mix-int4g128-w2", 8, 2, 4096, 14336, W4Format::kInt4, 128},
                        Gemm{"kimi-int4g32-w13", 384, 8, 512, 7168, W4Format::kInt4, 32},
                        Gemm{"kimi-int4g32-w2", 384, 8, 7168, 256, W4Format::kInt4, 32}}) {
     const int experts = g.experts;

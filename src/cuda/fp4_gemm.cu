@@ -356,7 +356,8 @@ struct Nvfp4Scales : Bf16Mma {
 // INT4 with bf16 scales: each register's two codes as bf16 128 + u (u = q + 8: or-ing the nibble
 // into 128.0's mantissa), minus 136 + z (exact: q - z), times the scale (one rounding, as the CPU's).
 // Per thread quad four words of scales, one per k16 step (rows m and m + 8), or with kWide (groups
-// of a multiple of 64) one for the k-tile; with zero points as many words of offsets 136 + z follow.
+// of a multiple of 64; taken with zero points only, int4_format) one for the k-tile; with zero
+// points as many words of offsets 136 + z follow.
 template <bool kZeroPoints, bool kWide = false>
 struct Int4Scales : Bf16Mma {
   static constexpr int kScaleWords = kWide ? 32 : 128;  // a consumer's scale words per k-tile
@@ -1223,7 +1224,7 @@ cudaError_t launch_repack_nvfp4(const uint8_t* codes, const uint8_t* scales, int
 cudaError_t launch_repack_int4(const int32_t* codes, const uint16_t* scales, const int8_t* zero_points, int64_t rows,
                                int64_t cols, int64_t group, W4Format format, int64_t gate_up_inter,
                                uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream) {
-  const bool wide = format == W4Format::kInt4Wide || format == W4Format::kInt4WideZero;
+  const bool wide = format == W4Format::kInt4WideZero;
   if (group <= 0 || group % (wide ? 64 : 16) != 0 || cols % group != 0 || !is_int4_bf16(format) ||
       has_zero_points(format) != (zero_points != nullptr))
     return cudaErrorInvalidValue;
@@ -1301,7 +1302,6 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
   if (p.format == W4Format::kNvfp4) return by_tile.template operator()<Nvfp4Scales>();
   if (p.format == W4Format::kInt4) return by_tile.template operator()<Int4Scales<false>>();
   if (p.format == W4Format::kInt4Zero) return by_tile.template operator()<Int4Scales<true>>();
-  if (p.format == W4Format::kInt4Wide) return by_tile.template operator()<Int4Scales<false, true>>();
   if (p.format == W4Format::kInt4WideZero) return by_tile.template operator()<Int4Scales<true, true>>();
   return by_tile.template operator()<Mxfp4Scales>();
 }

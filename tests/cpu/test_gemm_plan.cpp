@@ -488,14 +488,16 @@ TEST(GemmPlan, Int4RegistersPrefillKernel) {
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336), 28);    // Mixtral-8x7B
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 384, 8, 256), 384);  // Kimi-K2 TP8
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 128, 8, 768), 128);  // Qwen3-30B-A3B
-  // Its copy: codes, bf16 scales as words (4 bytes per 32 weights, or per 128 where the groups are a
-  // multiple of 64 or per row: one word per k-tile), zero points as many again.
+  // Its copy: codes, bf16 scales as words (4 bytes per 32 weights; with zero points, where the groups
+  // are a multiple of 64 or per row, per 128: one word per k-tile), zero points as many again.
   EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128), 256 * 64 + 256 * 16);
   EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128, true), 256 * 64 + 256 * 32);
-  EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 256, false, 128), 256 * 128 + 256 * 8);
+  EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 256, false, 128), 256 * 128 + 256 * 32);
   EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 256, true, 64), 256 * 128 + 256 * 16);
-  EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 200, 192, false, 0), 256 * 96 + 256 * 6);
-  EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 192, false, 96), 256 * 96 + 256 * 24);
+  EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 256, true, 128), 256 * 128 + 256 * 16);
+  EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 200, 192, false, 0), 256 * 96 + 256 * 24);
+  EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 200, 192, true, 0), 256 * 96 + 256 * 12);
+  EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 192, true, 96), 256 * 96 + 256 * 48);
   EXPECT_EQ(to_string(GroupedKernel::kInt4RegsBf16), "grouped wgmma (BF16) on INT4 weights dequantized in registers");
 }
 
