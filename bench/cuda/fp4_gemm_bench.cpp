@@ -123,8 +123,8 @@ int main(int argc, char** argv) {
         cudaFree(s);
       } else {
         uint16_t* s = device_random<uint16_t>(weights / g.group, rng, 0x3B80, 0x3F00);
-        check(qmoe::cuda::launch_repack_int4(reinterpret_cast<const int32_t*>(c), s, nullptr, g.n, g.k, g.group, 0, fc,
-                                             fs, nullptr),
+        check(qmoe::cuda::launch_repack_int4(reinterpret_cast<const int32_t*>(c), s, nullptr, g.n, g.k, g.group, g.format,
+                                             0, fc, fs, nullptr),
               "repack");
         cudaFree(s);
       }

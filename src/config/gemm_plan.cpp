@@ -673,10 +673,15 @@ CudaPlanSummary summarize_cuda_plan(const MoeLayer& layer, int act_kind, bool re
 
 int64_t repacked_weight_bytes(GroupedKernel kind, const GemmLayout& L) {
   const int64_t padded = (L.rows + 127) / 128 * 128;
-  const int64_t scales = kind == GroupedKernel::kMxfp4Bf16                        ? L.cols / 32
-                         : kind == GroupedKernel::kInt4RegsBf16 && L.has_zero_point ? L.cols / 4
-                         : kind == GroupedKernel::kInt4Int8Regs                     ? L.cols / (L.scale_kind == 2 ? 32 : 64)
-                                                                                    : L.cols / 8;
+  // INT4's scale words: one per 16 columns, or with zero points per 64 where the groups are a
+  // multiple of 64 or per row (fp4_gemm.h's wide layout, int4_format); zero points as many again.
+  const int64_t group = L.strategy == kChannel ? L.cols : L.group_size;
+  const int64_t int4_scales =
+      L.has_zero_point ? 2 * (group > 0 && group % 64 == 0 ? L.cols / 32 : L.cols / 8) : L.cols / 8;
+  const int64_t scales = kind == GroupedKernel::kMxfp4Bf16     ? L.cols / 32
+                         : kind == GroupedKernel::kInt4RegsBf16 ? int4_scales
+                         : kind == GroupedKernel::kInt4Int8Regs ? L.cols / (L.scale_kind == 2 ? 32 : 64)
+                                                                : L.cols / 8;
   return padded * L.cols / 2 + padded * scales;
 }
 

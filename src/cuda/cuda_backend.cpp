@@ -128,18 +128,18 @@ struct PrefillGemm {
 
 // The 4-bit register kernel's repacked copy of each expert's weights (`host`: the device tensors'
 // pointers; at most cuda::kMaxFp4GemmExperts).
+// The weights' columns per scale group (k for one scale per row).
+int64_t scale_group_columns(const PrefillGemm& g) {
+  return g.layout.strategy == static_cast<int>(Strategy::kChannel) ? g.k : g.layout.group_size;
+}
 cuda::W4Format w4_format(const PrefillGemm& g) {
   switch (g.kind) {
     case GroupedKernel::kNvfp4Bf16: return cuda::W4Format::kNvfp4;
-    case GroupedKernel::kInt4RegsBf16: return g.layout.has_zero_point ? cuda::W4Format::kInt4Zero : cuda::W4Format::kInt4;
+    case GroupedKernel::kInt4RegsBf16: return cuda::int4_format(g.layout.has_zero_point, scale_group_columns(g));
     case GroupedKernel::kInt4Int8Regs:  // (scales as the layer keeps them: bf16, or fp32 per row as vLLM's)
       return g.layout.scale_kind == 2 ? cuda::W4Format::kInt4Int8F32 : cuda::W4Format::kInt4Int8;
     default: return cuda::W4Format::kMxfp4;
   }
-}
-// The weights' columns per scale group (k for one scale per row).
-int64_t scale_group_columns(const PrefillGemm& g) {
-  return g.layout.strategy == static_cast<int>(Strategy::kChannel) ? g.k : g.layout.group_size;
 }
 void repack_4bit(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host, int64_t gate_up_inter) {
   const int E = static_cast<int>(host.size());
@@ -172,7 +172,7 @@ void repack_4bit(PrefillGemm& g, const std::vector<cuda::ExpertTensors>& host, i
     else  // INT4: signed nibbles on the device (converted at load), bf16 scales
       err = cuda::launch_repack_int4(static_cast<const int32_t*>(host[e].data),
                                      static_cast<const uint16_t*>(host[e].scale), host[e].zero_point, g.n, g.k, group,
-                                     gate_up_inter, frag_codes, frag_scales, nullptr);
+                                     format, gate_up_inter, frag_codes, frag_scales, nullptr);
     check(err, "4-bit repack");
     ptrs[e] = codes;
     ptrs[E + e] = scales;

@@ -84,7 +84,7 @@ struct alignas(1024) Stage {
   uint8_t inputs[kDepth][TileShape<N>::kInputBytes];  // [k-tile][N input rows][128 bytes], TMA's 128-byte swizzle
   // [k-tile * 2 + consumer][128 threads][kCodeBytes / 512 words]; int8 inputs: [consumer][2 planes][128 threads][4 words]
   uint32_t codes[2 * kDepth][Format::kCodeBytes / 4];
-  uint32_t scales[2 * kDepth][Format::kWords];  // [k-tile * 2 + consumer][32 thread quads][kWords / 32]
+  uint32_t scales[2 * kDepth][Format::kWords];  // [k-tile * 2 + consumer][kWords]: the format's words (fp4_gemm.h)
 };
 // The staged terms epilogue's tile: [consumer][kRows input rows][64 weight columns] bf16, each
 // row's 16-byte chunks XOR-swizzled by the row's low 3 bits (stmatrix writes 8 rows of one chunk at
@@ -355,30 +355,41 @@ struct Nvfp4Scales : Bf16Mma {
 
 // INT4 with bf16 scales: each register's two codes as bf16 128 + u (u = q + 8: or-ing the nibble
 // into 128.0's mantissa), minus 136 + z (exact: q - z), times the scale (one rounding, as the CPU's).
-// Four words of scales per thread quad, one per k16 step (rows m and m + 8); with zero points four
-// more of offsets 136 + z, 512 bytes further.
-template <bool kZeroPoints>
+// Per thread quad four words of scales, one per k16 step (rows m and m + 8), or with kWide (groups
+// of a multiple of 64; taken with zero points only, int4_format) one for the k-tile; with zero
+// points as many words of offsets 136 + z follow.
+template <bool kZeroPoints, bool kWide = false>
 struct Int4Scales : Bf16Mma {
-  static constexpr int kWords = kZeroPoints ? 256 : 128;
+  static constexpr int kScaleWords = kWide ? 32 : 128;  // a consumer's scale words per k-tile
+  static constexpr int kWords = kZeroPoints ? 2 * kScaleWords : kScaleWords;
   static constexpr bool kDividesByGlobal = false;
   static constexpr bool kLoopPerWidth = false;
+  using Words = std::conditional_t<kWide, uint32_t, uint4>;
   struct Loaded {
-    uint4 scales, offsets;
+    Words scales, offsets;
   };
+  static __device__ __forceinline__ Words load_words(uint32_t address) {
+    if constexpr (kWide) return lds32(address);
+    else return lds128(address);
+  }
   static __device__ __forceinline__ Loaded load(uint32_t tile, int t) {
-    Loaded l;
-    l.scales = lds128(tile + 16 * (t / 4));
-    l.offsets = kZeroPoints ? lds128(tile + 512 + 16 * (t / 4)) : make_uint4(0, 0, 0, 0);
+    constexpr int kQuadBytes = kWide ? 4 : 16;
+    Loaded l{};
+    l.scales = load_words(tile + kQuadBytes * (t / 4));
+    if constexpr (kZeroPoints) l.offsets = load_words(tile + 4 * kScaleWords + kQuadBytes * (t / 4));
     return l;
   }
+  static __device__ __forceinline__ uint32_t word(const Words& w, int step) {
+    if constexpr (kWide) return w;
+    else return step == 0 ? w.x : step == 1 ? w.y : step == 2 ? w.z : w.w;
+  }
   static __device__ __forceinline__ void convert(const uint32_t (&w)[4], Loaded l, uint32_t (&a)[4][4]) {
-    const uint32_t s[4] = {l.scales.x, l.scales.y, l.scales.z, l.scales.w};
-    const uint32_t o[4] = {l.offsets.x, l.offsets.y, l.offsets.z, l.offsets.w};
 #pragma unroll
     for (int step = 0; step < 4; ++step) {
       // (Each half broadcast by the multiply's and subtraction's operand selectors, not by PRMTs.)
-      const __nv_bfloat162 s2 = as_bf16x2(s[step]), s_m = __low2bfloat162(s2), s_m8 = __high2bfloat162(s2);
-      const __nv_bfloat162 o2 = as_bf16x2(kZeroPoints ? o[step] : 0x43084308u);  // (bf16 136)
+      const __nv_bfloat162 s2 = as_bf16x2(word(l.scales, step)), s_m = __low2bfloat162(s2),
+                           s_m8 = __high2bfloat162(s2);
+      const __nv_bfloat162 o2 = as_bf16x2(kZeroPoints ? word(l.offsets, step) : 0x43084308u);  // (bf16 136)
       const __nv_bfloat162 o_m = __low2bfloat162(o2), o_m8 = __high2bfloat162(o2);
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
@@ -503,7 +514,7 @@ __global__ void repack_nvfp4_kernel(const uint8_t* codes, const uint8_t* scales,
 
 // As repack_mxfp4_kernel, for INT4 (fp4_gemm.h).
 __global__ void repack_int4_kernel(const int32_t* codes, const uint16_t* scales, const int8_t* zero_points,
-                                   int64_t rows, int64_t cols, int64_t group, int64_t gate_up_inter,
+                                   int64_t rows, int64_t cols, int64_t group, bool wide, int64_t gate_up_inter,
                                    uint32_t* frag_codes, uint32_t* frag_scales) {
   const auto [tile, kt, m, t] = repack_thread(cols);
   const int64_t groups = cols / group;
@@ -527,10 +538,12 @@ __global__ void repack_int4_kernel(const int32_t* codes, const uint16_t* scales,
 #pragma unroll
       for (int j = 0; j < 2; ++j) word |= code(r % 2, k + 8 * (r / 2) + j) << (16 * j + 4 * r);
     frag_codes[(tile * 128 + t) * 4 + step] = word;
-    if (t % 4 == 0) {
-      const int64_t g = (kt * 64 + 16 * step) / group;
-      frag_scales[tile * (zero_points ? 256 : 128) + (t / 4) * 4 + step] = scale(0, g) | scale(1, g) << 16;
-      if (zero_points) frag_scales[tile * 256 + 128 + (t / 4) * 4 + step] = offset(0, g) | offset(1, g) << 16;
+    if (t % 4 == 0 && (!wide || step == 0)) {
+      // (A tile's scale words, then its offsets: 128 of each a tile, or 32 with `wide`.)
+      const int64_t g = (kt * 64 + 16 * step) / group, words = wide ? 32 : 128;
+      const int64_t at = tile * (zero_points ? 2 * words : words) + (wide ? t / 4 : (t / 4) * 4 + step);
+      frag_scales[at] = scale(0, g) | scale(1, g) << 16;
+      if (zero_points) frag_scales[at + words] = offset(0, g) | offset(1, g) << 16;
     }
   }
 }
@@ -1209,13 +1222,16 @@ cudaError_t launch_repack_nvfp4(const uint8_t* codes, const uint8_t* scales, int
 }
 
 cudaError_t launch_repack_int4(const int32_t* codes, const uint16_t* scales, const int8_t* zero_points, int64_t rows,
-                               int64_t cols, int64_t group, int64_t gate_up_inter, uint32_t* frag_codes,
-                               uint32_t* frag_scales, cudaStream_t stream) {
-  if (group <= 0 || group % 16 != 0 || cols % group != 0) return cudaErrorInvalidValue;
+                               int64_t cols, int64_t group, W4Format format, int64_t gate_up_inter,
+                               uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream) {
+  const bool wide = format == W4Format::kInt4WideZero;
+  if (group <= 0 || group % (wide ? 64 : 16) != 0 || cols % group != 0 || !is_int4_bf16(format) ||
+      has_zero_points(format) != (zero_points != nullptr))
+    return cudaErrorInvalidValue;
   unsigned tiles = 0;
   if (const cudaError_t err = repack_tiles(rows, cols, gate_up_inter, tiles); err != cudaSuccess || tiles == 0)
     return err;
-  repack_int4_kernel<<<tiles, 128, 0, stream>>>(codes, scales, zero_points, rows, cols, group, gate_up_inter,
+  repack_int4_kernel<<<tiles, 128, 0, stream>>>(codes, scales, zero_points, rows, cols, group, wide, gate_up_inter,
                                                 frag_codes, frag_scales);
   return cudaGetLastError();
 }
@@ -1286,6 +1302,7 @@ cudaError_t launch_fp4_grouped_gemm(const Fp4GemmParams& p, cudaStream_t stream)
   if (p.format == W4Format::kNvfp4) return by_tile.template operator()<Nvfp4Scales>();
   if (p.format == W4Format::kInt4) return by_tile.template operator()<Int4Scales<false>>();
   if (p.format == W4Format::kInt4Zero) return by_tile.template operator()<Int4Scales<true>>();
+  if (p.format == W4Format::kInt4WideZero) return by_tile.template operator()<Int4Scales<true, true>>();
   return by_tile.template operator()<Mxfp4Scales>();
 }
 

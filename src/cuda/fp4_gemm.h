@@ -12,12 +12,26 @@
 namespace qmoe::cuda {
 
 // The 4-bit weight formats the kernel takes: MXFP4, NVFP4 weight-only (e2m1 codes), and INT4 with
-// bf16 scales per group of a multiple of 16 or per row, without or with zero points, on bf16 inputs;
-// and INT4 with bf16 (kInt4Int8) or fp32 (kInt4Int8F32: vLLM's W4A8-INT8 per-row scales) scales per
-// group of a multiple of 128 or per row on int8 inputs (W4A8 with INT8 activations: int8 MMAs, exact
-// integer sums per scale group, rounded to fp32 past 2^24 once per group).
-enum class W4Format { kMxfp4, kNvfp4, kInt4, kInt4Zero, kInt4Int8, kInt4Int8F32 };
+// bf16 scales per group of a multiple of 16 or per row, without or with zero points, on bf16 inputs
+// (kInt4 / kInt4Zero: a scale word per 16 columns; kInt4WideZero, zero points with groups of a
+// multiple of 64 or per row: one per 64, a quarter of the scale bytes); and INT4 with bf16
+// (kInt4Int8) or fp32 (kInt4Int8F32: vLLM's W4A8-INT8 per-row scales) scales per group of a multiple
+// of 128 or per row on int8 inputs (W4A8 with INT8 activations: int8 MMAs, exact integer sums per
+// scale group, rounded to fp32 past 2^24 once per group).
+enum class W4Format { kMxfp4, kNvfp4, kInt4, kInt4Zero, kInt4WideZero, kInt4Int8, kInt4Int8F32 };
 inline bool takes_int8_inputs(W4Format f) { return f == W4Format::kInt4Int8 || f == W4Format::kInt4Int8F32; }
+inline bool is_int4_bf16(W4Format f) {
+  return f == W4Format::kInt4 || f == W4Format::kInt4Zero || f == W4Format::kInt4WideZero;
+}
+inline bool has_zero_points(W4Format f) { return f == W4Format::kInt4Zero || f == W4Format::kInt4WideZero; }
+// The bf16-input INT4 format of `group` columns per scale (the weight's columns for one per row;
+// gemm_plan.cpp's repacked_weight_bytes counts the same layouts). Only zero points take the wide
+// layout: on the H200 (forty-sixth session) it ran W4A16 asymmetric g128 ~2% faster, but the
+// symmetric one 1-3% slower on the 32- and 64-row tiles (bench/runs/2026-12-03_session46/).
+inline W4Format int4_format(bool zero_points, int64_t group) {
+  if (!zero_points) return W4Format::kInt4;
+  return group > 0 && group % 64 == 0 ? W4Format::kInt4WideZero : W4Format::kInt4Zero;
+}
 
 // The rows of a repacked weight: `rows` rounded up to the kernel's 128-row tiles (zero weights).
 inline int64_t fp4_frag_rows(int64_t rows) { return (rows + 127) / 128 * 128; }
@@ -63,15 +77,18 @@ cudaError_t launch_repack_nvfp4(const uint8_t* codes, const uint8_t* scales, int
 // INT4 (codes as the device keeps them: signed nibbles, [rows, cols / 8] int32 words, column c in
 // bits 4 (c % 8)), bf16 scales [rows, cols / group] (group a multiple of 16; cols for one per row),
 // int8 zero points of the same shape (null: symmetric; each in [-8, 7]), as the CPU's
-// RNE_bf16((q - z) * s):
+// RNE_bf16((q - z) * s), in `format` (an INT4 bf16-input one; zero points given exactly when it has
+// them; the wide one needs group a multiple of 64):
 //   codes  as MXFP4's, with element j of register a_r (u = q + 8) in bits 16 j + 4 r .. + 3;
-//   scales [rows / 128][cols / 64][2][32 thread quads][4 k16 steps] 32-bit words: the bf16 scale of
-//          row m's group at that step in bits 0-15, of row m + 8's in 16-31; with zero points each
-//          tile's words are followed by as many words of bf16(136 + z) in the same order.
-// frag_scales holds fp4_frag_scale_bytes(kInt4 or kInt4Zero, rows, cols).
+//   scales kInt4 / kInt4Zero: [rows / 128][cols / 64][2][32 thread quads][4 k16 steps] 32-bit words:
+//          the bf16 scale of row m's group at that step in bits 0-15, of row m + 8's in 16-31;
+//          kInt4WideZero: [rows / 128][cols / 64][2][32 thread quads], the same word of
+//          the tile's group (one per 64 columns); with zero points each tile's words are followed by
+//          as many words of bf16(136 + z) in the same order.
+// frag_scales holds fp4_frag_scale_bytes(format, rows, cols).
 cudaError_t launch_repack_int4(const int32_t* codes, const uint16_t* scales, const int8_t* zero_points, int64_t rows,
-                               int64_t cols, int64_t group, int64_t gate_up_inter, uint32_t* frag_codes,
-                               uint32_t* frag_scales, cudaStream_t stream);
+                               int64_t cols, int64_t group, W4Format format, int64_t gate_up_inter,
+                               uint32_t* frag_codes, uint32_t* frag_scales, cudaStream_t stream);
 // INT4 for int8 inputs (kInt4Int8, kInt4Int8F32; codes as launch_repack_int4 takes them, bf16 or
 // (f32_scales) fp32 scales [rows, cols / group], group a multiple of 128 or cols), per 64 x 128 tile
 // (row tile rt, column tile kt), in
@@ -91,11 +108,12 @@ cudaError_t launch_repack_int4_int8(const int32_t* codes, const void* scales, bo
                                     uint32_t* frag_scales, cudaStream_t stream);
 // Bytes of an expert's repacked scales.
 inline int64_t fp4_frag_scale_bytes(W4Format format, int64_t rows, int64_t cols) {
-  const int64_t per_row = format == W4Format::kMxfp4        ? cols / 32
-                          : format == W4Format::kInt4Zero    ? cols / 4
-                          : format == W4Format::kInt4Int8    ? cols / 64
-                          : format == W4Format::kInt4Int8F32 ? cols / 32
-                                                             : cols / 8;
+  const int64_t per_row = format == W4Format::kMxfp4          ? cols / 32
+                          : format == W4Format::kInt4WideZero ? cols / 16
+                          : format == W4Format::kInt4Zero     ? cols / 4
+                          : format == W4Format::kInt4Int8     ? cols / 64
+                          : format == W4Format::kInt4Int8F32  ? cols / 32
+                                                              : cols / 8;
   return fp4_frag_rows(rows) * per_row;
 }
 

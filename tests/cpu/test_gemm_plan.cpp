@@ -69,12 +69,14 @@ MoeLayer with_act_order(MoeLayer layer) {
   return layer;
 }
 
-// repacked_weight_bytes of a [rows, cols] weight.
-int64_t repacked(GroupedKernel kind, int64_t rows, int64_t cols, bool zero_points = false) {
+// repacked_weight_bytes of a [rows, cols] weight (INT4: scales per `group` columns, 0 for one per row).
+int64_t repacked(GroupedKernel kind, int64_t rows, int64_t cols, bool zero_points = false, int64_t group = 32) {
   GemmLayout L;
   L.rows = rows;
   L.cols = cols;
   L.has_zero_point = zero_points;
+  L.strategy = static_cast<int>(group == 0 ? Strategy::kChannel : Strategy::kGroup);
+  L.group_size = group;
   return repacked_weight_bytes(kind, L);
 }
 
@@ -486,9 +488,16 @@ TEST(GemmPlan, Int4RegistersPrefillKernel) {
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 8, 2, 14336), 28);    // Mixtral-8x7B
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 384, 8, 256), 384);  // Kimi-K2 TP8
   EXPECT_EQ(grouped_min_tokens(GroupedKernel::kInt4RegsBf16, 128, 8, 768), 128);  // Qwen3-30B-A3B
-  // Its copy: codes, bf16 scales as words (4 bytes per 32 weights), zero points as many again.
+  // Its copy: codes, bf16 scales as words (4 bytes per 32 weights; with zero points, where the groups
+  // are a multiple of 64 or per row, per 128: one word per k-tile), zero points as many again.
   EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128), 256 * 64 + 256 * 16);
   EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 128, true), 256 * 64 + 256 * 32);
+  EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 256, false, 128), 256 * 128 + 256 * 32);
+  EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 256, true, 64), 256 * 128 + 256 * 16);
+  EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 256, true, 128), 256 * 128 + 256 * 16);
+  EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 200, 192, false, 0), 256 * 96 + 256 * 24);
+  EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 200, 192, true, 0), 256 * 96 + 256 * 12);
+  EXPECT_EQ(repacked(GroupedKernel::kInt4RegsBf16, 256, 192, true, 96), 256 * 96 + 256 * 48);
   EXPECT_EQ(to_string(GroupedKernel::kInt4RegsBf16), "grouped wgmma (BF16) on INT4 weights dequantized in registers");
 }
 

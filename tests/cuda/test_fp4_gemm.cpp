@@ -61,8 +61,7 @@ struct TestWeight {
 // INT4: kExact takes power-of-two scales 2^-2..2^1 (every sum exact), kTiny bf16 subnormal scales,
 // kRandom normal-looking scales of either sign; zero points in [-8, 7].
 TestWeight make_weight(const Case& c, Data data, cuda::W4Format format, int64_t group, int e, std::mt19937_64& rng) {
-  const bool nvfp4 = format == cuda::W4Format::kNvfp4, int4 = format == cuda::W4Format::kInt4 ||
-                                                               format == cuda::W4Format::kInt4Zero;
+  const bool nvfp4 = format == cuda::W4Format::kNvfp4, int4 = cuda::is_int4_bf16(format);
   const int64_t groups = c.k / group;
   std::uniform_int_distribution<int> byte(0, 255), wide(120, 130), narrow(125, 129), tiny(0, 1), large(128, 129),
       pick(0, 99), mantissa(0, 7), fp8_exact(6, 9), fp8_any(1, 15), nibble(-8, 7), pow2(-2, 1), subnormal(1, 127);
@@ -83,7 +82,7 @@ TestWeight make_weight(const Case& c, Data data, cuda::W4Format format, int64_t 
            : data == Data::kTiny ? static_cast<uint16_t>(subnormal(rng))
                                  : quant::float_to_bf16((p % 2 ? -1.0f : 1.0f) * scale_dist(rng));
     }
-    if (format == cuda::W4Format::kInt4Zero) {
+    if (cuda::has_zero_points(format)) {
       w.zero_points.resize(scales.size());
       for (auto& z : w.zero_points) z = static_cast<int8_t>(nibble(rng));
     }
@@ -369,7 +368,7 @@ void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, st
       err = cuda::launch_repack_nvfp4(dc, ds, c.n, c.k, gate_up_inter, fc, fs, nullptr);
     else
       err = cuda::launch_repack_int4(reinterpret_cast<const int32_t*>(dc), reinterpret_cast<const uint16_t*>(ds), dz,
-                                     c.n, c.k, group, gate_up_inter, fc, fs, nullptr);
+                                     c.n, c.k, group, format, gate_up_inter, fc, fs, nullptr);
     ASSERT_EQ(err, cudaSuccess);
     frag_codes[e] = fc;
     frag_scales[e] = fs;
@@ -405,10 +404,11 @@ void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, st
                        : data == Data::kExact ? "exact"
                        : data == Data::kTiny  ? "tiny scales"
                                               : "mixed scales";
-    const char* format_name = format == cuda::W4Format::kMxfp4   ? "mxfp4"
-                              : format == cuda::W4Format::kNvfp4 ? "nvfp4"
-                              : format == cuda::W4Format::kInt4  ? "int4"
-                                                                 : "int4 zero points";
+    const char* format_name = format == cuda::W4Format::kMxfp4      ? "mxfp4"
+                              : format == cuda::W4Format::kNvfp4    ? "nvfp4"
+                              : format == cuda::W4Format::kInt4     ? "int4"
+                              : format == cuda::W4Format::kInt4Zero ? "int4 zero points"
+                                                                    : "int4 zero points, wide groups";
     std::printf("    %s (group %lld) %-12s tile %d%s%s n %d k %d rows %d: rel_l2 %.2e, %lld outputs not bit-equal\n",
                 format_name, static_cast<long long>(group), name, tile_inputs, bias.empty() ? "" : " (bias)",
                 gate_up ? " (gate/up interleaved)" : "", c.n, c.k, total, rel_l2, static_cast<long long>(not_exact));
@@ -421,8 +421,9 @@ void run_case(const Case& c, Data data, cuda::W4Format format, int64_t group, st
   free_case(p, d, owned);
 }
 
-// Experts without rows, with one row, partial and several input tiles; k of 1, 2, 3, 8 and 45 k-tiles
-// (one, an odd count below the pipeline's stages, more than them); weight rows not a multiple of the
+// Experts without rows, with one row, partial and several input tiles; k of 1, 2, 3, 8, 24 and 45
+// k-tiles (one, an odd count below the pipeline's stages, more than them: 24 for the INT4 groups of
+// 128, which 2880 does not divide); weight rows not a multiple of the
 // 128-row tile (gpt-oss's 2880 is 22.5 tiles; 320 has a padding half-tile; 200 is not a multiple of
 // 64, which the staged terms epilogue leaves to the per-element one); more tiles than SMs (each CTA
 // takes several); 40 experts (the tile map's scan takes several per lane), the first and last without
@@ -433,7 +434,8 @@ std::vector<Case> cases() {
   return {Case{256, 512, {0, 1, 130, 257}}, Case{384, 2880, {64, 0, 129}}, Case{128, 64, {5, 200}},
           Case{256, 192, {128, 3}},         Case{320, 128, {7, 260, 0, 33}},
           Case{1024, 128, {300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300}},
-          Case{128, 64, forty},             Case{200, 128, {50, 0, 70}}};
+          Case{128, 64, forty},             Case{200, 128, {50, 0, 70}},
+          Case{128, 1536, {40, 3}}};
 }
 
 // Under QMOE_TEST_SANITIZER_SUBSET (test::sanitizer_subset): whether to skip this data kind or case,
@@ -465,24 +467,70 @@ TEST(Fp4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
     }
 }
 
-// INT4 with bf16 scales per 16, 32, 48 (across k-tiles), 128 and per row, without and with zero
-// points (the larger cases with groups of 32 only).
+// The INT4 layout a group takes (int4_format), and the repack's refusals: the wide layout for groups
+// that are not a multiple of 64, zero points given to a format without them or missing, a format
+// that is not INT4 on bf16 inputs. (Checked before any launch: the pointers are never read.)
+TEST(Int4Mainloop, RepackTakesTheLayoutsItCanHold) {
+  REQUIRE_GPU();
+  EXPECT_EQ(cuda::int4_format(false, 128), cuda::W4Format::kInt4);
+  EXPECT_EQ(cuda::int4_format(true, 128), cuda::W4Format::kInt4WideZero);
+  EXPECT_EQ(cuda::int4_format(true, 4096), cuda::W4Format::kInt4WideZero);
+  EXPECT_EQ(cuda::int4_format(false, 32), cuda::W4Format::kInt4);
+  EXPECT_EQ(cuda::int4_format(true, 96), cuda::W4Format::kInt4Zero);
+  EXPECT_EQ(cuda::fp4_frag_scale_bytes(cuda::W4Format::kInt4WideZero, 256, 512),
+            cuda::fp4_frag_scale_bytes(cuda::W4Format::kInt4Zero, 256, 512) / 4);
+  const auto* codes = reinterpret_cast<const int32_t*>(uintptr_t{256});
+  const auto* scales = reinterpret_cast<const uint16_t*>(uintptr_t{256});
+  const auto* zeros = reinterpret_cast<const int8_t*>(uintptr_t{256});
+  auto* out = reinterpret_cast<uint32_t*>(uintptr_t{256});
+  // (Each call below is wrong in one way only.)
+  auto repack = [&](const int8_t* z, int64_t cols, int64_t group, cuda::W4Format f) {
+    return cuda::launch_repack_int4(codes, scales, z, 128, cols, group, f, 0, out, out, nullptr);
+  };
+  EXPECT_EQ(repack(zeros, 576, 96, cuda::W4Format::kInt4WideZero), cudaErrorInvalidValue);
+  EXPECT_EQ(repack(nullptr, 512, 128, cuda::W4Format::kInt4WideZero), cudaErrorInvalidValue);
+  EXPECT_EQ(repack(zeros, 512, 32, cuda::W4Format::kInt4), cudaErrorInvalidValue);
+  EXPECT_EQ(repack(nullptr, 512, 32, cuda::W4Format::kInt4Zero), cudaErrorInvalidValue);
+  EXPECT_EQ(repack(nullptr, 512, 128, cuda::W4Format::kMxfp4), cudaErrorInvalidValue);
+  EXPECT_EQ(repack(nullptr, 512, 128, cuda::W4Format::kInt4Int8), cudaErrorInvalidValue);
+}
+
+// The INT4 tests' scale groups of case c: 16, 32, 48, 64, 128, and c.k (one per row) unless listed.
+std::vector<int64_t> groups_of(const Case& c) {
+  std::vector<int64_t> groups = {16, 32, 48, 64, 128};
+  if (std::find(groups.begin(), groups.end(), int64_t{c.k}) == groups.end()) groups.push_back(c.k);
+  return groups;
+}
+
+// INT4 with bf16 scales per 16, 32, 48 (across k-tiles), 64 (without zero points), 128 and per row,
+// without and with zero points, a scale word per k16 step (the larger cases with groups of 32, and
+// without zero points 128 too: W4A16 g128); and with zero points in the wide layout (a word per
+// k-tile), the one the layers take for groups of a multiple of 64, per 64, 128 (across k-tiles) and
+// per row (the larger cases with groups of 128 or per row only).
 TEST(Int4Mainloop, MatchesTheCpuGemmOnDequantizedWeights) {
   REQUIRE_GPU();
   std::mt19937_64 rng(test::test_seed());
-  for (cuda::W4Format format : {cuda::W4Format::kInt4, cuda::W4Format::kInt4Zero})
+  for (cuda::W4Format format : {cuda::W4Format::kInt4, cuda::W4Format::kInt4Zero, cuda::W4Format::kInt4WideZero}) {
+    const bool wide = format == cuda::W4Format::kInt4WideZero;
     for (Data data : {Data::kExact, Data::kRandom, Data::kTiny})
       for (const Case& c : cases())
-        for (int64_t group : {int64_t{16}, int64_t{32}, int64_t{48}, int64_t{128}, int64_t{c.k}}) {
+        for (int64_t group : groups_of(c)) {
           if (outside_subset(data, c, "Int4Mainloop")) continue;
+          // (Under the sanitizer subset one group per layout: the shared-memory ring and its barriers
+          // depend on the layout, not on the group, and every group takes minutes under racecheck.)
+          if (test::sanitizer_subset() && group != (wide ? 128 : 32)) continue;
           int64_t rows = 0;
           for (int r : c.rows) rows += r;
-          if (c.k % group != 0 || (group == 128 && c.k == 128) ||
-              (group != 32 && int64_t{c.n} * c.k * rows > (int64_t{1} << 26)))
+          // (The groups the larger cases take.)
+          const bool large_group = wide ? group == 128 || group == c.k
+                                        : group == 32 || (format == cuda::W4Format::kInt4 && group == 128);
+          if (c.k % group != 0 || (wide && group % 64 != 0) || (format == cuda::W4Format::kInt4Zero && group == 64) ||
+              (!large_group && int64_t{c.n} * c.k * rows > (int64_t{1} << 26)))
             continue;
           run_case(c, data, format, group, rng);
-          if (group == 32 && data == Data::kRandom) run_case(c, data, format, group, rng, true);
+          if (large_group && data == Data::kRandom) run_case(c, data, format, group, rng, true);
         }
+  }
 }
 
 // W4A8 with int8 inputs (W4Format::kInt4Int8, kInt4Int8F32 with `f32_scales`): INT4 codes with bf16
