@@ -1380,6 +1380,17 @@ TEST(W4Prefill, MatchesTheCpuBackend) {
   // INT4 with groups of 128 and channel scales (W4A16's common schemes).
   cases.push_back({"w4a16_g128 H 2048", random_layer(Scheme::kW4A16G128, {16, 8, 2048, 768})});
   cases.push_back({"w4a16 channel H 2048", random_layer(Scheme::kW4A16Channel, {16, 8, 2048, 768})});
+  // INT4 with zero points per group of 128 and per row: the wide scale layout (a word per k-tile).
+  for (Scheme s : {Scheme::kW4A16G128, Scheme::kW4A16Channel}) {
+    MoeLayer asym = random_layer(s, {16, 8, 2048, 768});
+    for (ExpertWeights& ew : asym.experts)
+      for (QuantWeight* w : {&ew.w13, &ew.w2}) {
+        w->zero_point = Tensor(DType::kI8, {w->rows, w->scale.dim(1)});
+        for (int64_t i = 0; i < w->zero_point.numel(); ++i)
+          w->zero_point.data<int8_t>()[i] = static_cast<int8_t>(rng()() % 16) - 8;
+      }
+    cases.push_back({std::string(s == Scheme::kW4A16G128 ? "w4a16_asym_g128" : "w4a16 asym channel") + " H 2048", asym});
+  }
   // INT4 with groups of 32 (Kimi-K2's scheme) and with zero points.
   for (LayerShape shape : {LayerShape{16, 8, 2048, 768}, LayerShape{8, 4, 2880, 1440}}) {
     const std::string h = " H " + std::to_string(shape.hidden) + (shape.inter % 64 ? " (w2 dequantized)" : "");
