@@ -12,6 +12,13 @@
 
 namespace qmoe::cuda {
 
+// (a & b) ^ c in one instruction (ptxas splits the C form, with b and c both constants, in two).
+__device__ __forceinline__ uint32_t lop3_and_xor(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0x6A;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
 // quant::round_to_bf16 / round_to_f16 (round half to even; f16 overflow -> inf; NaN: canonical).
 __device__ __forceinline__ float round_bf16_hw(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 __device__ __forceinline__ float round_f16_hw(float v) { return __half2float(__float2half_rn(v)); }

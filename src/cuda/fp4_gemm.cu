@@ -393,7 +393,7 @@ struct Int4Scales : Bf16Mma {
       const __nv_bfloat162 o_m = __low2bfloat162(o2), o_m8 = __high2bfloat162(o2);
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const uint32_t v = ((w[step] >> (4 * r)) & 0x000F000Fu) | 0x43004300u;
+        const uint32_t v = lop3_and_xor(w[step] >> (4 * r), 0x000F000Fu, 0x43004300u);
         const __nv_bfloat162 q = __hsub2_rn(as_bf16x2(v), r % 2 == 0 ? o_m : o_m8);
         a[step][r] = bits_of(__hmul2_rn(q, r % 2 == 0 ? s_m : s_m8));
       }

@@ -76,13 +76,6 @@ __device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t b) {
   return lanes2<kBf16>(a, b, [](auto x, auto y) { return __hmul2(x, y); });
 }
 
-// (a & b) ^ c in one instruction.
-__device__ __forceinline__ uint32_t lop3_and_xor(uint32_t a, uint32_t b, uint32_t c) {
-  uint32_t d;
-  asm("lop3.b32 %0, %1, %2, %3, 0x6A;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-
 // Where the scale and zero point of (row, k) live: element row_offset + (k >> group_shift) of the
 // expert's scale and zero-point tensors (channel and tensor: shift past any k; tensor: row 0).
 struct ScaleRow {
