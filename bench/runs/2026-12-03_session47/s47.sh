@@ -11,6 +11,10 @@
 #          DeepSeek-V3, Qwen3-30B-A3B; W4A16 g128, NVFP4 A16, MXFP4)
 #   lop3   (ROOT=.gpu/s61) k's register-kernel, W4 prefill, edge and repacked-copy tests, then y
 #          against k, two rounds: W4A16 g128 and asymmetric g128, automatic path, three shapes
+#   uniform  (prepared for the next session; ROOT=.gpu/s62: k = main's kernels, `e3c795c`; u = branch
+#          wip/uniform-ring `e90cfcd`, the wgmma descriptors on the uniform datapath) u's register-kernel,
+#          W4 prefill, edge and repacked-copy tests, then k against u, two rounds: W4A16 g128,
+#          NVFP4 A16, MXFP4, automatic path, three shapes from the narrow tiles to 4096 tokens
 #   sanit  racecheck (API, routing, grouping), then memcheck (the small tests) on y (tools/gpu_test.sh)
 set -u
 o=$OUT/s47; mkdir -p $o
@@ -56,6 +60,17 @@ for part in "$@"; do
           bench kmix_r$r $b mixtral-8x7b 28,64,128,256,1024,4096 $s
           bench kds_r$r $b deepseek-v3 512,1024,4096 $s
           bench kq3_r$r $b qwen3-30b-a3b 256,512,2048 $s
+        done
+      done ;;
+    uniform)
+      tests u 'Int4Mainloop.*:Fp4Mainloop.*:W4Prefill.*:RandomLayerEdges.*:RepackedCopy.*'
+      grep -q "^\[  PASSED" $o/tests_u.log || { echo "u's tests did not pass: no A/B"; continue; }
+      s=w4a16_g128,nvfp4a16,mxfp4
+      for r in 1 2; do
+        for b in k u; do
+          bench umix_r$r $b mixtral-8x7b 28,64,128,256,1024,4096 $s
+          bench uds_r$r $b deepseek-v3 512,1024,4096 $s
+          bench uq3_r$r $b qwen3-30b-a3b 256,512,2048 $s
         done
       done ;;
     sanit)
