@@ -35,6 +35,17 @@ tests() {  # build filter
     --gtest_filter="$2" > $o/tests_$1.log 2>&1
   echo "tests $1 rc $? ($((SECONDS - start)) s)"; grep -hE "^\[  (PASSED|FAILED)|FAILED TEST" $o/tests_$1.log
 }
+ab() {  # main change test_filter schemes: the change's tests, then two rounds of main against it
+  tests $2 "$3"
+  grep -q "^\[  PASSED" $o/tests_$2.log || { echo "$2's tests did not pass: no A/B"; return; }
+  for r in 1 2; do
+    for b in $1 $2; do
+      bench ${2}mix_r$r $b mixtral-8x7b 28,64,128,256,1024,4096 $4
+      bench ${2}ds_r$r $b deepseek-v3 512,1024,4096 $4
+      bench ${2}q3_r$r $b qwen3-30b-a3b 256,512,2048 $4
+    done
+  done
+}
 for part in "$@"; do
   case $part in
     lag)
@@ -51,28 +62,8 @@ for part in "$@"; do
           bench nq3_r$r $b qwen3-30b-a3b 256,512,768 $s
         done
       done ;;
-    lop3)
-      tests k 'Int4Mainloop.*:W4Prefill.*:RandomLayerEdges.*:RepackedCopy.*'
-      grep -q "^\[  PASSED" $o/tests_k.log || { echo "k's tests did not pass: no A/B"; continue; }
-      s=w4a16_g128,w4a16_asym_g128
-      for r in 1 2; do
-        for b in y k; do
-          bench kmix_r$r $b mixtral-8x7b 28,64,128,256,1024,4096 $s
-          bench kds_r$r $b deepseek-v3 512,1024,4096 $s
-          bench kq3_r$r $b qwen3-30b-a3b 256,512,2048 $s
-        done
-      done ;;
-    uniform)
-      tests u 'Int4Mainloop.*:Fp4Mainloop.*:W4Prefill.*:RandomLayerEdges.*:RepackedCopy.*'
-      grep -q "^\[  PASSED" $o/tests_u.log || { echo "u's tests did not pass: no A/B"; continue; }
-      s=w4a16_g128,nvfp4a16,mxfp4
-      for r in 1 2; do
-        for b in k u; do
-          bench umix_r$r $b mixtral-8x7b 28,64,128,256,1024,4096 $s
-          bench uds_r$r $b deepseek-v3 512,1024,4096 $s
-          bench uq3_r$r $b qwen3-30b-a3b 256,512,2048 $s
-        done
-      done ;;
+    lop3) ab y k 'Int4Mainloop.*:W4Prefill.*:RandomLayerEdges.*:RepackedCopy.*' w4a16_g128,w4a16_asym_g128 ;;
+    uniform) ab k u 'Int4Mainloop.*:Fp4Mainloop.*:W4Prefill.*:RandomLayerEdges.*:RepackedCopy.*' w4a16_g128,nvfp4a16,mxfp4 ;;
     sanit)
       QMOE_GPU_TEST_PARTS=racecheck timeout 200 tools/gpu_test.sh $root/y $o/sanit_race > $o/sanit_race.log 2>&1
       echo "racecheck rc $? ($((SECONDS - start)) s)"; tail -4 $o/sanit_race.log
